@@ -1,0 +1,228 @@
+//! Configuration: system, user and workspace TOML files.
+//!
+//! Guards against a policy loosened behind the human's back: the workspace file
+//! (`.claude-sandbox.toml`) is writable by the agent between sessions, so it may only *tighten* the
+//! policy (more read-only paths, more masks); a key that would loosen it is refused with an error that
+//! names the file, the line and the key. Unknown keys are errors everywhere, so a typo never silently
+//! weakens the jail. All three files are themselves entry points (sealed by the jail).
+
+use crate::error::{Error, Result};
+use serde::Deserialize;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use toml::Spanned;
+
+/// The name of the per-workspace configuration file.
+pub const WORKSPACE_FILE: &str = ".claude-sandbox.toml";
+/// The system-wide configuration file.
+pub const SYSTEM_FILE: &str = "/etc/claude-sandbox/config.toml";
+
+/// Which file a setting came from; decides what it may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    System,
+    User,
+    Workspace,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    writable: Option<Spanned<Vec<String>>>,
+    read_only: Option<Vec<String>>,
+    masked: Option<Vec<String>>,
+    allow_ssh_agent: Option<Spanned<bool>>,
+}
+
+/// The merged configuration, paths already expanded to absolute paths.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Extra writable paths (system and user files only).
+    pub writable: Vec<PathBuf>,
+    /// Extra read-only paths inside writable areas.
+    pub read_only: Vec<PathBuf>,
+    /// Extra paths masked with `/dev/null` (files, sockets) or an empty read-only dir.
+    pub masked: Vec<PathBuf>,
+    /// Let the jail use `$SSH_AUTH_SOCK` (off by default).
+    pub allow_ssh_agent: bool,
+    /// The files that were read, in order.
+    pub sources: Vec<PathBuf>,
+}
+
+/// Where the three files live for this user and workspace.
+#[derive(Debug, Clone)]
+pub struct ConfigPaths {
+    pub system: PathBuf,
+    pub user: PathBuf,
+    pub workspace: PathBuf,
+}
+
+impl ConfigPaths {
+    pub fn new(home: &Path, workspace: &Path) -> Self {
+        let xdg = std::env::var_os("XDG_CONFIG_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .unwrap_or_else(|| home.join(".config"));
+        ConfigPaths {
+            system: std::env::var_os("CLAUDE_SANDBOX_SYSTEM_CONFIG")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(SYSTEM_FILE)),
+            user: xdg.join("claude-sandbox/config.toml"),
+            workspace: workspace.join(WORKSPACE_FILE),
+        }
+    }
+
+    /// Every configuration path, existing or not (they are all entry points).
+    pub fn all(&self) -> [&Path; 3] {
+        [&self.system, &self.user, &self.workspace]
+    }
+}
+
+impl Config {
+    /// Load and merge the system, user and workspace files; `explicit` replaces the user file.
+    pub fn load(paths: &ConfigPaths, explicit: Option<&Path>, home: &Path, ws: &Path) -> Result<Self> {
+        let mut config = Config::default();
+        config.merge_file(&paths.system, Scope::System, home, ws)?;
+        match explicit {
+            Some(file) => {
+                if !file.is_file() {
+                    return Err(Error::Usage(format!(
+                        "--config {}: no such file; give the path of a TOML file",
+                        file.display()
+                    )));
+                }
+                config.merge_file(file, Scope::User, home, ws)?
+            }
+            None => config.merge_file(&paths.user, Scope::User, home, ws)?,
+        }
+        config.merge_file(&paths.workspace, Scope::Workspace, home, ws)?;
+        Ok(config)
+    }
+
+    fn merge_file(&mut self, path: &Path, scope: Scope, home: &Path, ws: &Path) -> Result<()> {
+        // A directory here is a placeholder of ours (or garbage): it holds no settings.
+        if !path.is_file() {
+            return Ok(());
+        }
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        self.merge_text(&text, path, scope, home, ws)?;
+        self.sources.push(path.to_path_buf());
+        Ok(())
+    }
+
+    /// Merge one file's text; `path` is used for error messages and relative paths.
+    pub fn merge_text(
+        &mut self,
+        text: &str,
+        path: &Path,
+        scope: Scope,
+        home: &Path,
+        ws: &Path,
+    ) -> Result<()> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| Error::Config {
+            path: path.to_path_buf(),
+            line: line_of(text, e.span()),
+            message: format!("{}; see docs/config.md", e.message().trim()),
+        })?;
+        let base = if scope == Scope::Workspace { ws } else { home };
+        if let Some(writable) = raw.writable {
+            if scope == Scope::Workspace {
+                return Err(loosening(path, text, writable.span(), "writable"));
+            }
+            self.writable
+                .extend(writable.into_inner().iter().map(|p| expand(p, home, base)));
+        }
+        if let Some(allow) = raw.allow_ssh_agent {
+            if scope == Scope::Workspace && *allow.get_ref() {
+                return Err(loosening(path, text, allow.span(), "allow_ssh_agent"));
+            }
+            // Later files win, but the workspace can only turn it off.
+            self.allow_ssh_agent = *allow.get_ref();
+        }
+        for p in raw.read_only.unwrap_or_default() {
+            self.read_only.push(expand(&p, home, base));
+        }
+        for p in raw.masked.unwrap_or_default() {
+            self.masked.push(expand(&p, home, base));
+        }
+        Ok(())
+    }
+}
+
+fn loosening(path: &Path, text: &str, span: Range<usize>, key: &str) -> Error {
+    Error::Config {
+        path: path.to_path_buf(),
+        line: line_of(text, Some(span)),
+        message: format!(
+            "`{key}` loosens the policy, which a workspace file may not do (the agent can edit it); \
+             move it to ~/.config/claude-sandbox/config.toml"
+        ),
+    }
+}
+
+/// Expand `~/` to the home directory and make relative paths relative to `base`.
+pub fn expand(p: &str, home: &Path, base: &Path) -> PathBuf {
+    if p == "~" {
+        return home.to_path_buf();
+    }
+    if let Some(rest) = p.strip_prefix("~/") {
+        return home.join(rest);
+    }
+    let path = Path::new(p);
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        base.join(path)
+    }
+}
+
+/// 1-based line number of a byte offset.
+fn line_of(text: &str, span: Option<Range<usize>>) -> usize {
+    let offset = span.map(|s| s.start).unwrap_or(0).min(text.len());
+    text[..offset].bytes().filter(|b| *b == b'\n').count() + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn merge(text: &str, scope: Scope) -> Result<Config> {
+        let mut c = Config::default();
+        c.merge_text(text, Path::new("/w/f.toml"), scope, Path::new("/h"), Path::new("/w"))?;
+        Ok(c)
+    }
+
+    #[test]
+    fn workspace_may_tighten() {
+        let c = merge("read_only = [\"docs\"]\nmasked = [\"~/x\"]\n", Scope::Workspace).unwrap();
+        assert_eq!(c.read_only, vec![PathBuf::from("/w/docs")]);
+        assert_eq!(c.masked, vec![PathBuf::from("/h/x")]);
+    }
+
+    #[test]
+    fn workspace_may_not_loosen_and_the_error_names_the_line() {
+        let err = merge("read_only = []\n\nwritable = [\"/etc\"]\n", Scope::Workspace).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.starts_with("/w/f.toml:3: `writable` loosens"), "{msg}");
+        assert_eq!(err.exit_code(), 2);
+        let err = merge("allow_ssh_agent = true\n", Scope::Workspace).unwrap_err();
+        assert!(err.to_string().contains(":1: `allow_ssh_agent`"), "{err}");
+        assert!(merge("allow_ssh_agent = false\n", Scope::Workspace).is_ok());
+    }
+
+    #[test]
+    fn unknown_keys_are_errors_with_a_line() {
+        let err = merge("read_only = []\nwriteable = []\n", Scope::User).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.starts_with("/w/f.toml:2:"), "{msg}");
+        assert!(msg.contains("writeable"), "{msg}");
+    }
+
+    #[test]
+    fn user_may_loosen() {
+        let c = merge("writable = [\"~/.m2\"]\nallow_ssh_agent = true\n", Scope::User).unwrap();
+        assert_eq!(c.writable, vec![PathBuf::from("/h/.m2")]);
+        assert!(c.allow_ssh_agent);
+    }
+}

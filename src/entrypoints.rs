@@ -1,0 +1,452 @@
+//! The catalogue of entry points and their discovery in a workspace and a home directory.
+//!
+//! Guards against deferred execution: a file the agent writes inside the jail that a program *outside*
+//! the jail later runs as the human (a git hook, `core.fsmonitor`, an `.envrc`, a VS Code task, an agent
+//! settings file with hooks). Discovery is pure reading: it lists every such path (existing or not) under
+//! the workspace and the writable parts of `$HOME`, with who would run it; the jail planner decides how
+//! to seal each one (a read-only bind of an existing path, a read-only placeholder for a missing one).
+//!
+//! What is found:
+//! - per-directory names (`.envrc`, `.vscode/`, `.claude/`, `mise.toml`, ...) at the workspace root and
+//!   at the root of every repository, and wherever they already exist in the tree;
+//! - every git directory under the workspace: `.git` dirs, `.git` pointer files (worktrees,
+//!   submodules), bare repositories, `modules/*` of submodules, `worktrees/*`, with their `hooks/`,
+//!   `config`, `config.worktree`, `commondir`, the `core.hooksPath` target and `include` targets;
+//! - the agent-state directories' own entry points (`~/.claude/settings.json`, `~/.codex/config.toml`...).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// What a missing entry point is replaced with. A directory is the default because every reader we
+/// checked treats a directory where it expects a file as absent (rustup, pyenv, npm, git's untracked
+/// listing), while an empty *file* changes behaviour (an empty `rust-toolchain.toml` breaks cargo, an
+/// empty `.python-version` switches pyenv to the system python). Files inside `.git` are the exception:
+/// git refuses a directory there, so they get content git reads as "nothing set".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stub {
+    /// An empty directory.
+    Dir,
+    /// A file with this content.
+    File(&'static str),
+}
+
+/// One catalogued name: where it is looked for, who runs what it holds.
+#[derive(Debug, Clone, Copy)]
+pub struct Catalogued {
+    pub name: &'static str,
+    pub stub: Stub,
+    pub runs: &'static str,
+}
+
+const fn dir(name: &'static str, runs: &'static str) -> Catalogued {
+    Catalogued {
+        name,
+        stub: Stub::Dir,
+        runs,
+    }
+}
+
+/// Names sealed at the workspace root and at the root of every repository in it.
+pub const PER_DIRECTORY: &[Catalogued] = &[
+    dir(".vscode", "VS Code: tasks.json folderOpen tasks, settings naming executables, launch.json"),
+    dir(".devcontainer", "Dev Containers: initializeCommand on the host, post*Command, features"),
+    dir(".idea", "JetBrains IDEs: run configurations, startup tasks"),
+    dir(".claude", "Claude Code: settings hooks, statusLine, commands, agents, skills"),
+    dir(".codex", "Codex CLI: project config.toml (mcp_servers, notify), hooks.json"),
+    dir(".gemini", "Gemini CLI: settings.json hooks and mcpServers, commands, .env"),
+    dir(".cursor", "Cursor: hooks.json, mcp.json"),
+    dir(".opencode", "OpenCode: plugins loaded at startup"),
+    dir(".husky", "husky: git hooks run by every commit"),
+    dir(".lefthook", "lefthook: hook scripts"),
+    dir(".cargo", "cargo: config.toml runner, rustc-wrapper, linker for every cargo command"),
+    dir(".envrc", "direnv: shell code run on cd"),
+    dir(".mcp.json", "Claude Code: stdio MCP server commands"),
+    dir(".npmrc", "npm: node-options, script-shell, git, editor"),
+    dir(".yarnrc.yml", "yarn: yarnPath runs a JavaScript file"),
+    dir(".pnpmfile.cjs", "pnpm: hooks run on install"),
+    dir("bunfig.toml", "bun: preload scripts"),
+    dir("mise.toml", "mise: [hooks] enter/cd, [env] _.source on cd"),
+    dir(".mise.toml", "mise: [hooks] enter/cd, [env] _.source on cd"),
+    dir(".tool-versions", "asdf/mise: `path:` tool versions run by shims"),
+    dir(".python-version", "pyenv: selects the python that shims run"),
+    dir("rust-toolchain.toml", "rustup: `path =` toolchain run by cargo/rustc proxies"),
+    dir("rust-toolchain", "rustup: toolchain run by cargo/rustc proxies"),
+    dir("lefthook.yml", "lefthook: hook commands"),
+    dir(".lefthook.yml", "lefthook: hook commands"),
+    dir("lefthook-local.yml", "lefthook: hook commands"),
+    dir(".pre-commit-config.yaml", "pre-commit/prek: `repo: local` entry commands on commit"),
+    dir("hk.pkl", "hk: hook commands"),
+    dir("opencode.json", "OpenCode: plugins and MCP commands"),
+    dir("opencode.jsonc", "OpenCode: plugins and MCP commands"),
+    dir(".exrc", "vi/vim with `exrc`: ex commands"),
+    dir(crate::config::WORKSPACE_FILE, "claude-sandbox: the next session's policy"),
+];
+
+/// Agent-state directories that stay writable, and the entry points inside them that must not.
+pub const STATE_ENTRY_POINTS: &[(&str, Stub, &str)] = &[
+    (".claude/settings.json", Stub::File("{}\n"), "Claude Code: user hooks, statusLine, apiKeyHelper"),
+    (".claude/settings.local.json", Stub::File("{}\n"), "Claude Code: user hooks"),
+    (".claude/commands", Stub::Dir, "Claude Code: slash commands with !`cmd`"),
+    (".claude/agents", Stub::Dir, "Claude Code: subagents"),
+    (".claude/skills", Stub::Dir, "Claude Code: skills with shell execution"),
+    (".claude/plugins", Stub::Dir, "Claude Code: plugins (hooks, MCP servers)"),
+    (".codex/config.toml", Stub::File(""), "Codex CLI: mcp_servers, notify, project trust"),
+    (".codex/hooks.json", Stub::File("{}\n"), "Codex CLI: hooks"),
+    (".gemini/settings.json", Stub::File("{}\n"), "Gemini CLI: hooks, mcpServers, discoveryCommand"),
+    (".gemini/trustedFolders.json", Stub::File("{}\n"), "Gemini CLI: folder trust"),
+    (".gemini/.env", Stub::File(""), "Gemini CLI: GEMINI_CLI_TRUST_WORKSPACE"),
+    (".gemini/commands", Stub::Dir, "Gemini CLI: commands with !{...}"),
+    (".gemini/extensions", Stub::Dir, "Gemini CLI: extensions"),
+    (".cursor/hooks.json", Stub::File("{}\n"), "Cursor: hooks"),
+    (".cursor/mcp.json", Stub::File("{}\n"), "Cursor: MCP server commands"),
+];
+
+/// A path to seal, found by discovery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub path: PathBuf,
+    pub stub: Stub,
+    pub runs: String,
+}
+
+/// A git repository found under the workspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Repo {
+    /// The working tree root (`None` for a bare repository or a submodule's module dir).
+    pub worktree: Option<PathBuf>,
+    pub git_dir: PathBuf,
+    pub common_dir: PathBuf,
+}
+
+/// Everything discovery found.
+#[derive(Debug, Default, Clone)]
+pub struct Discovery {
+    pub findings: Vec<Finding>,
+    pub repos: Vec<Repo>,
+    /// Problems that did not stop discovery but are worth telling (unreadable metadata...).
+    pub warnings: Vec<String>,
+}
+
+impl Discovery {
+    fn seal(&mut self, path: PathBuf, stub: Stub, runs: impl Into<String>) {
+        self.findings.push(Finding {
+            path,
+            stub,
+            runs: runs.into(),
+        });
+    }
+}
+
+/// Directories never descended into while looking for repositories and existing entry points.
+const PRUNED: &[&str] = &["node_modules", ".git"];
+
+/// Walk the workspace and collect entry points and repositories.
+pub fn discover_workspace(ws: &Path) -> Discovery {
+    let mut d = Discovery::default();
+    let mut git_dirs: Vec<PathBuf> = Vec::new();
+    add_per_directory(&mut d, ws);
+    let walker = walkdir::WalkDir::new(ws).follow_links(false).into_iter();
+    let mut it = walker.filter_entry(|e| {
+        e.depth() == 0 || !(e.file_type().is_dir() && PRUNED.contains(&e.file_name().to_str().unwrap_or("")))
+            || e.file_name() == ".git"
+    });
+    while let Some(entry) = it.next() {
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) => {
+                d.warnings.push(format!("scanning the workspace: {e}"));
+                continue;
+            }
+        };
+        if entry.depth() == 0 {
+            continue;
+        }
+        let name = entry.file_name().to_string_lossy();
+        let path = entry.path();
+        if name == ".git" {
+            if entry.file_type().is_dir() {
+                it.skip_current_dir();
+                git_dirs.push(path.to_path_buf());
+            } else if entry.file_type().is_file() {
+                d.seal(path.to_path_buf(), Stub::Dir, "git: `.git` pointer file names the git directory");
+                match read_gitdir_pointer(path) {
+                    Some(target) => git_dirs.push(target),
+                    None => d.warnings.push(format!("{}: unreadable `gitdir:` pointer", path.display())),
+                }
+            }
+            if let Some(parent) = path.parent() {
+                if parent != ws {
+                    add_per_directory(&mut d, parent);
+                }
+            }
+            continue;
+        }
+        if name == "HEAD" && entry.file_type().is_file() {
+            if let Some(parent) = path.parent() {
+                if parent.join("objects").is_dir() && parent.join("refs").is_dir() {
+                    git_dirs.push(parent.to_path_buf());
+                }
+            }
+            continue;
+        }
+        if let Some(c) = PER_DIRECTORY.iter().find(|c| c.name == name) {
+            d.seal(path.to_path_buf(), c.stub, c.runs);
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    while let Some(g) = git_dirs.pop() {
+        let g = std::fs::canonicalize(&g).unwrap_or(g);
+        if seen.insert(g.clone()) {
+            add_git_dir(&mut d, &g, &mut git_dirs);
+        }
+    }
+    d
+}
+
+fn add_per_directory(d: &mut Discovery, dir: &Path) {
+    for c in PER_DIRECTORY {
+        d.seal(dir.join(c.name), c.stub, c.runs);
+    }
+}
+
+/// Entry points inside writable agent-state directories of `$HOME`.
+pub fn discover_state(home: &Path, state_dirs: &[PathBuf]) -> Vec<Finding> {
+    STATE_ENTRY_POINTS
+        .iter()
+        .map(|(rel, stub, runs)| Finding {
+            path: home.join(rel),
+            stub: *stub,
+            runs: (*runs).to_string(),
+        })
+        .filter(|f| state_dirs.iter().any(|s| f.path.starts_with(s)))
+        .collect()
+}
+
+/// `gitdir: <path>` in a `.git` file, resolved relative to the file's directory.
+pub fn read_gitdir_pointer(file: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let target = text.lines().next()?.strip_prefix("gitdir:")?.trim();
+    let target = Path::new(target);
+    Some(if target.is_absolute() {
+        target.to_path_buf()
+    } else {
+        file.parent()?.join(target)
+    })
+}
+
+/// The common directory of a git directory (`commondir` file, else itself).
+pub fn common_dir(git_dir: &Path) -> PathBuf {
+    match std::fs::read_to_string(git_dir.join("commondir")) {
+        Ok(text) if !text.trim().is_empty() => {
+            let c = Path::new(text.trim());
+            let c = if c.is_absolute() { c.to_path_buf() } else { git_dir.join(c) };
+            std::fs::canonicalize(&c).unwrap_or(c)
+        }
+        _ => git_dir.to_path_buf(),
+    }
+}
+
+fn add_git_dir(d: &mut Discovery, g: &Path, more: &mut Vec<PathBuf>) {
+    let common = common_dir(g);
+    let worktree = match g.file_name().and_then(|n| n.to_str()) {
+        Some(".git") => g.parent().map(Path::to_path_buf),
+        _ => std::fs::read_to_string(g.join("gitdir"))
+            .ok()
+            .and_then(|t| Path::new(t.trim()).parent().map(Path::to_path_buf)),
+    };
+    d.repos.push(Repo {
+        worktree: worktree.clone(),
+        git_dir: g.to_path_buf(),
+        common_dir: common.clone(),
+    });
+    // Files git reads from this git directory; missing ones get content git reads as "unset".
+    d.seal(g.join("config.worktree"), Stub::File(""), "git: per-worktree config (core.fsmonitor, hooks)");
+    d.seal(g.join("commondir"), Stub::File(".\n"), "git: `commondir` redirects hooks and config");
+    if g != common {
+        return;
+    }
+    d.seal(g.join("hooks"), Stub::Dir, "git: hooks run by commit, checkout, merge, push, status");
+    d.seal(g.join("config"), Stub::File(""), "git: core.fsmonitor, core.hooksPath, hook.*, filters, aliases");
+    let config_files = config_with_includes(&g.join("config"), worktree.as_deref());
+    for (file, hooks_path) in config_files {
+        if file != g.join("config") {
+            d.seal(file, Stub::File(""), "git: file included by a repository's config");
+        }
+        if let Some(hp) = hooks_path {
+            d.seal(hp, Stub::Dir, "git: core.hooksPath target: every hook");
+        }
+    }
+    for sub in ["modules", "worktrees"] {
+        let Ok(rd) = std::fs::read_dir(g.join(sub)) else { continue };
+        for e in rd.flatten() {
+            if sub == "worktrees" {
+                let w = e.path();
+                d.seal(w.join("commondir"), Stub::File("../..\n"), "git: a worktree's `commondir`");
+                d.seal(w.join("config.worktree"), Stub::File(""), "git: per-worktree config");
+                d.seal(w.join("gitdir"), Stub::File(""), "git: a worktree's back-pointer");
+            } else {
+                collect_module_dirs(&e.path(), more, 0);
+            }
+        }
+    }
+}
+
+/// Submodule git directories may nest (`modules/a/modules/b`); a git dir has a `HEAD` and `config`.
+fn collect_module_dirs(dir: &Path, out: &mut Vec<PathBuf>, depth: usize) {
+    if depth > 10 {
+        return;
+    }
+    if dir.join("HEAD").is_file() && dir.join("config").is_file() {
+        out.push(dir.to_path_buf());
+        return;
+    }
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                collect_module_dirs(&e.path(), out, depth + 1);
+            }
+        }
+    }
+}
+
+/// The config file and every file it includes (depth-limited), each with the `core.hooksPath`
+/// target it sets, if any.
+fn config_with_includes(config: &Path, worktree: Option<&Path>) -> Vec<(PathBuf, Option<PathBuf>)> {
+    let mut out = Vec::new();
+    let mut todo = vec![(config.to_path_buf(), 0)];
+    while let Some((file, depth)) = todo.pop() {
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            out.push((file, None));
+            continue;
+        };
+        let keys = parse_git_config(&text);
+        let base = file.parent().unwrap_or(Path::new("/")).to_path_buf();
+        let mut hooks = None;
+        for (key, value) in &keys {
+            if key == "core.hookspath" {
+                hooks = Some(resolve_git_path(value, worktree.unwrap_or(&base)));
+            } else if depth < 5 && (key == "include.path" || (key.starts_with("includeif.") && key.ends_with(".path"))) {
+                todo.push((resolve_git_path(value, &base), depth + 1));
+            }
+        }
+        out.push((file, hooks));
+    }
+    out
+}
+
+fn resolve_git_path(value: &str, base: &Path) -> PathBuf {
+    if let Some(rest) = value.strip_prefix("~/") {
+        if let Some(home) = std::env::var_os("HOME") {
+            return PathBuf::from(home).join(rest);
+        }
+    }
+    let p = Path::new(value);
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        base.join(p)
+    }
+}
+
+/// A small reader for git's config syntax: `(section[.subsection].key, value)` pairs, keys lowercased
+/// except the subsection, as git compares them. Enough to find `core.hooksPath`, `include.path` and
+/// the exec-capable keys; it does not interpret values.
+pub fn parse_git_config(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut section = String::new();
+    for raw in text.lines() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        let mut rest = line;
+        if let Some(body) = line.strip_prefix('[') {
+            let Some(end) = body.find(']') else { continue };
+            section = section_name(&body[..end]);
+            rest = body[end + 1..].trim();
+            if rest.is_empty() {
+                continue;
+            }
+        }
+        let (key, value) = match rest.split_once('=') {
+            Some((k, v)) => (k.trim(), unquote(v.trim())),
+            None => (rest, "true".to_string()),
+        };
+        out.push((format!("{section}.{}", key.to_ascii_lowercase()), value));
+    }
+    out
+}
+
+fn section_name(header: &str) -> String {
+    match header.split_once(char::is_whitespace) {
+        Some((name, sub)) => {
+            let sub = sub.trim().trim_matches('"').replace("\\\"", "\"").replace("\\\\", "\\");
+            format!("{}.{}", name.to_ascii_lowercase(), sub)
+        }
+        None => match header.split_once('.') {
+            Some((name, sub)) => format!("{}.{}", name.to_ascii_lowercase(), sub.to_ascii_lowercase()),
+            None => header.to_ascii_lowercase(),
+        },
+    }
+}
+
+fn unquote(v: &str) -> String {
+    let mut out = String::new();
+    let mut quoted = false;
+    let mut chars = v.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => quoted = !quoted,
+            '\\' => match chars.next() {
+                Some('n') => out.push('\n'),
+                Some('t') => out.push('\t'),
+                Some(other) => out.push(other),
+                None => {}
+            },
+            '#' | ';' if !quoted => break,
+            _ => out.push(c),
+        }
+    }
+    out.trim_end().to_string()
+}
+
+/// Group findings by path, keeping the first description (a path found twice is sealed once).
+pub fn dedup(findings: Vec<Finding>) -> Vec<Finding> {
+    let mut by_path: BTreeMap<PathBuf, Finding> = BTreeMap::new();
+    for f in findings {
+        by_path.entry(f.path.clone()).or_insert(f);
+    }
+    by_path.into_values().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn git_config_keys() {
+        let text = "[core]\n\thooksPath = .husky/_\n\tfsmonitor = \"/tmp/x y\" # c\n[include]\npath = ../a.inc\n\
+                    [includeIf \"gitdir:~/w/\"]\n path = b\n[hook \"Lint\"]\ncommand = echo\n[remote.Origin]\nurl=x\n";
+        let keys = parse_git_config(text);
+        assert_eq!(
+            keys,
+            vec![
+                ("core.hookspath".into(), ".husky/_".into()),
+                ("core.fsmonitor".into(), "/tmp/x y".into()),
+                ("include.path".into(), "../a.inc".into()),
+                ("includeif.gitdir:~/w/.path".into(), "b".into()),
+                ("hook.Lint.command".into(), "echo".into()),
+                ("remote.origin.url".into(), "x".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn per_directory_names_are_unique() {
+        let mut names: Vec<_> = PER_DIRECTORY.iter().map(|c| c.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), PER_DIRECTORY.len());
+    }
+}

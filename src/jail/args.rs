@@ -1,0 +1,180 @@
+//! The bwrap argument vector: a pure function of a `Policy`.
+//!
+//! Mount order matters, because a later mount hides what an earlier one put at the same place:
+//! 1. namespaces and process options (`--die-with-parent`, new user, PID and IPC namespaces, no caps);
+//! 2. the whole root read-only, fresh `/dev` and `/proc`;
+//! 3. private tmpfs (`/tmp`, `$XDG_RUNTIME_DIR`);
+//! 4. the session's `$HOME`, then its top-level entries (read-only, writable holes, symlinks);
+//! 5. writable roots (the workspace), then anchors (writable self-binds that make `.git` and nested
+//!    repositories' ancestors impossible to rename); then hidden directories (the runtime directory),
+//!    after every writable bind so that none can re-expose it;
+//! 6. sealed entry points, read-only over themselves: after the writable roots, so they win;
+//! 7. masks (`/dev/null` over sockets and privileged binaries, empty dirs over socket dirs): last, so
+//!    nothing can re-expose them;
+//! 8. seccomp, status fd, environment, working directory, the command.
+
+use super::policy::{Fds, HomeBind, MaskKind, Policy};
+use std::ffi::OsString;
+use std::path::Path;
+
+struct Argv(Vec<OsString>);
+
+impl Argv {
+    fn flag(&mut self, f: &str) -> &mut Self {
+        self.0.push(f.into());
+        self
+    }
+    fn path(&mut self, p: &Path) -> &mut Self {
+        self.0.push(p.as_os_str().to_owned());
+        self
+    }
+    fn same(&mut self, f: &str, p: &Path) -> &mut Self {
+        self.flag(f).path(p).path(p)
+    }
+}
+
+/// Build bwrap's arguments (without the program name).
+pub fn bwrap_args(policy: &Policy, fds: Fds) -> Vec<OsString> {
+    let mut a = Argv(Vec::new());
+    a.flag("--die-with-parent")
+        .flag("--unshare-user")
+        .flag("--unshare-pid")
+        .flag("--unshare-ipc")
+        .flag("--cap-drop")
+        .flag("ALL");
+    a.flag("--ro-bind").flag("/").flag("/");
+    a.flag("--dev").flag("/dev").flag("--proc").flag("/proc");
+    for p in &policy.private {
+        a.flag("--tmpfs").path(p);
+    }
+    a.flag("--bind").path(&policy.session_home).path(&policy.home);
+    for e in &policy.home_entries {
+        let dest = policy.home.join(&e.name);
+        match &e.bind {
+            HomeBind::ReadOnly => a.same("--ro-bind", &dest),
+            HomeBind::Writable => a.same("--bind", &dest),
+            HomeBind::Symlink(target) => a.flag("--symlink").path(target).path(&dest),
+        };
+    }
+    for p in &policy.writable {
+        a.same("--bind", p);
+    }
+    for p in &policy.anchors {
+        a.same("--bind", p);
+    }
+    for p in &policy.hidden {
+        a.flag("--tmpfs").path(p).flag("--remount-ro").path(p);
+    }
+    for s in &policy.sealed {
+        a.same("--ro-bind", &s.path);
+    }
+    for m in &policy.masks {
+        match m.kind {
+            MaskKind::File => a.flag("--ro-bind").flag("/dev/null").path(&m.path),
+            MaskKind::Dir => a.flag("--tmpfs").path(&m.path).flag("--remount-ro").path(&m.path),
+        };
+    }
+    if let Some(fd) = fds.seccomp {
+        a.flag("--seccomp").flag(&fd.to_string());
+    }
+    if let Some(fd) = fds.status {
+        a.flag("--json-status-fd").flag(&fd.to_string());
+    }
+    for k in &policy.unsetenv {
+        a.flag("--unsetenv").flag(k);
+    }
+    for (k, v) in &policy.setenv {
+        a.flag("--setenv").flag(k).flag(v);
+    }
+    a.flag("--chdir").path(&policy.chdir);
+    a.flag("--");
+    a.0.extend(policy.command.iter().cloned());
+    a.0
+}
+
+/// Quote one argument for a POSIX shell (used by `--dry-run`).
+pub fn shell_quote(arg: &std::ffi::OsStr) -> String {
+    let s = arg.to_string_lossy();
+    let safe = !s.is_empty()
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
+    if safe {
+        s.into_owned()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::policy::*;
+    use super::*;
+    use std::path::PathBuf;
+
+    fn policy() -> Policy {
+        Policy {
+            bwrap: "/usr/bin/bwrap".into(),
+            workspace: "/w".into(),
+            home: "/h".into(),
+            session_home: "/run/cs/1/s/home".into(),
+            home_entries: vec![
+                HomeEntry { name: ".bashrc".into(), bind: HomeBind::ReadOnly },
+                HomeEntry { name: ".claude".into(), bind: HomeBind::Writable },
+                HomeEntry { name: ".vimrc".into(), bind: HomeBind::Symlink("dot/vimrc".into()) },
+            ],
+            writable: vec!["/w".into()],
+            anchors: vec!["/w/.git".into()],
+            sealed: vec![
+                Sealed { path: "/w/.git/hooks".into(), runs: "git".into(), placeholder: false },
+                Sealed { path: "/w/.envrc".into(), runs: "direnv".into(), placeholder: true },
+            ],
+            masks: vec![
+                Mask { path: "/run/docker.sock".into(), kind: MaskKind::File, why: "docker".into() },
+                Mask { path: "/run/podman".into(), kind: MaskKind::Dir, why: "podman".into() },
+            ],
+            private: vec!["/tmp".into()],
+            hidden: vec!["/run/cs".into()],
+            setenv: vec![("CLAUDE_SANDBOX".into(), "1".into())],
+            unsetenv: vec!["SSH_AUTH_SOCK".into()],
+            chdir: "/w/sub".into(),
+            command: vec!["claude".into(), "--flag with space".into()],
+        }
+    }
+
+    #[test]
+    fn exact_argument_vector() {
+        let got: Vec<String> = bwrap_args(&policy(), Fds { seccomp: Some(3), status: Some(4) })
+            .into_iter()
+            .map(|s| s.into_string().unwrap())
+            .collect();
+        let want = "--die-with-parent --unshare-user --unshare-pid --unshare-ipc --cap-drop ALL \
+            --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp \
+            --bind /run/cs/1/s/home /h --ro-bind /h/.bashrc /h/.bashrc --bind /h/.claude /h/.claude \
+            --symlink dot/vimrc /h/.vimrc --bind /w /w --bind /w/.git /w/.git \
+            --tmpfs /run/cs --remount-ro /run/cs \
+            --ro-bind /w/.git/hooks /w/.git/hooks --ro-bind /w/.envrc /w/.envrc \
+            --ro-bind /dev/null /run/docker.sock --tmpfs /run/podman --remount-ro /run/podman \
+            --seccomp 3 --json-status-fd 4 --unsetenv SSH_AUTH_SOCK --setenv CLAUDE_SANDBOX 1 \
+            --chdir /w/sub --";
+        let mut want: Vec<String> = want.split_whitespace().map(String::from).collect();
+        want.push("claude".into());
+        want.push("--flag with space".into());
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn seals_come_after_writable_roots_and_masks_last() {
+        let args = bwrap_args(&policy(), Fds::default());
+        let pos = |s: &str| args.iter().position(|a| a == s).unwrap();
+        assert!(pos("/w/.git/hooks") > pos("/w"));
+        assert!(pos("/run/docker.sock") > pos("/w/.envrc"));
+        assert!(!args.iter().any(|a| a == "--seccomp"));
+    }
+
+    #[test]
+    fn quoting() {
+        assert_eq!(shell_quote("a/b".as_ref()), "a/b");
+        assert_eq!(shell_quote("it's".as_ref()), "'it'\\''s'");
+        assert_eq!(shell_quote("".as_ref()), "''");
+        let _ = PathBuf::new();
+    }
+}

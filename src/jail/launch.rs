@@ -1,0 +1,310 @@
+//! The launcher: plan, create placeholders, start bwrap, forward signals, propagate the exit status,
+//! clean up.
+//!
+//! Guards against a jail that is weaker than it claims: bwrap is found by absolute path (never through
+//! a PATH the agent can write), the seccomp filter and the status pipe are passed as file descriptors,
+//! and any failure before the command starts stops the launch with status 125 and a one-line cause.
+//!
+//! Signals: the jailed command stays in the launcher's process group and keeps the terminal, so
+//! terminal-generated signals (Ctrl-C, Ctrl-\, SIGWINCH on resize, SIGHUP on hangup) reach it
+//! directly from the kernel. Signals *sent* to the launcher by a process (`kill`, a supervisor) are
+//! forwarded to the command: bwrap's own init (PID 1 in the jail) ignores them, so the launcher finds
+//! the init's children and signals them.
+
+use super::args::{bwrap_args, shell_quote};
+use super::plan::{plan, Plan, PlanInput};
+use super::policy::Fds;
+use super::{home, placeholders, seccomp};
+use crate::config::{Config, ConfigPaths};
+use crate::error::{Error, Result, EXIT_JAIL};
+use signal_hook::consts::signal::*;
+use signal_hook::iterator::exfiltrator::WithOrigin;
+use signal_hook::iterator::SignalsInfo;
+use signal_hook::low_level::siginfo::Cause;
+use std::ffi::OsString;
+use std::io::{BufRead, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// Where bwrap may be; the first that exists is used. `CLAUDE_SANDBOX_BWRAP` overrides (an absolute
+/// path), for tests and unusual installs.
+pub const BWRAP_PATHS: &[&str] = &["/usr/bin/bwrap", "/usr/local/bin/bwrap", "/bin/bwrap"];
+
+/// The fd numbers bwrap receives (fixed so that `--dry-run` prints the exact argv).
+const SECCOMP_FD: i32 = 3;
+const STATUS_FD: i32 = 4;
+
+/// Signals forwarded to the jailed command.
+pub const FORWARDED: &[i32] = &[SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGWINCH, SIGUSR1, SIGUSR2];
+
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    pub workspace: Option<PathBuf>,
+    pub config: Option<PathBuf>,
+    pub dry_run: bool,
+    pub command: Vec<OsString>,
+}
+
+/// Find bwrap by absolute path.
+pub fn find_bwrap() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("CLAUDE_SANDBOX_BWRAP") {
+        let p = PathBuf::from(p);
+        if p.is_absolute() && p.is_file() {
+            return Ok(p);
+        }
+        return Err(Error::BwrapMissing(format!("CLAUDE_SANDBOX_BWRAP={} is not an absolute path to a file", p.display())));
+    }
+    BWRAP_PATHS
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+        .ok_or_else(|| Error::BwrapMissing(format!("looked in {}", BWRAP_PATHS.join(", "))))
+}
+
+/// The workspace: the git top level of `cwd`, else `cwd`.
+pub fn default_workspace(cwd: &Path) -> PathBuf {
+    let mut cur = Some(cwd);
+    while let Some(dir) = cur {
+        if dir.join(".git").exists() {
+            return dir.to_path_buf();
+        }
+        cur = dir.parent();
+    }
+    cwd.to_path_buf()
+}
+
+/// `$HOME`, required absolute and existing.
+pub fn home_dir() -> Result<PathBuf> {
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute() && h.is_dir())
+        .ok_or_else(|| Error::Usage("$HOME is not set to an existing absolute directory; set it".into()))?;
+    std::fs::canonicalize(&home).map_err(|e| Error::io("resolving $HOME", e))
+}
+
+/// Resolve COMMAND like `execvp` would: 127 if not found, 126 if found but not executable.
+pub fn resolve_command(cmd: &std::ffi::OsStr, path_env: &std::ffi::OsStr, cwd: &Path) -> Result<PathBuf> {
+    let name = cmd.to_string_lossy().into_owned();
+    let candidates: Vec<PathBuf> = if name.contains('/') {
+        vec![cwd.join(cmd)]
+    } else {
+        std::env::split_paths(path_env)
+            .map(|d| if d.as_os_str().is_empty() { cwd.to_path_buf() } else { cwd.join(d) }.join(cmd))
+            .collect()
+    };
+    let mut found_unexecutable = None;
+    for c in candidates {
+        let Ok(meta) = std::fs::metadata(&c) else { continue };
+        if meta.is_file() && rustix::fs::access(&c, rustix::fs::Access::EXEC_OK).is_ok() {
+            return Ok(c);
+        }
+        found_unexecutable.get_or_insert(c);
+    }
+    match found_unexecutable {
+        Some(p) => Err(Error::NotExecutable(name, format!(" ({})", p.display()))),
+        None => Err(Error::CommandNotFound(name)),
+    }
+}
+
+/// Gather the planning input from the environment of this process.
+pub fn plan_input(opts: &RunOptions, session_id: &str) -> Result<(PlanInput, Config)> {
+    let home = home_dir()?;
+    let cwd = std::env::current_dir().map_err(|e| Error::io("reading the current directory", e))?;
+    let workspace = match &opts.workspace {
+        Some(w) if w.is_dir() => w.clone(),
+        Some(w) => return Err(Error::Usage(format!("--workspace {}: not a directory", w.display()))),
+        None => default_workspace(&cwd),
+    };
+    let workspace = std::fs::canonicalize(&workspace).map_err(|e| Error::io("resolving the workspace", e))?;
+    let config_paths = ConfigPaths::new(&home, &workspace);
+    let config = Config::load(&config_paths, opts.config.as_deref(), &home, &workspace)?;
+    let runtime_dir = crate::runtime::locate();
+    let session_home = home::session_dir(&runtime_dir, session_id).join("home");
+    let input = PlanInput {
+        workspace,
+        home,
+        cwd,
+        runtime_dir,
+        session_home,
+        bwrap: find_bwrap()?,
+        self_exe: std::env::current_exe().ok().and_then(|p| std::fs::canonicalize(p).ok()),
+        config: config.clone(),
+        config_paths,
+        command: opts.command.clone(),
+        path_env: std::env::var_os("PATH").unwrap_or_default(),
+        env: std::env::vars().collect(),
+        uid: rustix::process::getuid().as_raw(),
+    };
+    Ok((input, config))
+}
+
+/// `claude-sandbox run`: returns the exit status to exit with.
+pub fn run(opts: &RunOptions) -> Result<i32> {
+    let Some(cmd) = opts.command.first() else {
+        return Err(Error::Usage("run: no COMMAND given; usage: claude-sandbox run [--] COMMAND [ARGS...]".into()));
+    };
+    let session = placeholders::SessionId::current();
+    let (input, _config) = plan_input(opts, &session.id)?;
+    let resolved = resolve_command(cmd, &input.path_env, &input.cwd)?;
+    let plan = plan(&input)?;
+    if let Ok(real) = std::fs::canonicalize(&resolved) {
+        if let Some(m) = plan.policy.masks.iter().find(|m| m.path == real) {
+            return Err(Error::NotExecutable(
+                cmd.to_string_lossy().into_owned(),
+                format!(": {} is masked in the jail ({})", real.display(), m.why),
+            ));
+        }
+    }
+    for w in &plan.warnings {
+        tracing::warn!("{w}");
+    }
+    let fds = Fds { seccomp: Some(SECCOMP_FD), status: Some(STATUS_FD) };
+    let args = bwrap_args(&plan.policy, fds);
+    if opts.dry_run {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{}", shell_quote(plan.policy.bwrap.as_os_str()));
+        for a in &args {
+            let _ = writeln!(out, "{}", shell_quote(a));
+        }
+        return Ok(0);
+    }
+    let runtime = crate::runtime::ensure(&input.runtime_dir)?;
+    execute(&plan, &args, &runtime, &session, &input)
+}
+
+fn execute(plan: &Plan, args: &[OsString], runtime: &Path, session: &placeholders::SessionId, input: &PlanInput) -> Result<i32> {
+    placeholders::sweep(runtime)?;
+    home::sweep_dead(runtime, |record| session_alive(record), &input.home);
+    let session_dir = home::session_dir(runtime, &session.id);
+    let record = serde_json::json!({
+        "id": session.id, "pid": session.pid, "start": session.start,
+        "workspace": plan.policy.workspace,
+    });
+    home::prepare(&session_dir, &plan.policy.home, record.to_string().as_bytes())?;
+    if let Err(e) = placeholders::acquire(runtime, session, &plan.placeholders) {
+        home::finish(&session_dir, &plan.policy.home, &plan.policy.workspace);
+        return Err(e);
+    }
+    let result = start_and_wait(plan, args);
+    if let Err(e) = placeholders::release(runtime, session) {
+        eprintln!("claude-sandbox: {e}");
+    }
+    for note in home::finish(&session_dir, &plan.policy.home, &plan.policy.workspace) {
+        eprintln!("claude-sandbox: {note}");
+    }
+    result
+}
+
+fn session_alive(record: &[u8]) -> bool {
+    serde_json::from_slice::<placeholders::SessionId>(record)
+        .map(|s| s.alive())
+        .unwrap_or(false)
+}
+
+/// What bwrap reported on its status fd.
+#[derive(Debug, Default)]
+struct Status {
+    child_pid: Option<i32>,
+    exit_code: Option<i32>,
+}
+
+fn start_and_wait(plan: &Plan, args: &[OsString]) -> Result<i32> {
+    let (seccomp_r, seccomp_w) = rustix::pipe::pipe().map_err(|e| Error::io("creating a pipe", e.into()))?;
+    let (status_r, status_w) = rustix::pipe::pipe().map_err(|e| Error::io("creating a pipe", e.into()))?;
+    let program = seccomp::program_bytes();
+    rustix::io::write(&seccomp_w, &program).map_err(|e| Error::io("writing the seccomp filter", e.into()))?;
+    drop(seccomp_w);
+
+    // Register before spawning, so no signal in between kills the launcher with the jail running.
+    let mut signals = SignalsInfo::<WithOrigin>::new(FORWARDED).map_err(|e| Error::io("registering signal handlers", e))?;
+    let handle = signals.handle();
+
+    let mut command = std::process::Command::new(&plan.policy.bwrap);
+    command.args(args);
+    let (sr, sw) = (seccomp_r.as_raw_fd(), status_w.as_raw_fd());
+    // SAFETY: only async-signal-safe syscalls (fcntl, dup2) run between fork and exec.
+    unsafe {
+        command.pre_exec(move || place_fds(&[(sr, SECCOMP_FD), (sw, STATUS_FD)]));
+    }
+    let mut child = command.spawn().map_err(|e| Error::Jail(format!("cannot start {}: {e}", plan.policy.bwrap.display())))?;
+    drop(seccomp_r);
+    drop(status_w);
+
+    let status = Arc::new(Mutex::new(Status::default()));
+    let reader = spawn_status_reader(status_r, Arc::clone(&status));
+    let forwarder = {
+        let status = Arc::clone(&status);
+        std::thread::spawn(move || {
+            for origin in signals.forever() {
+                if origin.cause == Cause::Kernel {
+                    continue; // from the terminal: the command, in our process group, got it too
+                }
+                let init = status.lock().map(|s| s.child_pid).unwrap_or(None);
+                if let Some(init) = init {
+                    forward(init, origin.signal);
+                }
+            }
+        })
+    };
+    let exit = child.wait().map_err(|e| Error::io("waiting for bwrap", e))?;
+    let _ = reader.join();
+    handle.close();
+    let _ = forwarder.join();
+    let st = status.lock().map(|s| (s.child_pid, s.exit_code)).unwrap_or((None, None));
+    match st {
+        (_, Some(code)) => Ok(code),
+        (None, None) | (Some(_), None) if exit.signal().is_none() => Err(Error::Jail(format!(
+            "bwrap exited with status {} before the command ran (its message is above)",
+            exit.code().unwrap_or(EXIT_JAIL)
+        ))),
+        _ => Ok(128 + exit.signal().unwrap_or(0)),
+    }
+}
+
+/// In the child after fork: move fds to fixed numbers without CLOEXEC. No allocation here.
+fn place_fds(map: &[(i32, i32); 2]) -> std::io::Result<()> {
+    use rustix::fd::BorrowedFd;
+    use std::os::fd::FromRawFd;
+    // First lift both sources above the targets, so no dup2 clobbers a source not yet moved.
+    // SAFETY: the fd numbers are open in the parent and inherited by this child.
+    let high0 = rustix::io::fcntl_dupfd_cloexec(unsafe { BorrowedFd::borrow_raw(map[0].0) }, 64)?;
+    let high1 = rustix::io::fcntl_dupfd_cloexec(unsafe { BorrowedFd::borrow_raw(map[1].0) }, 64)?;
+    for (high, dst) in [(&high0, map[0].1), (&high1, map[1].1)] {
+        // SAFETY: dup2 onto a fixed number is the point; the OwnedFd is forgotten, never closed.
+        let mut target = unsafe { OwnedFd::from_raw_fd(dst) };
+        let res = rustix::io::dup2(high, &mut target);
+        std::mem::forget(target);
+        res?;
+    }
+    Ok(())
+}
+
+fn spawn_status_reader(fd: OwnedFd, status: Arc<Mutex<Status>>) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let reader = std::io::BufReader::new(std::fs::File::from(fd));
+        for line in reader.lines().map_while(|l| l.ok()) {
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
+            if let Ok(mut s) = status.lock() {
+                if let Some(pid) = v.get("child-pid").and_then(|p| p.as_i64()) {
+                    s.child_pid = Some(pid as i32);
+                }
+                if let Some(code) = v.get("exit-code").and_then(|c| c.as_i64()) {
+                    s.exit_code = Some(code as i32);
+                }
+            }
+        }
+    })
+}
+
+/// Send `sig` to every child of the jail's init (the command, and orphans it adopted).
+fn forward(init: i32, sig: i32) {
+    let children = std::fs::read_to_string(format!("/proc/{init}/task/{init}/children")).unwrap_or_default();
+    let Ok(signal) = rustix::process::Signal::from_named_raw(sig).ok_or(()) else { return };
+    for pid in children.split_whitespace().filter_map(|p| p.parse::<i32>().ok()) {
+        if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+            let _ = rustix::process::kill_process(pid, signal);
+        }
+    }
+}

@@ -1,0 +1,17 @@
+//! The jail: bubblewrap around the agent, with every entry point sealed and every escape hatch masked.
+//!
+//! - `policy`: the resolved policy (plain data);
+//! - `plan`: reads the workspace, `$HOME`, config and sockets into a policy (reads, never writes);
+//! - `args`: the pure policy → bwrap argv function;
+//! - `seccomp`: the TIOCSTI/TIOCLINUX filter;
+//! - `placeholders`: stubs for missing entry points, created and removed safely across sessions;
+//! - `home`: the session-private `$HOME` and `~/.claude.json`;
+//! - `launch`: `run` itself.
+
+pub mod args;
+pub mod home;
+pub mod launch;
+pub mod placeholders;
+pub mod plan;
+pub mod policy;
+pub mod seccomp;

@@ -1,0 +1,235 @@
+//! Placeholders: the stubs the launcher creates on the host so that a missing entry point can be
+//! sealed (bwrap can only bind over something that exists), and state directories it creates.
+//!
+//! Guards against two failures peers' users hit: ghost files left behind (every placeholder is
+//! recorded with its inode before bwrap starts, removed when the last session that needs it ends, and
+//! one left by a SIGKILLed launcher is removed by the next `run`), and a placeholder pulled away under
+//! a running session (removing a mount point on the host detaches the bind in the jail, so removal
+//! waits until no live session holds it). A placeholder is only removed while it is still exactly what
+//! we made: the same inode, an empty directory or our content. Anything else now belongs to the human.
+//!
+//! The registry is one JSON file in the runtime directory, changed only under an exclusive `flock`.
+
+use super::plan::Placeholder;
+use crate::entrypoints::Stub;
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SessionId {
+    pub id: String,
+    pub pid: u32,
+    /// Process start time (clock ticks since boot), so a reused pid is not taken for a live session.
+    pub start: u64,
+}
+
+impl SessionId {
+    /// The current process as a session.
+    pub fn current() -> Self {
+        let pid = std::process::id();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        SessionId { id: format!("{pid}-{nanos:x}"), pid, start: start_time(pid).unwrap_or(0) }
+    }
+
+    pub fn alive(&self) -> bool {
+        start_time(self.pid) == Some(self.start)
+    }
+}
+
+/// Field 22 of `/proc/PID/stat`.
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_comm = &stat[stat.rfind(')')? + 2..];
+    after_comm.split_whitespace().nth(19)?.parse().ok()
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Entry {
+    path: PathBuf,
+    /// `None` for a directory, else the file's content.
+    content: Option<String>,
+    dev: u64,
+    ino: u64,
+    holders: Vec<String>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Registry {
+    sessions: Vec<SessionId>,
+    entries: Vec<Entry>,
+}
+
+const FILE: &str = "placeholders.json";
+const LOCK: &str = "placeholders.lock";
+
+/// Run `f` on the registry under an exclusive lock, then save it atomically.
+fn with_registry<T>(runtime: &Path, f: impl FnOnce(&mut Registry) -> Result<T>) -> Result<T> {
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(runtime.join(LOCK))
+        .map_err(|e| Error::io("opening the placeholder lock", e))?;
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
+        .map_err(|e| Error::io("locking the placeholder registry", e.into()))?;
+    let path = runtime.join(FILE);
+    let mut reg: Registry = match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+            tracing::warn!("{}: unreadable ({e}); starting a new registry", path.display());
+            Registry::default()
+        }),
+        Err(_) => Registry::default(),
+    };
+    let out = f(&mut reg)?;
+    let tmp = runtime.join(format!("{FILE}.{}", std::process::id()));
+    let bytes = serde_json::to_vec_pretty(&reg).expect("registry serialises");
+    std::fs::write(&tmp, bytes)
+        .and_then(|_| std::fs::rename(&tmp, &path))
+        .map_err(|e| Error::io("saving the placeholder registry", e))?;
+    Ok(out)
+}
+
+/// Register the session, clean what dead sessions left, and create the placeholders it needs.
+/// Fails closed: if one cannot be created, the ones made so far are removed and the launch stops.
+pub fn acquire(runtime: &Path, session: &SessionId, wanted: &[Placeholder]) -> Result<()> {
+    with_registry(runtime, |reg| {
+        prune(reg);
+        reg.sessions.push(session.clone());
+        for p in wanted {
+            if let Some(e) = reg.entries.iter_mut().find(|e| e.path == p.path) {
+                if still_ours(e) {
+                    e.holders.push(session.id.clone());
+                    continue;
+                }
+            }
+            match create(p) {
+                Ok((dev, ino)) => reg.entries.push(Entry {
+                    path: p.path.clone(),
+                    content: match p.stub {
+                        Stub::Dir => None,
+                        Stub::File(c) => Some(c.to_string()),
+                    },
+                    dev,
+                    ino,
+                    holders: vec![session.id.clone()],
+                }),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    // Appeared since planning (another session, or the human): sealed as it is.
+                }
+                Err(e) => {
+                    let msg = format!("cannot create placeholder {}: {e}", p.path.display());
+                    release_in(reg, &session.id);
+                    return Err(Error::Jail(msg));
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// The session is over: drop its hold and remove every placeholder no live session holds.
+pub fn release(runtime: &Path, session: &SessionId) -> Result<()> {
+    with_registry(runtime, |reg| {
+        release_in(reg, &session.id);
+        Ok(())
+    })
+}
+
+/// Remove what sessions that died left behind (used by `run` before starting, and by doctor).
+pub fn sweep(runtime: &Path) -> Result<()> {
+    with_registry(runtime, |reg| {
+        prune(reg);
+        Ok(())
+    })
+}
+
+/// Paths of placeholders currently on disk and registered.
+pub fn list(runtime: &Path) -> Vec<PathBuf> {
+    std::fs::read(runtime.join(FILE))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Registry>(&b).ok())
+        .map(|r| r.entries.into_iter().map(|e| e.path).collect())
+        .unwrap_or_default()
+}
+
+fn release_in(reg: &mut Registry, id: &str) {
+    reg.sessions.retain(|s| s.id != id);
+    for e in &mut reg.entries {
+        e.holders.retain(|h| h != id);
+    }
+    remove_unheld(reg);
+}
+
+fn prune(reg: &mut Registry) {
+    let dead: Vec<String> = reg.sessions.iter().filter(|s| !s.alive()).map(|s| s.id.clone()).collect();
+    for id in dead {
+        tracing::info!(session = %id, "cleaning up after a session that did not end normally");
+        release_in(reg, &id);
+    }
+}
+
+fn remove_unheld(reg: &mut Registry) {
+    // Deepest first, so a created parent is empty by the time it is checked.
+    reg.entries.sort_by_key(|e| std::cmp::Reverse(e.path.as_os_str().len()));
+    reg.entries.retain(|e| {
+        if !e.holders.is_empty() {
+            return true;
+        }
+        if still_ours(e) {
+            let res = match e.content {
+                None => std::fs::remove_dir(&e.path),
+                Some(_) => std::fs::remove_file(&e.path),
+            };
+            if let Err(err) = res {
+                tracing::warn!("cannot remove placeholder {}: {err}", e.path.display());
+            }
+        } else {
+            tracing::info!("{} changed since it was made; left in place", e.path.display());
+        }
+        false
+    });
+}
+
+/// Same inode, and still empty or holding exactly our content.
+fn still_ours(e: &Entry) -> bool {
+    let Ok(m) = std::fs::symlink_metadata(&e.path) else { return false };
+    if m.dev() != e.dev || m.ino() != e.ino {
+        return false;
+    }
+    match &e.content {
+        None => m.is_dir() && std::fs::read_dir(&e.path).map(|mut d| d.next().is_none()).unwrap_or(false),
+        Some(c) => m.is_file() && m.len() == c.len() as u64 && std::fs::read(&e.path).map(|b| b == c.as_bytes()).unwrap_or(false),
+    }
+}
+
+/// Create one placeholder exclusively; returns its (dev, ino).
+fn create(p: &Placeholder) -> std::io::Result<(u64, u64)> {
+    match p.stub {
+        Stub::Dir => {
+            // Agent state may hold credentials; other directories get the usual mode.
+            let agent_state = p.path.file_name().is_some_and(|n| [".claude", ".codex", ".gemini", ".cursor"].contains(&n.to_str().unwrap_or("")));
+            let mode = if agent_state { 0o700 } else { 0o755 };
+            std::fs::DirBuilder::new().mode(0o700).create(&p.path)?;
+            std::fs::set_permissions(&p.path, std::fs::Permissions::from_mode(mode))?;
+        }
+        Stub::File(content) => {
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o444)
+                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+                .open(&p.path)?;
+            f.write_all(content.as_bytes())?;
+        }
+    }
+    let m = std::fs::symlink_metadata(&p.path)?;
+    Ok((m.dev(), m.ino()))
+}

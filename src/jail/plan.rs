@@ -1,0 +1,495 @@
+//! Planning: read the workspace, `$HOME`, the configuration and the host's sockets, and resolve them
+//! into a `Policy` plus the placeholders the launcher must create. Reads the filesystem, never writes.
+//!
+//! `$HOME` inside the jail is a session-private directory whose top-level entries are the real ones,
+//! bound read-only, except the writable holes (agent state, caches, `~/.local/bin`). So nothing can be
+//! *added* to the real `$HOME` top level (a new `~/.bash_profile`, `~/.zshenv`, `~/.inputrc` lands in
+//! the private directory and is discarded) without placing stubs in the human's home, and Claude Code
+//! can still save `~/.claude.json` by rename: it gets a private copy that is merged back afterwards.
+
+use super::policy::{HomeBind, HomeEntry, Mask, MaskKind, Policy, Sealed};
+use crate::config::{Config, ConfigPaths};
+use crate::entrypoints::{self, Finding, Stub};
+use crate::error::{Error, Result};
+use serde::Serialize;
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+
+/// The writable holes in `$HOME`, relative to it. Each is writable only if it exists (or the agent
+/// being launched owns it: see `RUNTIMES`).
+pub const HOME_HOLES: &[&str] = &[
+    ".claude",
+    ".codex",
+    ".gemini",
+    ".cursor",
+    ".cache",
+    ".npm",
+    ".local/bin",
+    ".local/share/opencode",
+    ".local/state/opencode",
+    ".cargo/registry",
+    ".cargo/git",
+];
+
+/// Agent commands and the state directories created for them when missing.
+pub const RUNTIMES: &[(&str, &[&str])] = &[
+    ("claude", &[".claude"]),
+    ("codex", &[".codex"]),
+    ("gemini", &[".gemini"]),
+    ("cursor-agent", &[".cursor"]),
+    ("opencode", &[".local/share/opencode"]),
+];
+
+/// The private copy of this file is merged back after the session (see `home`).
+pub const CLAUDE_JSON: &str = ".claude.json";
+
+/// Environment variables that lead to escape hatches (unset inside the jail).
+pub const UNSET_ENV: &[&str] = &[
+    "SSH_AGENT_PID",
+    "GPG_AGENT_INFO",
+    "VSCODE_IPC_HOOK_CLI",
+    "REMOTE_CONTAINERS_IPC",
+    "VSCODE_GIT_IPC_HANDLE",
+    "VSCODE_GIT_ASKPASS_NODE",
+    "VSCODE_GIT_ASKPASS_MAIN",
+    "VSCODE_GIT_ASKPASS_EXTRA_ARGS",
+    "GIT_ASKPASS",
+    "DOCKER_HOST",
+    "CONTAINER_HOST",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "BROWSER",
+    crate::runtime::ENV,
+];
+
+/// Privileged programs masked inside the jail (bwrap's no_new_privs already makes them useless;
+/// masking makes the failure immediate and obvious).
+pub const PRIVILEGED: &[&str] = &["sudo", "su", "doas", "pkexec"];
+
+/// Known escape-hatch sockets, checked whether or not they are listed in `/proc/net/unix`.
+pub const KNOWN_SOCKETS: &[(&str, &str)] = &[
+    ("/var/run/docker.sock", "Docker API: root on the host"),
+    ("/run/docker.sock", "Docker API: root on the host"),
+    ("/run/podman/podman.sock", "Podman API"),
+    ("/run/containerd/containerd.sock", "containerd API"),
+    ("/run/buildkit/buildkitd.sock", "BuildKit API"),
+];
+
+/// What the launcher must create before bwrap starts, and remove afterwards.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Placeholder {
+    pub path: PathBuf,
+    pub stub: Stub,
+    /// A writable state directory (e.g. `~/.claude` for `claude`) rather than a sealed stub.
+    pub state_dir: bool,
+}
+
+/// Everything `run` and `explain` need from the environment.
+#[derive(Debug, Clone)]
+pub struct PlanInput {
+    pub workspace: PathBuf,
+    pub home: PathBuf,
+    pub cwd: PathBuf,
+    pub runtime_dir: PathBuf,
+    pub session_home: PathBuf,
+    pub bwrap: PathBuf,
+    pub self_exe: Option<PathBuf>,
+    pub config: Config,
+    pub config_paths: ConfigPaths,
+    pub command: Vec<OsString>,
+    pub path_env: OsString,
+    pub env: Vec<(String, String)>,
+    pub uid: u32,
+}
+
+/// A plan: the policy, the placeholders to create, and notes for `explain`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    pub policy: Policy,
+    pub placeholders: Vec<Placeholder>,
+    /// Entry points that are symlinks: their target is sealed, the link itself could be replaced.
+    pub warnings: Vec<String>,
+    pub repos: Vec<PathBuf>,
+}
+
+impl PlanInput {
+    fn env(&self, key: &str) -> Option<&str> {
+        self.env.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+}
+
+/// Resolve the policy for one launch.
+pub fn plan(input: &PlanInput) -> Result<Plan> {
+    let ws = canonical(&input.workspace)?;
+    let home = canonical(&input.home)?;
+    if ws == Path::new("/") || home.starts_with(&ws) {
+        return Err(Error::Usage(format!(
+            "workspace {} contains $HOME ({}): run from a project directory or pass --workspace DIR",
+            ws.display(),
+            home.display()
+        )));
+    }
+    let mut warnings = Vec::new();
+    let mut placeholders = Vec::new();
+
+    // Writable holes in $HOME: existing ones, plus the launched agent's own state (created).
+    let agent = input
+        .command
+        .first()
+        .and_then(|c| Path::new(c).file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut holes: Vec<PathBuf> = Vec::new();
+    for rel in HOME_HOLES {
+        let p = home.join(rel);
+        let owned = rel == &".local/bin"
+            || RUNTIMES.iter().any(|(name, dirs)| *name == agent && dirs.contains(rel));
+        if p.is_dir() && !is_symlink(&p) {
+            holes.push(p);
+        } else if !p.exists() && !is_symlink(&p) && owned {
+            // Create each missing component, so all of them are removed if left empty.
+            let mut missing = vec![p.clone()];
+            let mut a = p.parent();
+            while let Some(dir) = a {
+                if dir == home || dir.exists() {
+                    break;
+                }
+                missing.push(dir.to_path_buf());
+                a = dir.parent();
+            }
+            for m in missing.into_iter().rev() {
+                placeholders.push(Placeholder { path: m, stub: Stub::Dir, state_dir: true });
+            }
+            holes.push(p);
+        }
+    }
+    for extra in &input.config.writable {
+        match std::fs::canonicalize(extra) {
+            Ok(p) => holes.push(p),
+            Err(_) => warnings.push(format!("writable path {} does not exist; skipped", extra.display())),
+        }
+    }
+
+    let home_entries = home_entries(&home, &holes)?;
+    let top_level_holes: Vec<PathBuf> = home_entries
+        .iter()
+        .filter(|e| e.bind == HomeBind::Writable)
+        .map(|e| home.join(&e.name))
+        .collect();
+    let mut writable = vec![ws.clone()];
+    for h in &holes {
+        if !top_level_holes.contains(h) && !h.starts_with(&ws) {
+            writable.push(h.clone());
+        }
+    }
+    let writable_roots: Vec<PathBuf> = writable.iter().chain(top_level_holes.iter()).cloned().collect();
+
+    // Entry points.
+    let discovery = entrypoints::discover_workspace(&ws);
+    warnings.extend(discovery.warnings.iter().cloned());
+    let mut findings = discovery.findings.clone();
+    findings.extend(entrypoints::discover_state(&home, &holes));
+    for p in input.config_paths.all() {
+        findings.push(Finding {
+            path: p.to_path_buf(),
+            stub: Stub::Dir,
+            runs: "claude-sandbox: configuration of the next session".into(),
+        });
+    }
+    for p in &input.config.read_only {
+        findings.push(Finding { path: p.clone(), stub: Stub::Dir, runs: "configured read-only path".into() });
+    }
+    let (sealed, stubs) = seal(findings, &writable_roots, &mut warnings);
+    placeholders.extend(stubs);
+
+    let anchors = anchors(&ws, &discovery.repos, &sealed);
+    let private = private_dirs(input);
+    let mut hidden = Vec::new();
+    let runtime_dir = std::fs::canonicalize(&input.runtime_dir).unwrap_or_else(|_| input.runtime_dir.clone());
+    if !private.iter().any(|p| runtime_dir.starts_with(p)) {
+        hidden.push(runtime_dir.clone());
+    }
+    if let Some(base) = crate::runtime::shared_base() {
+        if base.is_dir() && !hidden.iter().any(|h| h == &base) && !runtime_dir.starts_with(&base) {
+            hidden.push(base);
+        } else if base.is_dir() && runtime_dir.starts_with(&base) {
+            hidden.retain(|h| h != &runtime_dir);
+            hidden.push(base);
+        }
+    }
+    let masks = masks(input, &home, &private, &hidden);
+
+    let mut unsetenv: Vec<String> = UNSET_ENV.iter().map(|s| s.to_string()).collect();
+    if !input.config.allow_ssh_agent {
+        unsetenv.insert(0, "SSH_AUTH_SOCK".into());
+    }
+    let cwd = std::fs::canonicalize(&input.cwd).unwrap_or_else(|_| ws.clone());
+    let chdir = if cwd.starts_with(&ws) || cwd.starts_with(&home) { cwd } else { ws.clone() };
+    let policy = Policy {
+        bwrap: input.bwrap.clone(),
+        workspace: ws,
+        home,
+        session_home: input.session_home.clone(),
+        home_entries,
+        writable,
+        anchors,
+        sealed,
+        masks,
+        private,
+        hidden,
+        setenv: vec![("CLAUDE_SANDBOX".into(), "1".into())],
+        unsetenv,
+        chdir,
+        command: input.command.clone(),
+    };
+    let repos = discovery.repos.iter().map(|r| r.git_dir.clone()).collect();
+    Ok(Plan { policy, placeholders, warnings, repos })
+}
+
+fn canonical(p: &Path) -> Result<PathBuf> {
+    std::fs::canonicalize(p).map_err(|e| Error::Usage(format!("{}: {e}", p.display())))
+}
+
+fn is_symlink(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).map(|m| m.file_type().is_symlink()).unwrap_or(false)
+}
+
+/// How each top-level entry of `$HOME` appears in the jail.
+fn home_entries(home: &Path, holes: &[PathBuf]) -> Result<Vec<HomeEntry>> {
+    let rd = std::fs::read_dir(home).map_err(|e| Error::io(format!("reading {}", home.display()), e))?;
+    let mut names: Vec<OsString> = rd.flatten().map(|e| e.file_name()).collect();
+    // Holes whose directory is being created this session are bound too.
+    for h in holes {
+        if let Ok(rel) = h.strip_prefix(home) {
+            if let Some(first) = rel.components().next() {
+                let name = first.as_os_str().to_owned();
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+        }
+    }
+    names.sort();
+    let mut out = Vec::new();
+    for name in names {
+        if name == CLAUDE_JSON {
+            continue; // a private copy lives in the session home
+        }
+        let path = home.join(&name);
+        let bind = match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.file_type().is_symlink() => {
+                HomeBind::Symlink(std::fs::read_link(&path).map_err(|e| Error::io(path.display().to_string(), e))?)
+            }
+            Ok(m) if m.file_type().is_socket() => continue, // masked: never bound
+            _ if holes.contains(&path) => HomeBind::Writable,
+            _ => HomeBind::ReadOnly,
+        };
+        out.push(HomeEntry { name, bind });
+    }
+    Ok(out)
+}
+
+/// Turn findings into read-only seals (existing paths) and placeholders (missing ones). Only paths
+/// under a writable root need sealing: everything else is read-only already.
+fn seal(findings: Vec<Finding>, roots: &[PathBuf], warnings: &mut Vec<String>) -> (Vec<Sealed>, Vec<Placeholder>) {
+    let mut sealed: Vec<Sealed> = Vec::new();
+    let mut stubs = Vec::new();
+    let mut seen = BTreeSet::new();
+    for f in entrypoints::dedup(findings) {
+        let Some(root) = roots.iter().filter(|r| f.path.starts_with(r)).max_by_key(|r| r.as_os_str().len()) else {
+            continue;
+        };
+        if &f.path == root {
+            continue;
+        }
+        let (target, stub, placeholder) = match std::fs::symlink_metadata(&f.path) {
+            Ok(m) if m.file_type().is_symlink() => match std::fs::canonicalize(&f.path) {
+                Ok(t) if roots.iter().any(|r| t.starts_with(r)) => {
+                    warnings.push(format!(
+                        "{} is a symlink: its target {} is sealed, the link itself stays replaceable",
+                        f.path.display(),
+                        t.display()
+                    ));
+                    (t, None, false)
+                }
+                Ok(_) => continue, // points outside every writable root: read-only already
+                Err(_) => {
+                    warnings.push(format!("{} is a dangling symlink; the watcher must catch its target", f.path.display()));
+                    continue;
+                }
+            },
+            Ok(_) => (f.path.clone(), None, false),
+            Err(_) => match first_missing(&f.path, root) {
+                Some((p, leaf)) => {
+                    let stub = if leaf { f.stub } else { Stub::Dir };
+                    (p, Some(stub), true)
+                }
+                None => continue, // an ancestor is a file (a `.git` pointer): nothing can be created
+            },
+        };
+        if !seen.insert(target.clone()) {
+            continue;
+        }
+        if let Some(stub) = stub {
+            stubs.push(Placeholder { path: target.clone(), stub, state_dir: false });
+        }
+        sealed.push(Sealed { path: target, runs: f.runs, placeholder });
+    }
+    // A seal inside another sealed directory is covered by it (and could not be created there).
+    sealed.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut kept: Vec<Sealed> = Vec::new();
+    for s in sealed {
+        if kept.iter().any(|k| s.path.starts_with(&k.path) && is_dir_like(&k.path, &stubs)) {
+            stubs.retain(|p| p.path != s.path);
+            continue;
+        }
+        kept.push(s);
+    }
+    stubs.retain(|p| kept.iter().any(|k| k.path == p.path));
+    (kept, stubs)
+}
+
+fn is_dir_like(p: &Path, stubs: &[Placeholder]) -> bool {
+    p.is_dir() || stubs.iter().any(|s| s.path == p && s.stub == Stub::Dir)
+}
+
+/// The first missing component of `path` below `root`, and whether it is the leaf itself.
+/// `None` when an existing ancestor is not a directory.
+fn first_missing(path: &Path, root: &Path) -> Option<(PathBuf, bool)> {
+    let rel = path.strip_prefix(root).ok()?;
+    let mut cur = root.to_path_buf();
+    for c in rel.components() {
+        cur.push(c);
+        match std::fs::symlink_metadata(&cur) {
+            Ok(m) if m.is_dir() => continue,
+            Ok(_) => return None,
+            Err(_) => return Some((cur.clone(), cur == path)),
+        }
+    }
+    None
+}
+
+/// Directories that must not be renamed: every `.git` directory in the workspace, and every directory
+/// between the workspace root and a nested repository or a sealed path.
+fn anchors(ws: &Path, repos: &[entrypoints::Repo], sealed: &[Sealed]) -> Vec<PathBuf> {
+    let mut set = BTreeSet::new();
+    let add_chain = |leaf: &Path, set: &mut BTreeSet<PathBuf>| {
+        let mut cur = leaf.to_path_buf();
+        while cur.starts_with(ws) && cur != ws {
+            if cur.is_dir() && !is_symlink(&cur) {
+                set.insert(cur.clone());
+            }
+            if !cur.pop() {
+                break;
+            }
+        }
+    };
+    for r in repos {
+        if r.git_dir.starts_with(ws) && r.git_dir.file_name() == Some(".git".as_ref()) {
+            add_chain(&r.git_dir, &mut set);
+        }
+        if let Some(w) = &r.worktree {
+            add_chain(w, &mut set);
+        }
+    }
+    for s in sealed {
+        if let Some(parent) = s.path.parent() {
+            add_chain(parent, &mut set);
+        }
+    }
+    // A sealed directory is already a mount point; binding it writable would undo the seal.
+    let sealed_paths: BTreeSet<&Path> = sealed.iter().map(|s| s.path.as_path()).collect();
+    set.into_iter()
+        .filter(|a| !sealed_paths.iter().any(|s| a.starts_with(s)))
+        .collect()
+}
+
+fn private_dirs(input: &PlanInput) -> Vec<PathBuf> {
+    let mut out = vec![PathBuf::from("/tmp")];
+    let run_user = input
+        .env("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(format!("/run/user/{}", input.uid)));
+    if let Ok(p) = std::fs::canonicalize(&run_user) {
+        if p.is_dir() && p != Path::new("/") && !out.contains(&p) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Sockets and binaries to mask.
+fn masks(input: &PlanInput, home: &Path, private: &[PathBuf], hidden: &[PathBuf]) -> Vec<Mask> {
+    let mut out: Vec<Mask> = Vec::new();
+    let add = |path: PathBuf, why: String, out: &mut Vec<Mask>| {
+        let Ok(real) = std::fs::canonicalize(&path) else { return };
+        if private.iter().chain(hidden).any(|d| real.starts_with(d)) || out.iter().any(|m| m.path == real) {
+            return;
+        }
+        let kind = if real.is_dir() { MaskKind::Dir } else { MaskKind::File };
+        out.push(Mask { path: real, kind, why });
+    };
+    for (p, why) in KNOWN_SOCKETS {
+        add(PathBuf::from(p), why.to_string(), &mut out);
+    }
+    let mut env_sockets = vec![
+        ("VSCODE_IPC_HOOK_CLI", "VS Code IPC: opens and runs files on the host"),
+        ("REMOTE_CONTAINERS_IPC", "Dev Containers IPC"),
+        ("VSCODE_GIT_IPC_HANDLE", "VS Code git askpass: the human's git credentials"),
+    ];
+    if !input.config.allow_ssh_agent {
+        env_sockets.push(("SSH_AUTH_SOCK", "ssh-agent: authenticate as the human"));
+    }
+    for (var, why) in env_sockets {
+        if let Some(v) = input.env(var).filter(|v| v.starts_with('/')) {
+            add(PathBuf::from(v), format!("{why} (${var})"), &mut out);
+        }
+    }
+    if let Some(v) = input.env("DOCKER_HOST").and_then(|v| v.strip_prefix("unix://")) {
+        add(PathBuf::from(v), "Docker API ($DOCKER_HOST)".into(), &mut out);
+    }
+    for rel in [".docker/run/docker.sock", ".gnupg/S.gpg-agent", ".gnupg/S.gpg-agent.ssh", ".gnupg/S.gpg-agent.extra"] {
+        add(home.join(rel), "agent socket in $HOME".into(), &mut out);
+    }
+    for path in listening_unix_sockets() {
+        if std::fs::symlink_metadata(&path).map(|m| m.file_type().is_socket()).unwrap_or(false) {
+            add(path, "unix socket served outside the jail".into(), &mut out);
+        }
+    }
+    let mut bin_dirs: Vec<PathBuf> =
+        ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"].iter().map(PathBuf::from).collect();
+    bin_dirs.extend(std::env::split_paths(&input.path_env).filter(|p| p.is_absolute()));
+    for dir in &bin_dirs {
+        for name in PRIVILEGED {
+            add(dir.join(name), format!("{name}: privilege escalation"), &mut out);
+        }
+    }
+    if let Some(exe) = &input.self_exe {
+        add(exe.clone(), "claude-sandbox itself: the guard of the next session".into(), &mut out);
+        // An installed tree (PREFIX/bin/claude-sandbox + PREFIX/share/claude-sandbox).
+        if let Some(prefix) = exe.parent().and_then(Path::parent) {
+            add(prefix.join("share/claude-sandbox"), "claude-sandbox's installed files".into(), &mut out);
+        }
+    }
+    add(input.bwrap.clone(), "bwrap: the jail of the next session".into(), &mut out);
+    for p in &input.config.masked {
+        add(p.clone(), "configured mask".into(), &mut out);
+    }
+    out
+}
+
+/// Paths of bound unix sockets in this network namespace (`/proc/net/unix`).
+fn listening_unix_sockets() -> Vec<PathBuf> {
+    let Ok(text) = std::fs::read_to_string("/proc/net/unix") else { return Vec::new() };
+    let mut out: Vec<PathBuf> = text
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().nth(7))
+        .filter(|p| p.starts_with('/'))
+        .map(PathBuf::from)
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}

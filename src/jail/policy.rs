@@ -1,0 +1,84 @@
+//! The resolved jail policy: plain data, every path absolute and already resolved, so that turning it
+//! into bwrap arguments needs no filesystem access (see `args`).
+
+use serde::Serialize;
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+/// How one top-level entry of the real `$HOME` appears in the jail's `$HOME`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "how", content = "target")]
+pub enum HomeBind {
+    /// Bound read-only (the default).
+    ReadOnly,
+    /// Bound writable: agent state and caches.
+    Writable,
+    /// Recreated as the same symlink (its target is reached through the rest of the policy).
+    Symlink(PathBuf),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HomeEntry {
+    pub name: OsString,
+    pub bind: HomeBind,
+}
+
+/// A path bound read-only over itself: an existing entry point, or a placeholder we created.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Sealed {
+    pub path: PathBuf,
+    pub runs: String,
+    /// True when the launcher created it for this session (removed afterwards).
+    pub placeholder: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MaskKind {
+    /// A file or socket: `/dev/null` bound read-only over it.
+    File,
+    /// A directory: an empty read-only tmpfs over it.
+    Dir,
+}
+
+/// An escape hatch hidden from the jail.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Mask {
+    pub path: PathBuf,
+    pub kind: MaskKind,
+    pub why: String,
+}
+
+/// Everything the argv builder needs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Policy {
+    pub bwrap: PathBuf,
+    pub workspace: PathBuf,
+    /// The human's `$HOME` (the path the jail sees).
+    pub home: PathBuf,
+    /// The session's private directory bound at `home`; top-level files made there are discarded.
+    pub session_home: PathBuf,
+    pub home_entries: Vec<HomeEntry>,
+    /// Writable paths: the workspace, writable `$HOME` holes below top level, configured extras.
+    pub writable: Vec<PathBuf>,
+    /// Directories bound writable over themselves so they cannot be renamed or replaced
+    /// (a mount point refuses `rename`/`rmdir` with EBUSY): `.git` dirs and nested repos' ancestors.
+    pub anchors: Vec<PathBuf>,
+    pub sealed: Vec<Sealed>,
+    pub masks: Vec<Mask>,
+    /// Private writable tmpfs mounts (`/tmp`, `$XDG_RUNTIME_DIR`).
+    pub private: Vec<PathBuf>,
+    /// Directories replaced by an empty read-only tmpfs (the runtime directory).
+    pub hidden: Vec<PathBuf>,
+    pub setenv: Vec<(String, String)>,
+    pub unsetenv: Vec<String>,
+    pub chdir: PathBuf,
+    pub command: Vec<OsString>,
+}
+
+/// File descriptors the launcher passes to bwrap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Fds {
+    pub seccomp: Option<i32>,
+    pub status: Option<i32>,
+}

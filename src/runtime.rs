@@ -1,0 +1,86 @@
+//! The runtime directory: per-user state the jail must never see (session records, placeholders,
+//! private home directories; later the baseline, alerts and quarantine).
+//!
+//! Guards against a planted or borrowed state directory: the directory is per user, mode 0700, owned
+//! by the user; one that is owned by someone else, or is a symlink, is refused rather than used.
+//! Default `/run/claude-sandbox/<uid>`; `CLAUDE_SANDBOX_RUNTIME_DIR` names the per-user directory
+//! itself (tests and unusual setups).
+
+use crate::error::{Error, Result};
+use rustix::fs::{Mode, OFlags};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// The shared parent of the per-user runtime directories.
+pub const BASE: &str = "/run/claude-sandbox";
+/// Environment variable that overrides the per-user runtime directory.
+pub const ENV: &str = "CLAUDE_SANDBOX_RUNTIME_DIR";
+
+/// Where this user's runtime directory is (without touching the filesystem).
+pub fn locate() -> PathBuf {
+    match std::env::var_os(ENV).filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => Path::new(BASE).join(rustix::process::getuid().as_raw().to_string()),
+    }
+}
+
+/// The shared base directory to hide from the jail besides the user's own (other users' state).
+pub fn shared_base() -> Option<PathBuf> {
+    if std::env::var_os(ENV).is_some_and(|v| !v.is_empty()) {
+        return None;
+    }
+    Some(PathBuf::from(BASE))
+}
+
+/// Create (if needed) and check the runtime directory: a real directory, owned by us, mode 0700.
+pub fn ensure(dir: &Path) -> Result<PathBuf> {
+    let err = |message: String| Error::RuntimeDir {
+        path: dir.to_path_buf(),
+        message,
+    };
+    if let Some(parent) = dir.parent() {
+        if !parent.exists() {
+            // The shared base is sticky and world-writable like /tmp, so each user makes their own
+            // 0700 directory in it; the installer creates it as root.
+            let mode = if parent == Path::new(BASE) { 0o1777 } else { 0o700 };
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)
+                .map_err(|e| err(format!("cannot create {}: {e}; run the installer as root or set {ENV}", parent.display())))?;
+            let _ = std::fs::set_permissions(parent, std::fs::Permissions::from_mode(mode));
+        }
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(err(format!("cannot create it: {e}; set {ENV} to a directory you own"))),
+    }
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| err(e.to_string()))?;
+    if !meta.file_type().is_dir() {
+        return Err(err("is not a directory (a symlink or file is refused); remove it".into()));
+    }
+    let uid = rustix::process::getuid().as_raw();
+    if meta.uid() != uid {
+        return Err(err(format!(
+            "is owned by uid {}, not by you (uid {uid}); refusing to use it: remove it or set {ENV}",
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o077 != 0 {
+        // Ours, so we may fix it; state readable by others would leak the baseline and alerts.
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| err(format!("cannot set mode 0700: {e}")))?;
+    }
+    Ok(dir.to_path_buf())
+}
+
+/// Open a directory without following a symlink at its last component.
+pub fn open_dir_nofollow(dir: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
+    rustix::fs::open(
+        dir,
+        OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::RDONLY,
+        Mode::empty(),
+    )
+    .map_err(std::io::Error::from)
+}

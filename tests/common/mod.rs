@@ -1,0 +1,159 @@
+//! Test fixtures: a throwaway HOME, workspace (a real git repository) and runtime directory, and a
+//! way to run the real `claude-sandbox` binary against them with real bwrap.
+#![allow(dead_code)]
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Once;
+
+/// The binary under test: `CLAUDE_SANDBOX_BIN` (CI runs the tests as another user from a copy),
+/// else the one cargo built.
+pub fn bin() -> PathBuf {
+    std::env::var_os("CLAUDE_SANDBOX_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_claude-sandbox")))
+}
+
+/// Fail loudly (never skip quietly) when this machine cannot run a jail at all.
+pub fn require_jail() {
+    static CHECK: Once = Once::new();
+    CHECK.call_once(|| {
+        let out = Command::new("bwrap")
+            .args(["--unshare-user", "--unshare-pid", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "true"])
+            .output();
+        match out {
+            Ok(o) if o.status.success() => {}
+            Ok(o) => panic!(
+                "\n\n*** THIS MACHINE CANNOT RUN THE JAIL TESTS: bwrap failed: {}\n*** user namespaces are refused here; \
+                 run `claude-sandbox doctor`. These tests are NOT skipped: they fail.\n",
+                String::from_utf8_lossy(&o.stderr).trim()
+            ),
+            Err(e) => panic!("\n\n*** bwrap is not installed ({e}): apt-get install bubblewrap. These tests fail, not skip.\n"),
+        }
+    });
+}
+
+pub fn is_root() -> bool {
+    unsafe_getuid() == 0
+}
+
+fn unsafe_getuid() -> u32 {
+    std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m)).unwrap_or(u32::MAX)
+}
+
+pub struct Fixture {
+    _dir: tempfile::TempDir,
+    pub root: PathBuf,
+    pub home: PathBuf,
+    pub ws: PathBuf,
+    pub rt: PathBuf,
+}
+
+/// Where fixtures live: not under /tmp, which the jail replaces with a private tmpfs.
+fn test_tmp() -> PathBuf {
+    std::env::var_os("CLAUDE_SANDBOX_TEST_TMP").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/var/tmp"))
+}
+
+impl Fixture {
+    /// A HOME with a .bashrc and .profile, a git identity, `~/.local/bin`, and a workspace that is a
+    /// git repository with one commit.
+    pub fn new() -> Self {
+        require_jail();
+        let dir = tempfile::Builder::new().prefix("cs-test-").tempdir_in(test_tmp()).expect("tempdir");
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let home = root.join("home");
+        let ws = root.join("ws");
+        let rt = root.join("rt");
+        std::fs::create_dir_all(home.join(".local/bin")).unwrap();
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(home.join(".config")).unwrap();
+        std::fs::create_dir_all(home.join(".cache")).unwrap();
+        std::fs::write(home.join(".bashrc"), "# bashrc\n").unwrap();
+        std::fs::write(home.join(".profile"), "# profile\n").unwrap();
+        std::fs::write(home.join(".gitconfig"), "[user]\n\tname = Test\n\temail = t@example.invalid\n[init]\n\tdefaultBranch = main\n").unwrap();
+        let f = Fixture { _dir: dir, root, home, ws, rt };
+        f.git(&f.ws, &["init", "-q"]);
+        std::fs::write(f.ws.join("README"), "hello\n").unwrap();
+        f.git(&f.ws, &["add", "README"]);
+        f.git(&f.ws, &["commit", "-qm", "init"]);
+        f
+    }
+
+    /// Run git outside the jail, as the human would.
+    pub fn git(&self, dir: &Path, args: &[&str]) -> Output {
+        let out = Command::new("git").args(args).current_dir(dir).envs(self.env()).output().expect("git");
+        assert!(out.status.success(), "git {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        out
+    }
+
+    pub fn env(&self) -> Vec<(String, String)> {
+        vec![
+            ("HOME".into(), self.home.display().to_string()),
+            ("CLAUDE_SANDBOX_RUNTIME_DIR".into(), self.rt.display().to_string()),
+            ("PATH".into(), format!("{}:/usr/local/bin:/usr/bin:/bin", self.home.join(".local/bin").display())),
+            ("GIT_CONFIG_NOSYSTEM".into(), "1".into()),
+            ("NO_COLOR".into(), "1".into()),
+        ]
+    }
+
+    /// `claude-sandbox ARGS...` with the fixture's environment, from the workspace.
+    pub fn cmd<I, S>(&self, args: I) -> Command
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut c = Command::new(bin());
+        c.args(args).current_dir(&self.ws).env_clear().envs(self.env()).stdin(Stdio::null());
+        c
+    }
+
+    /// `claude-sandbox run -- bash -c SCRIPT`.
+    pub fn jail(&self, script: &str) -> Output {
+        self.cmd(["run", "--", "bash", "-c", script]).output().expect("spawn claude-sandbox")
+    }
+
+    /// Every path under the fixture's workspace and home, for before/after comparisons.
+    pub fn snapshot(&self) -> Vec<(PathBuf, Vec<u8>)> {
+        let mut out = Vec::new();
+        for top in [&self.ws, &self.home] {
+            for e in walkdir::WalkDir::new(top).sort_by_file_name().into_iter().flatten() {
+                let content = if e.file_type().is_file() { std::fs::read(e.path()).unwrap_or_default() } else { Vec::new() };
+                out.push((e.path().to_path_buf(), content));
+            }
+        }
+        out
+    }
+}
+
+/// Assert two snapshots are equal, naming the paths that differ.
+pub fn assert_same(before: &[(PathBuf, Vec<u8>)], after: &[(PathBuf, Vec<u8>)], what: &str) {
+    let b: std::collections::BTreeMap<_, _> = before.iter().cloned().collect();
+    let a: std::collections::BTreeMap<_, _> = after.iter().cloned().collect();
+    let mut diffs = Vec::new();
+    for (p, c) in &b {
+        match a.get(p) {
+            None => diffs.push(format!("removed: {}", p.display())),
+            Some(c2) if c2 != c => diffs.push(format!("changed: {}", p.display())),
+            _ => {}
+        }
+    }
+    for p in a.keys().filter(|p| !b.contains_key(*p)) {
+        diffs.push(format!("added: {}", p.display()));
+    }
+    assert!(diffs.is_empty(), "{what}:\n{}", diffs.join("\n"));
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Assert the jailed script succeeded, with its output in the message.
+pub fn ok(o: &Output) -> String {
+    assert!(o.status.success(), "status {:?}\nstdout:\n{}\nstderr:\n{}", o.status, stdout(o), stderr(o));
+    stdout(o)
+}

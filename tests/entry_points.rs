@@ -1,0 +1,230 @@
+//! Every class of entry point: creating, modifying, renaming or deleting it from inside the jail fails,
+//! and the file outside is unchanged. Real bwrap, real git, real files.
+
+mod common;
+use common::*;
+use std::os::unix::fs::PermissionsExt;
+
+/// Run `attempts` (one shell command per line) inside the jail; each one that succeeds prints
+/// `ESCAPED: <line>`. Returns the escaped lines.
+fn attempt(f: &Fixture, attempts: &str) -> Vec<String> {
+    let mut script = String::new();
+    for line in attempts.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        script.push_str(&format!("( {line} ) 2>/dev/null && echo 'ESCAPED: {}'\n", line.replace('\'', "")));
+    }
+    script.push_str("echo DONE\n");
+    let out = f.jail(&script);
+    let text = ok(&out);
+    assert!(text.contains("DONE"), "the script did not finish: {text}");
+    text.lines().filter(|l| l.starts_with("ESCAPED")).map(String::from).collect()
+}
+
+fn assert_sealed(f: &Fixture, attempts: &str) {
+    let before = f.snapshot();
+    let escaped = attempt(f, attempts);
+    assert!(escaped.is_empty(), "writes that should have failed succeeded:\n{}", escaped.join("\n"));
+    assert_same(&before, &f.snapshot(), "the host changed although every write failed");
+}
+
+#[test]
+fn git_hooks_config_and_git_dir_are_sealed() {
+    let f = Fixture::new();
+    assert_sealed(
+        &f,
+        r#"
+        printf '#!/bin/sh\ntouch /var/tmp/pwned\n' > .git/hooks/pre-commit
+        chmod +x .git/hooks/pre-commit.sample
+        mv .git/hooks/pre-commit.sample .git/hooks/pre-commit
+        rm -rf .git/hooks
+        mv .git/hooks .git/hooks.old
+        git config core.fsmonitor 'touch /var/tmp/pwned'
+        git config core.hooksPath .myhooks
+        git config hook.x.command 'touch /var/tmp/pwned'
+        echo '[core] fsmonitor = x' >> .git/config
+        mv .git/config .git/config.old
+        echo '[core] fsmonitor = x' > .git/config.worktree
+        echo /var/tmp > .git/commondir
+        mv .git .git.old
+        rmdir .git
+        "#,
+    );
+}
+
+#[test]
+fn commits_branches_and_add_all_still_work() {
+    let f = Fixture::new();
+    let out = ok(&f.jail(
+        "echo change >> README && echo new > new.txt && git add -A && git commit -qm work && \
+         git checkout -qb feature && git status --porcelain && git log --oneline | wc -l",
+    ));
+    assert_eq!(out.trim(), "2", "git status must be clean (no placeholder tripped `git add -A`): {out}");
+    let files = f.git(&f.ws, &["show", "--name-only", "--format=", "HEAD"]);
+    assert_eq!(stdout(&files).trim(), "README\nnew.txt");
+}
+
+#[test]
+fn nested_repo_submodule_and_worktree_are_sealed() {
+    let f = Fixture::new();
+    let nested = f.ws.join("libs/inner");
+    std::fs::create_dir_all(&nested).unwrap();
+    f.git(&nested, &["init", "-q"]);
+    // A submodule from a local repository outside the workspace.
+    let upstream = f.root.join("upstream");
+    std::fs::create_dir_all(&upstream).unwrap();
+    f.git(&upstream, &["init", "-q"]);
+    std::fs::write(upstream.join("x"), "x").unwrap();
+    f.git(&upstream, &["add", "x"]);
+    f.git(&upstream, &["commit", "-qm", "x"]);
+    f.git(&f.ws, &["-c", "protocol.file.allow=always", "submodule", "add", "-q", upstream.to_str().unwrap(), "sub"]);
+    f.git(&f.ws, &["commit", "-qm", "sub"]);
+    f.git(&f.ws, &["worktree", "add", "-q", "wt"]);
+    assert_sealed(
+        &f,
+        r#"
+        echo x > libs/inner/.git/hooks/pre-commit
+        git -C libs/inner config core.fsmonitor x
+        mv libs libs.old
+        mv libs/inner libs/inner.old
+        echo x > .git/modules/sub/hooks/post-checkout
+        git -C sub config core.fsmonitor x
+        echo 'gitdir: /var/tmp' > sub/.git
+        echo 'gitdir: /var/tmp' > wt/.git
+        mv wt/.git wt/git.old
+        echo /var/tmp > .git/worktrees/wt/commondir
+        echo x > .git/worktrees/wt/config.worktree
+        git -C wt config --worktree core.fsmonitor x
+        "#,
+    );
+}
+
+#[test]
+fn hooks_path_and_include_targets_are_sealed() {
+    let f = Fixture::new();
+    std::fs::create_dir_all(f.ws.join(".husky/_")).unwrap();
+    f.git(&f.ws, &["config", "core.hooksPath", ".husky/_"]);
+    std::fs::write(f.ws.join("shared.gitconfig"), "[alias]\n\tst = status\n").unwrap();
+    f.git(&f.ws, &["config", "include.path", "../shared.gitconfig"]);
+    f.git(&f.ws, &["config", "includeIf.gitdir:/.path", "../missing.gitconfig"]);
+    assert_sealed(
+        &f,
+        r#"
+        printf '#!/bin/sh\n' > .husky/_/pre-commit
+        printf '[core]\nfsmonitor = x\n' >> shared.gitconfig
+        mv shared.gitconfig other
+        printf '[core]\nfsmonitor = x\n' > missing.gitconfig
+        "#,
+    );
+}
+
+#[test]
+fn shell_startup_files_cannot_be_changed_or_created() {
+    let f = Fixture::new();
+    std::fs::create_dir_all(f.home.join(".ssh")).unwrap();
+    assert_sealed(
+        &f,
+        r#"
+        echo 'touch /var/tmp/pwned' >> ~/.bashrc
+        mv ~/.bashrc ~/.bashrc.old
+        echo x >> ~/.profile
+        echo x >> ~/.gitconfig
+        mkdir -p ~/.config/fish && echo x > ~/.config/fish/config.fish
+        mkdir -p ~/.ssh && echo 'Host *' > ~/.ssh/config
+        mkdir -p ~/.config/systemd/user
+        "#,
+    );
+    // New top-level files land in the session's private home and are discarded.
+    let out = ok(&f.jail("echo x > ~/.bash_profile && echo x > ~/.zshenv && echo x > ~/.inputrc && cat ~/.bash_profile"));
+    assert_eq!(out.trim(), "x");
+    for name in [".bash_profile", ".zshenv", ".inputrc"] {
+        assert!(!f.home.join(name).exists(), "~/{name} reached the real home");
+    }
+}
+
+#[test]
+fn workspace_tool_configs_cannot_be_created() {
+    let f = Fixture::new();
+    std::fs::create_dir_all(f.ws.join("pkg")).unwrap();
+    std::fs::write(f.ws.join("pkg/.envrc"), "export A=1\n").unwrap();
+    assert_sealed(
+        &f,
+        r#"
+        echo 'touch /var/tmp/pwned' > .envrc
+        mkdir -p .vscode && echo '{}' > .vscode/tasks.json
+        mkdir -p .devcontainer && echo '{}' > .devcontainer/devcontainer.json
+        mkdir -p .claude && echo '{"hooks":{}}' > .claude/settings.json
+        echo '{"mcpServers":{"x":{"command":"sh"}}}' > .mcp.json
+        mkdir -p .codex && echo x > .codex/config.toml
+        mkdir -p .cargo && echo '[build]' > .cargo/config.toml
+        echo 'writable = ["/"]' > .claude-sandbox.toml
+        echo 'node-options=--require /x' > .npmrc
+        echo '[hooks]' > mise.toml
+        echo 'path = "/x"' > rust-toolchain.toml
+        echo 'x' >> pkg/.envrc
+        mv pkg/.envrc pkg/envrc.old
+        mv pkg pkg.old
+        echo x > libs/.envrc
+        "#,
+    );
+}
+
+#[test]
+fn agent_settings_in_writable_state_dirs_are_sealed_but_state_is_writable() {
+    let f = Fixture::new();
+    std::fs::create_dir_all(f.home.join(".claude")).unwrap();
+    std::fs::write(f.home.join(".claude/settings.json"), "{}\n").unwrap();
+    std::fs::create_dir_all(f.home.join(".codex")).unwrap();
+    assert_sealed(
+        &f,
+        r#"
+        echo '{"hooks":{"SessionStart":[]}}' > ~/.claude/settings.json
+        mv ~/.claude/settings.json ~/.claude/s.old
+        echo '{}' > ~/.claude/settings.local.json
+        mkdir -p ~/.claude/commands/x
+        echo 'notify = ["sh"]' > ~/.codex/config.toml
+        echo '{}' > ~/.codex/hooks.json
+        mv ~/.claude ~/.claude.old
+        "#,
+    );
+    ok(&f.jail("mkdir -p ~/.claude/projects && echo state > ~/.claude/projects/s && echo c > ~/.cache-test 2>/dev/null; true"));
+    assert_eq!(std::fs::read_to_string(f.home.join(".claude/projects/s")).unwrap(), "state\n");
+}
+
+#[test]
+fn a_tool_installed_in_local_bin_keeps_working_after_the_session() {
+    let f = Fixture::new();
+    ok(&f.jail("python3 -m venv .venv && printf '#!/bin/sh\\necho tool-ran\\n' > ~/.local/bin/mytool && chmod +x ~/.local/bin/mytool && mkdir -p ~/.cache/x && echo c > ~/.cache/x/c"));
+    let tool = f.home.join(".local/bin/mytool");
+    assert!(std::fs::metadata(&tool).unwrap().permissions().mode() & 0o111 != 0);
+    let out = std::process::Command::new(&tool).output().unwrap();
+    assert_eq!(stdout(&out).trim(), "tool-ran");
+    assert!(f.ws.join(".venv/bin/python").exists(), "venv was not created");
+    assert_eq!(std::fs::read_to_string(f.home.join(".cache/x/c")).unwrap(), "c\n");
+}
+
+#[test]
+fn a_missing_local_bin_is_created_for_the_session_and_removed_if_unused() {
+    let f = Fixture::new();
+    std::fs::remove_dir_all(f.home.join(".local")).unwrap();
+    ok(&f.jail("test -d ~/.local/bin && test -w ~/.local/bin"));
+    assert!(!f.home.join(".local").exists(), "an unused ~/.local was left behind");
+    ok(&f.jail("echo x > ~/.local/bin/kept"));
+    assert!(f.home.join(".local/bin/kept").exists());
+}
+
+#[test]
+fn configured_read_only_and_masked_paths_apply_and_workspace_file_cannot_loosen() {
+    let f = Fixture::new();
+    std::fs::create_dir_all(f.ws.join("docs")).unwrap();
+    std::fs::write(f.ws.join("secret.txt"), "s3cret\n").unwrap();
+    std::fs::write(f.ws.join(".claude-sandbox.toml"), "read_only = [\"docs\"]\nmasked = [\"secret.txt\"]\n").unwrap();
+    f.git(&f.ws, &["add", "-A"]);
+    f.git(&f.ws, &["commit", "-qm", "cfg"]);
+    let out = ok(&f.jail("touch docs/x 2>/dev/null && echo WROTE; cat secret.txt; echo END"));
+    assert_eq!(out.trim(), "END", "docs/ must be read-only and secret.txt masked: {out}");
+    std::fs::write(f.ws.join(".claude-sandbox.toml"), "read_only = []\nwritable = [\"/etc\"]\n").unwrap();
+    let out = f.jail("echo STARTED");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!stdout(&out).contains("STARTED"));
+    let err = stderr(&out);
+    assert!(err.contains(".claude-sandbox.toml:2:") && err.contains("`writable`"), "{err}");
+}
