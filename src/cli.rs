@@ -7,7 +7,11 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
-#[command(name = "claude-sandbox", version, about = "Run an AI coding agent in a jail that seals every entry point")]
+#[command(
+    name = "claude-sandbox",
+    version,
+    about = "Run an AI coding agent in a jail that seals every entry point"
+)]
 pub struct Cli {
     /// More log output (-v info, -vv debug); RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
@@ -33,7 +37,12 @@ pub enum Command {
         #[arg(long)]
         dry_run: bool,
         /// The command and its arguments.
-        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "COMMAND"
+        )]
         command: Vec<OsString>,
     },
     /// Explain the policy for this workspace and user: writable, read-only, masked, hidden, watched.
@@ -69,7 +78,14 @@ fn init_logging(verbose: u8) {
 
 /// Parse arguments, run, and return the process exit status.
 pub fn main() -> i32 {
-    let cli = match Cli::try_parse() {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    if args
+        .get(1)
+        .is_some_and(|a| a == crate::jail::exec::SUBCOMMAND)
+    {
+        return crate::jail::exec::main(&args[2..]);
+    }
+    let cli = match Cli::try_parse_from(&args) {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
@@ -78,13 +94,31 @@ pub fn main() -> i32 {
     };
     init_logging(cli.verbose);
     let result = match cli.command {
-        Command::Run { workspace, config, dry_run, command } => {
-            launch::run(&RunOptions { workspace, config, dry_run, command })
-        }
-        Command::Explain { workspace, config, json } => {
-            crate::explain::explain(&RunOptions { workspace, config, dry_run: true, command: Vec::new() }, json)
-                .map(|_| 0)
-        }
+        Command::Run {
+            workspace,
+            config,
+            dry_run,
+            command,
+        } => launch::run(&RunOptions {
+            workspace,
+            config,
+            dry_run,
+            command,
+        }),
+        Command::Explain {
+            workspace,
+            config,
+            json,
+        } => crate::explain::explain(
+            &RunOptions {
+                workspace,
+                config,
+                dry_run: true,
+                command: Vec::new(),
+            },
+            json,
+        )
+        .map(|_| 0),
     };
     match result {
         Ok(code) => code,

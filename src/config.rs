@@ -80,7 +80,12 @@ impl ConfigPaths {
 
 impl Config {
     /// Load and merge the system, user and workspace files; `explicit` replaces the user file.
-    pub fn load(paths: &ConfigPaths, explicit: Option<&Path>, home: &Path, ws: &Path) -> Result<Self> {
+    pub fn load(
+        paths: &ConfigPaths,
+        explicit: Option<&Path>,
+        home: &Path,
+        ws: &Path,
+    ) -> Result<Self> {
         let mut config = Config::default();
         config.merge_file(&paths.system, Scope::System, home, ws)?;
         match explicit {
@@ -189,20 +194,34 @@ mod tests {
 
     fn merge(text: &str, scope: Scope) -> Result<Config> {
         let mut c = Config::default();
-        c.merge_text(text, Path::new("/w/f.toml"), scope, Path::new("/h"), Path::new("/w"))?;
+        c.merge_text(
+            text,
+            Path::new("/w/f.toml"),
+            scope,
+            Path::new("/h"),
+            Path::new("/w"),
+        )?;
         Ok(c)
     }
 
     #[test]
     fn workspace_may_tighten() {
-        let c = merge("read_only = [\"docs\"]\nmasked = [\"~/x\"]\n", Scope::Workspace).unwrap();
+        let c = merge(
+            "read_only = [\"docs\"]\nmasked = [\"~/x\"]\n",
+            Scope::Workspace,
+        )
+        .unwrap();
         assert_eq!(c.read_only, vec![PathBuf::from("/w/docs")]);
         assert_eq!(c.masked, vec![PathBuf::from("/h/x")]);
     }
 
     #[test]
     fn workspace_may_not_loosen_and_the_error_names_the_line() {
-        let err = merge("read_only = []\n\nwritable = [\"/etc\"]\n", Scope::Workspace).unwrap_err();
+        let err = merge(
+            "read_only = []\n\nwritable = [\"/etc\"]\n",
+            Scope::Workspace,
+        )
+        .unwrap_err();
         let msg = err.to_string();
         assert!(msg.starts_with("/w/f.toml:3: `writable` loosens"), "{msg}");
         assert_eq!(err.exit_code(), 2);
@@ -221,7 +240,11 @@ mod tests {
 
     #[test]
     fn user_may_loosen() {
-        let c = merge("writable = [\"~/.m2\"]\nallow_ssh_agent = true\n", Scope::User).unwrap();
+        let c = merge(
+            "writable = [\"~/.m2\"]\nallow_ssh_agent = true\n",
+            Scope::User,
+        )
+        .unwrap();
         assert_eq!(c.writable, vec![PathBuf::from("/h/.m2")]);
         assert!(c.allow_ssh_agent);
     }

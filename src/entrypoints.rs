@@ -49,17 +49,35 @@ const fn dir(name: &'static str, runs: &'static str) -> Catalogued {
 
 /// Names sealed at the workspace root and at the root of every repository in it.
 pub const PER_DIRECTORY: &[Catalogued] = &[
-    dir(".vscode", "VS Code: tasks.json folderOpen tasks, settings naming executables, launch.json"),
-    dir(".devcontainer", "Dev Containers: initializeCommand on the host, post*Command, features"),
+    dir(
+        ".vscode",
+        "VS Code: tasks.json folderOpen tasks, settings naming executables, launch.json",
+    ),
+    dir(
+        ".devcontainer",
+        "Dev Containers: initializeCommand on the host, post*Command, features",
+    ),
     dir(".idea", "JetBrains IDEs: run configurations, startup tasks"),
-    dir(".claude", "Claude Code: settings hooks, statusLine, commands, agents, skills"),
-    dir(".codex", "Codex CLI: project config.toml (mcp_servers, notify), hooks.json"),
-    dir(".gemini", "Gemini CLI: settings.json hooks and mcpServers, commands, .env"),
+    dir(
+        ".claude",
+        "Claude Code: settings hooks, statusLine, commands, agents, skills",
+    ),
+    dir(
+        ".codex",
+        "Codex CLI: project config.toml (mcp_servers, notify), hooks.json",
+    ),
+    dir(
+        ".gemini",
+        "Gemini CLI: settings.json hooks and mcpServers, commands, .env",
+    ),
     dir(".cursor", "Cursor: hooks.json, mcp.json"),
     dir(".opencode", "OpenCode: plugins loaded at startup"),
     dir(".husky", "husky: git hooks run by every commit"),
     dir(".lefthook", "lefthook: hook scripts"),
-    dir(".cargo", "cargo: config.toml runner, rustc-wrapper, linker for every cargo command"),
+    dir(
+        ".cargo",
+        "cargo: config.toml runner, rustc-wrapper, linker for every cargo command",
+    ),
     dir(".envrc", "direnv: shell code run on cd"),
     dir(".mcp.json", "Claude Code: stdio MCP server commands"),
     dir(".npmrc", "npm: node-options, script-shell, git, editor"),
@@ -68,38 +86,100 @@ pub const PER_DIRECTORY: &[Catalogued] = &[
     dir("bunfig.toml", "bun: preload scripts"),
     dir("mise.toml", "mise: [hooks] enter/cd, [env] _.source on cd"),
     dir(".mise.toml", "mise: [hooks] enter/cd, [env] _.source on cd"),
-    dir(".tool-versions", "asdf/mise: `path:` tool versions run by shims"),
-    dir(".python-version", "pyenv: selects the python that shims run"),
-    dir("rust-toolchain.toml", "rustup: `path =` toolchain run by cargo/rustc proxies"),
-    dir("rust-toolchain", "rustup: toolchain run by cargo/rustc proxies"),
+    dir(
+        ".tool-versions",
+        "asdf/mise: `path:` tool versions run by shims",
+    ),
+    dir(
+        ".python-version",
+        "pyenv: selects the python that shims run",
+    ),
+    dir(
+        "rust-toolchain.toml",
+        "rustup: `path =` toolchain run by cargo/rustc proxies",
+    ),
+    dir(
+        "rust-toolchain",
+        "rustup: toolchain run by cargo/rustc proxies",
+    ),
     dir("lefthook.yml", "lefthook: hook commands"),
     dir(".lefthook.yml", "lefthook: hook commands"),
     dir("lefthook-local.yml", "lefthook: hook commands"),
-    dir(".pre-commit-config.yaml", "pre-commit/prek: `repo: local` entry commands on commit"),
+    dir(
+        ".pre-commit-config.yaml",
+        "pre-commit/prek: `repo: local` entry commands on commit",
+    ),
     dir("hk.pkl", "hk: hook commands"),
     dir("opencode.json", "OpenCode: plugins and MCP commands"),
     dir("opencode.jsonc", "OpenCode: plugins and MCP commands"),
     dir(".exrc", "vi/vim with `exrc`: ex commands"),
-    dir(crate::config::WORKSPACE_FILE, "claude-sandbox: the next session's policy"),
+    dir(
+        crate::config::WORKSPACE_FILE,
+        "claude-sandbox: the next session's policy",
+    ),
 ];
 
 /// Agent-state directories that stay writable, and the entry points inside them that must not.
 pub const STATE_ENTRY_POINTS: &[(&str, Stub, &str)] = &[
-    (".claude/settings.json", Stub::File("{}\n"), "Claude Code: user hooks, statusLine, apiKeyHelper"),
-    (".claude/settings.local.json", Stub::File("{}\n"), "Claude Code: user hooks"),
-    (".claude/commands", Stub::Dir, "Claude Code: slash commands with !`cmd`"),
+    (
+        ".claude/settings.json",
+        Stub::File("{}\n"),
+        "Claude Code: user hooks, statusLine, apiKeyHelper",
+    ),
+    (
+        ".claude/settings.local.json",
+        Stub::File("{}\n"),
+        "Claude Code: user hooks",
+    ),
+    (
+        ".claude/commands",
+        Stub::Dir,
+        "Claude Code: slash commands with !`cmd`",
+    ),
     (".claude/agents", Stub::Dir, "Claude Code: subagents"),
-    (".claude/skills", Stub::Dir, "Claude Code: skills with shell execution"),
-    (".claude/plugins", Stub::Dir, "Claude Code: plugins (hooks, MCP servers)"),
-    (".codex/config.toml", Stub::File(""), "Codex CLI: mcp_servers, notify, project trust"),
+    (
+        ".claude/skills",
+        Stub::Dir,
+        "Claude Code: skills with shell execution",
+    ),
+    (
+        ".claude/plugins",
+        Stub::Dir,
+        "Claude Code: plugins (hooks, MCP servers)",
+    ),
+    (
+        ".codex/config.toml",
+        Stub::File(""),
+        "Codex CLI: mcp_servers, notify, project trust",
+    ),
     (".codex/hooks.json", Stub::File("{}\n"), "Codex CLI: hooks"),
-    (".gemini/settings.json", Stub::File("{}\n"), "Gemini CLI: hooks, mcpServers, discoveryCommand"),
-    (".gemini/trustedFolders.json", Stub::File("{}\n"), "Gemini CLI: folder trust"),
-    (".gemini/.env", Stub::File(""), "Gemini CLI: GEMINI_CLI_TRUST_WORKSPACE"),
-    (".gemini/commands", Stub::Dir, "Gemini CLI: commands with !{...}"),
+    (
+        ".gemini/settings.json",
+        Stub::File("{}\n"),
+        "Gemini CLI: hooks, mcpServers, discoveryCommand",
+    ),
+    (
+        ".gemini/trustedFolders.json",
+        Stub::File("{}\n"),
+        "Gemini CLI: folder trust",
+    ),
+    (
+        ".gemini/.env",
+        Stub::File(""),
+        "Gemini CLI: GEMINI_CLI_TRUST_WORKSPACE",
+    ),
+    (
+        ".gemini/commands",
+        Stub::Dir,
+        "Gemini CLI: commands with !{...}",
+    ),
     (".gemini/extensions", Stub::Dir, "Gemini CLI: extensions"),
     (".cursor/hooks.json", Stub::File("{}\n"), "Cursor: hooks"),
-    (".cursor/mcp.json", Stub::File("{}\n"), "Cursor: MCP server commands"),
+    (
+        ".cursor/mcp.json",
+        Stub::File("{}\n"),
+        "Cursor: MCP server commands",
+    ),
 ];
 
 /// A path to seal, found by discovery.
@@ -148,7 +228,8 @@ pub fn discover_workspace(ws: &Path) -> Discovery {
     add_per_directory(&mut d, ws);
     let walker = walkdir::WalkDir::new(ws).follow_links(false).into_iter();
     let mut it = walker.filter_entry(|e| {
-        e.depth() == 0 || !(e.file_type().is_dir() && PRUNED.contains(&e.file_name().to_str().unwrap_or("")))
+        e.depth() == 0
+            || !(e.file_type().is_dir() && PRUNED.contains(&e.file_name().to_str().unwrap_or("")))
             || e.file_name() == ".git"
     });
     while let Some(entry) = it.next() {
@@ -169,10 +250,16 @@ pub fn discover_workspace(ws: &Path) -> Discovery {
                 it.skip_current_dir();
                 git_dirs.push(path.to_path_buf());
             } else if entry.file_type().is_file() {
-                d.seal(path.to_path_buf(), Stub::Dir, "git: `.git` pointer file names the git directory");
+                d.seal(
+                    path.to_path_buf(),
+                    Stub::Dir,
+                    "git: `.git` pointer file names the git directory",
+                );
                 match read_gitdir_pointer(path) {
                     Some(target) => git_dirs.push(target),
-                    None => d.warnings.push(format!("{}: unreadable `gitdir:` pointer", path.display())),
+                    None => d
+                        .warnings
+                        .push(format!("{}: unreadable `gitdir:` pointer", path.display())),
                 }
             }
             if let Some(parent) = path.parent() {
@@ -240,7 +327,11 @@ pub fn common_dir(git_dir: &Path) -> PathBuf {
     match std::fs::read_to_string(git_dir.join("commondir")) {
         Ok(text) if !text.trim().is_empty() => {
             let c = Path::new(text.trim());
-            let c = if c.is_absolute() { c.to_path_buf() } else { git_dir.join(c) };
+            let c = if c.is_absolute() {
+                c.to_path_buf()
+            } else {
+                git_dir.join(c)
+            };
             std::fs::canonicalize(&c).unwrap_or(c)
         }
         _ => git_dir.to_path_buf(),
@@ -261,30 +352,64 @@ fn add_git_dir(d: &mut Discovery, g: &Path, more: &mut Vec<PathBuf>) {
         common_dir: common.clone(),
     });
     // Files git reads from this git directory; missing ones get content git reads as "unset".
-    d.seal(g.join("config.worktree"), Stub::File(""), "git: per-worktree config (core.fsmonitor, hooks)");
-    d.seal(g.join("commondir"), Stub::File(".\n"), "git: `commondir` redirects hooks and config");
+    d.seal(
+        g.join("config.worktree"),
+        Stub::File(""),
+        "git: per-worktree config (core.fsmonitor, hooks)",
+    );
+    d.seal(
+        g.join("commondir"),
+        Stub::File(".\n"),
+        "git: `commondir` redirects hooks and config",
+    );
     if g != common {
         return;
     }
-    d.seal(g.join("hooks"), Stub::Dir, "git: hooks run by commit, checkout, merge, push, status");
-    d.seal(g.join("config"), Stub::File(""), "git: core.fsmonitor, core.hooksPath, hook.*, filters, aliases");
+    d.seal(
+        g.join("hooks"),
+        Stub::Dir,
+        "git: hooks run by commit, checkout, merge, push, status",
+    );
+    d.seal(
+        g.join("config"),
+        Stub::File(""),
+        "git: core.fsmonitor, core.hooksPath, hook.*, filters, aliases",
+    );
     let config_files = config_with_includes(&g.join("config"), worktree.as_deref());
     for (file, hooks_path) in config_files {
         if file != g.join("config") {
-            d.seal(file, Stub::File(""), "git: file included by a repository's config");
+            d.seal(
+                file,
+                Stub::File(""),
+                "git: file included by a repository's config",
+            );
         }
         if let Some(hp) = hooks_path {
             d.seal(hp, Stub::Dir, "git: core.hooksPath target: every hook");
         }
     }
     for sub in ["modules", "worktrees"] {
-        let Ok(rd) = std::fs::read_dir(g.join(sub)) else { continue };
+        let Ok(rd) = std::fs::read_dir(g.join(sub)) else {
+            continue;
+        };
         for e in rd.flatten() {
             if sub == "worktrees" {
                 let w = e.path();
-                d.seal(w.join("commondir"), Stub::File("../..\n"), "git: a worktree's `commondir`");
-                d.seal(w.join("config.worktree"), Stub::File(""), "git: per-worktree config");
-                d.seal(w.join("gitdir"), Stub::File(""), "git: a worktree's back-pointer");
+                d.seal(
+                    w.join("commondir"),
+                    Stub::File("../..\n"),
+                    "git: a worktree's `commondir`",
+                );
+                d.seal(
+                    w.join("config.worktree"),
+                    Stub::File(""),
+                    "git: per-worktree config",
+                );
+                d.seal(
+                    w.join("gitdir"),
+                    Stub::File(""),
+                    "git: a worktree's back-pointer",
+                );
             } else {
                 collect_module_dirs(&e.path(), more, 0);
             }
@@ -326,7 +451,10 @@ fn config_with_includes(config: &Path, worktree: Option<&Path>) -> Vec<(PathBuf,
         for (key, value) in &keys {
             if key == "core.hookspath" {
                 hooks = Some(resolve_git_path(value, worktree.unwrap_or(&base)));
-            } else if depth < 5 && (key == "include.path" || (key.starts_with("includeif.") && key.ends_with(".path"))) {
+            } else if depth < 5
+                && (key == "include.path"
+                    || (key.starts_with("includeif.") && key.ends_with(".path")))
+            {
                 todo.push((resolve_git_path(value, &base), depth + 1));
             }
         }
@@ -381,11 +509,17 @@ pub fn parse_git_config(text: &str) -> Vec<(String, String)> {
 fn section_name(header: &str) -> String {
     match header.split_once(char::is_whitespace) {
         Some((name, sub)) => {
-            let sub = sub.trim().trim_matches('"').replace("\\\"", "\"").replace("\\\\", "\\");
+            let sub = sub
+                .trim()
+                .trim_matches('"')
+                .replace("\\\"", "\"")
+                .replace("\\\\", "\\");
             format!("{}.{}", name.to_ascii_lowercase(), sub)
         }
         None => match header.split_once('.') {
-            Some((name, sub)) => format!("{}.{}", name.to_ascii_lowercase(), sub.to_ascii_lowercase()),
+            Some((name, sub)) => {
+                format!("{}.{}", name.to_ascii_lowercase(), sub.to_ascii_lowercase())
+            }
             None => header.to_ascii_lowercase(),
         },
     }

@@ -28,7 +28,9 @@ pub enum Error {
     Usage(String),
     #[error("bwrap not found ({0}): install bubblewrap (apt-get install bubblewrap) or run `claude-sandbox doctor`")]
     BwrapMissing(String),
-    #[error("the jail could not be set up: {0}; run `claude-sandbox doctor` for the cause and the fix")]
+    #[error(
+        "the jail could not be set up: {0}; run `claude-sandbox doctor` for the cause and the fix"
+    )]
     Jail(String),
     #[error("runtime directory {path}: {message}")]
     RuntimeDir { path: PathBuf, message: String },
@@ -51,9 +53,10 @@ impl Error {
             Error::Config { .. } | Error::Usage(_) => EXIT_USAGE,
             Error::CommandNotFound(_) => EXIT_NOT_FOUND,
             Error::NotExecutable(..) => EXIT_NOT_EXECUTABLE,
-            Error::BwrapMissing(_) | Error::Jail(_) | Error::RuntimeDir { .. } | Error::Io { .. } => {
-                EXIT_JAIL
-            }
+            Error::BwrapMissing(_)
+            | Error::Jail(_)
+            | Error::RuntimeDir { .. }
+            | Error::Io { .. } => EXIT_JAIL,
         }
     }
 

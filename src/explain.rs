@@ -28,7 +28,12 @@ pub fn writable_path_dirs(plan: &Plan, path_env: &std::ffi::OsStr) -> Vec<PathBu
         .writable
         .iter()
         .cloned()
-        .chain(p.home_entries.iter().filter(|e| e.bind == HomeBind::Writable).map(|e| p.home.join(&e.name)))
+        .chain(
+            p.home_entries
+                .iter()
+                .filter(|e| e.bind == HomeBind::Writable)
+                .map(|e| p.home.join(&e.name)),
+        )
         .collect();
     std::env::split_paths(path_env)
         .filter(|d| roots.iter().any(|r| d.starts_with(r)))
@@ -54,7 +59,11 @@ pub fn explain(opts: &RunOptions, json: bool) -> Result<()> {
             "warnings": plan.warnings,
             "not_covered": NOT_COVERED,
         });
-        let _ = writeln!(out, "{}", serde_json::to_string_pretty(&v).expect("serialisable"));
+        let _ = writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&v).expect("serialisable")
+        );
         return Ok(());
     }
     let p = &plan.policy;
@@ -65,22 +74,40 @@ pub fn explain(opts: &RunOptions, json: bool) -> Result<()> {
     for w in &p.writable {
         let _ = writeln!(out, "  {}", w.display());
     }
-    for e in p.home_entries.iter().filter(|e| e.bind == HomeBind::Writable) {
+    for e in p
+        .home_entries
+        .iter()
+        .filter(|e| e.bind == HomeBind::Writable)
+    {
         let _ = writeln!(out, "  {}", p.home.join(&e.name).display());
     }
-    for (path, why) in [("/tmp", "private, empty, discarded")] {
-        let _ = writeln!(out, "  {path} ({why})");
-    }
-    let _ = writeln!(out, "\nRead-only: everything else, and these entry points inside writable places:");
+    let _ = writeln!(out, "  /tmp (private, empty, discarded)");
+    let _ = writeln!(
+        out,
+        "\nRead-only: everything else, and these entry points inside writable places:"
+    );
     for s in &p.sealed {
-        let tag = if s.placeholder { " [missing: placeholder while a session runs]" } else { "" };
+        let tag = if s.placeholder {
+            " [missing: placeholder while a session runs]"
+        } else {
+            ""
+        };
         let _ = writeln!(out, "  {}{tag}\n      runs: {}", s.path.display(), s.runs);
     }
     let _ = writeln!(out, "\nMasked:");
     for m in &p.masks {
         let _ = writeln!(out, "  {}  ({})", m.path.display(), m.why);
     }
-    let _ = writeln!(out, "\nHidden: {}", p.hidden.iter().chain(p.private.iter().skip(1)).map(|h| h.display().to_string()).collect::<Vec<_>>().join(", "));
+    let _ = writeln!(
+        out,
+        "\nHidden: {}",
+        p.hidden
+            .iter()
+            .chain(p.private.iter().skip(1))
+            .map(|h| h.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     let _ = writeln!(out, "Unset in the jail: {}", p.unsetenv.join(" "));
     let _ = writeln!(out, "\nWatched (writable PATH directories):");
     if watched.is_empty() {
@@ -91,7 +118,16 @@ pub fn explain(opts: &RunOptions, json: bool) -> Result<()> {
     }
     let _ = writeln!(out, "\nRepositories: {}", plan.repos.len());
     if !config.sources.is_empty() {
-        let _ = writeln!(out, "Configuration: {}", config.sources.iter().map(|s| s.display().to_string()).collect::<Vec<_>>().join(", "));
+        let _ = writeln!(
+            out,
+            "Configuration: {}",
+            config
+                .sources
+                .iter()
+                .map(|s| s.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
     for w in &plan.warnings {
         let _ = writeln!(out, "warning: {w}");

@@ -3,8 +3,8 @@
 //!
 //! Guards against a planted or borrowed state directory: the directory is per user, mode 0700, owned
 //! by the user; one that is owned by someone else, or is a symlink, is refused rather than used.
-//! Default `/run/claude-sandbox/<uid>`; `CLAUDE_SANDBOX_RUNTIME_DIR` names the per-user directory
-//! itself (tests and unusual setups).
+//! Default `/run/claude-sandbox/<uid>` (see `locate` for the fallbacks); `CLAUDE_SANDBOX_RUNTIME_DIR`
+//! names the per-user directory itself (tests and unusual setups).
 
 use crate::error::{Error, Result};
 use rustix::fs::{Mode, OFlags};
@@ -16,12 +16,25 @@ pub const BASE: &str = "/run/claude-sandbox";
 /// Environment variable that overrides the per-user runtime directory.
 pub const ENV: &str = "CLAUDE_SANDBOX_RUNTIME_DIR";
 
-/// Where this user's runtime directory is (without touching the filesystem).
+/// Where this user's runtime directory is (without creating anything): `$CLAUDE_SANDBOX_RUNTIME_DIR`;
+/// else `/run/claude-sandbox/<uid>` when `/run/claude-sandbox` exists (the installer makes it) or we are
+/// root; else, because `/run` is often a fresh tmpfs in containers, `$XDG_RUNTIME_DIR/claude-sandbox`
+/// or `/var/tmp/claude-sandbox-<uid>`. Wherever it is, the jail hides it.
 pub fn locate() -> PathBuf {
-    match std::env::var_os(ENV).filter(|v| !v.is_empty()) {
-        Some(dir) => PathBuf::from(dir),
-        None => Path::new(BASE).join(rustix::process::getuid().as_raw().to_string()),
+    if let Some(dir) = std::env::var_os(ENV).filter(|v| !v.is_empty()) {
+        return PathBuf::from(dir);
     }
+    let uid = rustix::process::getuid().as_raw();
+    if Path::new(BASE).is_dir() || uid == 0 {
+        return Path::new(BASE).join(uid.to_string());
+    }
+    if let Some(xdg) = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute() && p.is_dir())
+    {
+        return xdg.join("claude-sandbox");
+    }
+    PathBuf::from(format!("/var/tmp/claude-sandbox-{uid}"))
 }
 
 /// The shared base directory to hide from the jail besides the user's own (other users' state).
@@ -38,27 +51,41 @@ pub fn ensure(dir: &Path) -> Result<PathBuf> {
         path: dir.to_path_buf(),
         message,
     };
-    if let Some(parent) = dir.parent() {
+    if let Some(parent) = dir.parent().filter(|p| *p == Path::new(BASE)) {
         if !parent.exists() {
             // The shared base is sticky and world-writable like /tmp, so each user makes their own
             // 0700 directory in it; the installer creates it as root.
-            let mode = if parent == Path::new(BASE) { 0o1777 } else { 0o700 };
             std::fs::DirBuilder::new()
-                .recursive(true)
                 .mode(0o700)
                 .create(parent)
-                .map_err(|e| err(format!("cannot create {}: {e}; run the installer as root or set {ENV}", parent.display())))?;
-            let _ = std::fs::set_permissions(parent, std::fs::Permissions::from_mode(mode));
+                .map_err(|e| {
+                    err(format!(
+                        "cannot create {}: {e}; run the installer as root or set {ENV}",
+                        parent.display()
+                    ))
+                })?;
+            let _ = std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o1777));
         }
     }
-    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+    // Only the last component is created here (with the parents a test or override may need).
+    match std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+    {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(err(format!("cannot create it: {e}; set {ENV} to a directory you own"))),
+        Err(e) => {
+            return Err(err(format!(
+                "cannot create it: {e}; set {ENV} to a directory you own"
+            )))
+        }
     }
     let meta = std::fs::symlink_metadata(dir).map_err(|e| err(e.to_string()))?;
     if !meta.file_type().is_dir() {
-        return Err(err("is not a directory (a symlink or file is refused); remove it".into()));
+        return Err(err(
+            "is not a directory (a symlink or file is refused); remove it".into(),
+        ));
     }
     let uid = rustix::process::getuid().as_raw();
     if meta.uid() != uid {

@@ -10,20 +10,34 @@ use std::os::unix::fs::PermissionsExt;
 fn attempt(f: &Fixture, attempts: &str) -> Vec<String> {
     let mut script = String::new();
     for line in attempts.lines().map(str::trim).filter(|l| !l.is_empty()) {
-        script.push_str(&format!("( {line} ) 2>/dev/null && echo 'ESCAPED: {}'\n", line.replace('\'', "")));
+        script.push_str(&format!(
+            "( {line} ) 2>/dev/null && echo 'ESCAPED: {}'\n",
+            line.replace('\'', "")
+        ));
     }
     script.push_str("echo DONE\n");
     let out = f.jail(&script);
     let text = ok(&out);
     assert!(text.contains("DONE"), "the script did not finish: {text}");
-    text.lines().filter(|l| l.starts_with("ESCAPED")).map(String::from).collect()
+    text.lines()
+        .filter(|l| l.starts_with("ESCAPED"))
+        .map(String::from)
+        .collect()
 }
 
 fn assert_sealed(f: &Fixture, attempts: &str) {
     let before = f.snapshot();
     let escaped = attempt(f, attempts);
-    assert!(escaped.is_empty(), "writes that should have failed succeeded:\n{}", escaped.join("\n"));
-    assert_same(&before, &f.snapshot(), "the host changed although every write failed");
+    assert!(
+        escaped.is_empty(),
+        "writes that should have failed succeeded:\n{}",
+        escaped.join("\n")
+    );
+    assert_same(
+        &before,
+        &f.snapshot(),
+        "the host changed although every write failed",
+    );
 }
 
 #[test]
@@ -57,7 +71,11 @@ fn commits_branches_and_add_all_still_work() {
         "echo change >> README && echo new > new.txt && git add -A && git commit -qm work && \
          git checkout -qb feature && git status --porcelain && git log --oneline | wc -l",
     ));
-    assert_eq!(out.trim(), "2", "git status must be clean (no placeholder tripped `git add -A`): {out}");
+    assert_eq!(
+        out.trim(),
+        "2",
+        "git status must be clean (no placeholder tripped `git add -A`): {out}"
+    );
     let files = f.git(&f.ws, &["show", "--name-only", "--format=", "HEAD"]);
     assert_eq!(stdout(&files).trim(), "README\nnew.txt");
 }
@@ -75,7 +93,18 @@ fn nested_repo_submodule_and_worktree_are_sealed() {
     std::fs::write(upstream.join("x"), "x").unwrap();
     f.git(&upstream, &["add", "x"]);
     f.git(&upstream, &["commit", "-qm", "x"]);
-    f.git(&f.ws, &["-c", "protocol.file.allow=always", "submodule", "add", "-q", upstream.to_str().unwrap(), "sub"]);
+    f.git(
+        &f.ws,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            upstream.to_str().unwrap(),
+            "sub",
+        ],
+    );
     f.git(&f.ws, &["commit", "-qm", "sub"]);
     f.git(&f.ws, &["worktree", "add", "-q", "wt"]);
     assert_sealed(
@@ -104,7 +133,10 @@ fn hooks_path_and_include_targets_are_sealed() {
     f.git(&f.ws, &["config", "core.hooksPath", ".husky/_"]);
     std::fs::write(f.ws.join("shared.gitconfig"), "[alias]\n\tst = status\n").unwrap();
     f.git(&f.ws, &["config", "include.path", "../shared.gitconfig"]);
-    f.git(&f.ws, &["config", "includeIf.gitdir:/.path", "../missing.gitconfig"]);
+    f.git(
+        &f.ws,
+        &["config", "includeIf.gitdir:/.path", "../missing.gitconfig"],
+    );
     assert_sealed(
         &f,
         r#"
@@ -136,7 +168,10 @@ fn shell_startup_files_cannot_be_changed_or_created() {
     let out = ok(&f.jail("echo x > ~/.bash_profile && echo x > ~/.zshenv && echo x > ~/.inputrc && cat ~/.bash_profile"));
     assert_eq!(out.trim(), "x");
     for name in [".bash_profile", ".zshenv", ".inputrc"] {
-        assert!(!f.home.join(name).exists(), "~/{name} reached the real home");
+        assert!(
+            !f.home.join(name).exists(),
+            "~/{name} reached the real home"
+        );
     }
 }
 
@@ -186,7 +221,10 @@ fn agent_settings_in_writable_state_dirs_are_sealed_but_state_is_writable() {
         "#,
     );
     ok(&f.jail("mkdir -p ~/.claude/projects && echo state > ~/.claude/projects/s && echo c > ~/.cache-test 2>/dev/null; true"));
-    assert_eq!(std::fs::read_to_string(f.home.join(".claude/projects/s")).unwrap(), "state\n");
+    assert_eq!(
+        std::fs::read_to_string(f.home.join(".claude/projects/s")).unwrap(),
+        "state\n"
+    );
 }
 
 #[test]
@@ -197,8 +235,14 @@ fn a_tool_installed_in_local_bin_keeps_working_after_the_session() {
     assert!(std::fs::metadata(&tool).unwrap().permissions().mode() & 0o111 != 0);
     let out = std::process::Command::new(&tool).output().unwrap();
     assert_eq!(stdout(&out).trim(), "tool-ran");
-    assert!(f.ws.join(".venv/bin/python").exists(), "venv was not created");
-    assert_eq!(std::fs::read_to_string(f.home.join(".cache/x/c")).unwrap(), "c\n");
+    assert!(
+        f.ws.join(".venv/bin/python").exists(),
+        "venv was not created"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.home.join(".cache/x/c")).unwrap(),
+        "c\n"
+    );
 }
 
 #[test]
@@ -206,7 +250,10 @@ fn a_missing_local_bin_is_created_for_the_session_and_removed_if_unused() {
     let f = Fixture::new();
     std::fs::remove_dir_all(f.home.join(".local")).unwrap();
     ok(&f.jail("test -d ~/.local/bin && test -w ~/.local/bin"));
-    assert!(!f.home.join(".local").exists(), "an unused ~/.local was left behind");
+    assert!(
+        !f.home.join(".local").exists(),
+        "an unused ~/.local was left behind"
+    );
     ok(&f.jail("echo x > ~/.local/bin/kept"));
     assert!(f.home.join(".local/bin/kept").exists());
 }
@@ -216,15 +263,30 @@ fn configured_read_only_and_masked_paths_apply_and_workspace_file_cannot_loosen(
     let f = Fixture::new();
     std::fs::create_dir_all(f.ws.join("docs")).unwrap();
     std::fs::write(f.ws.join("secret.txt"), "s3cret\n").unwrap();
-    std::fs::write(f.ws.join(".claude-sandbox.toml"), "read_only = [\"docs\"]\nmasked = [\"secret.txt\"]\n").unwrap();
+    std::fs::write(
+        f.ws.join(".claude-sandbox.toml"),
+        "read_only = [\"docs\"]\nmasked = [\"secret.txt\"]\n",
+    )
+    .unwrap();
     f.git(&f.ws, &["add", "-A"]);
     f.git(&f.ws, &["commit", "-qm", "cfg"]);
     let out = ok(&f.jail("touch docs/x 2>/dev/null && echo WROTE; cat secret.txt; echo END"));
-    assert_eq!(out.trim(), "END", "docs/ must be read-only and secret.txt masked: {out}");
-    std::fs::write(f.ws.join(".claude-sandbox.toml"), "read_only = []\nwritable = [\"/etc\"]\n").unwrap();
+    assert_eq!(
+        out.trim(),
+        "END",
+        "docs/ must be read-only and secret.txt masked: {out}"
+    );
+    std::fs::write(
+        f.ws.join(".claude-sandbox.toml"),
+        "read_only = []\nwritable = [\"/etc\"]\n",
+    )
+    .unwrap();
     let out = f.jail("echo STARTED");
     assert_eq!(out.status.code(), Some(2));
     assert!(!stdout(&out).contains("STARTED"));
     let err = stderr(&out);
-    assert!(err.contains(".claude-sandbox.toml:2:") && err.contains("`writable`"), "{err}");
+    assert!(
+        err.contains(".claude-sandbox.toml:2:") && err.contains("`writable`"),
+        "{err}"
+    );
 }

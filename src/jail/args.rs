@@ -11,7 +11,8 @@
 //! 6. sealed entry points, read-only over themselves: after the writable roots, so they win;
 //! 7. masks (`/dev/null` over sockets and privileged binaries, empty dirs over socket dirs): last, so
 //!    nothing can re-expose them;
-//! 8. seccomp, status fd, environment, working directory, the command.
+//! 8. seccomp, status fd, environment, working directory, the command (through the exec helper, see
+//!    `exec`).
 
 use super::policy::{Fds, HomeBind, MaskKind, Policy};
 use std::ffi::OsString;
@@ -47,7 +48,9 @@ pub fn bwrap_args(policy: &Policy, fds: Fds) -> Vec<OsString> {
     for p in &policy.private {
         a.flag("--tmpfs").path(p);
     }
-    a.flag("--bind").path(&policy.session_home).path(&policy.home);
+    a.flag("--bind")
+        .path(&policy.session_home)
+        .path(&policy.home);
     for e in &policy.home_entries {
         let dest = policy.home.join(&e.name);
         match &e.bind {
@@ -71,7 +74,11 @@ pub fn bwrap_args(policy: &Policy, fds: Fds) -> Vec<OsString> {
     for m in &policy.masks {
         match m.kind {
             MaskKind::File => a.flag("--ro-bind").flag("/dev/null").path(&m.path),
-            MaskKind::Dir => a.flag("--tmpfs").path(&m.path).flag("--remount-ro").path(&m.path),
+            MaskKind::Dir => a
+                .flag("--tmpfs")
+                .path(&m.path)
+                .flag("--remount-ro")
+                .path(&m.path),
         };
     }
     if let Some(fd) = fds.seccomp {
@@ -88,6 +95,13 @@ pub fn bwrap_args(policy: &Policy, fds: Fds) -> Vec<OsString> {
     }
     a.flag("--chdir").path(&policy.chdir);
     a.flag("--");
+    if let Some((exe, stderr)) = fds.exec_helper {
+        a.flag(&format!("/proc/self/fd/{exe}"))
+            .flag(crate::jail::exec::SUBCOMMAND);
+        a.flag(&exe.to_string())
+            .flag(&stderr.to_string())
+            .flag("--");
+    }
     a.0.extend(policy.command.iter().cloned());
     a.0
 }
@@ -96,7 +110,8 @@ pub fn bwrap_args(policy: &Policy, fds: Fds) -> Vec<OsString> {
 pub fn shell_quote(arg: &std::ffi::OsStr) -> String {
     let s = arg.to_string_lossy();
     let safe = !s.is_empty()
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
     if safe {
         s.into_owned()
     } else {
@@ -117,19 +132,44 @@ mod tests {
             home: "/h".into(),
             session_home: "/run/cs/1/s/home".into(),
             home_entries: vec![
-                HomeEntry { name: ".bashrc".into(), bind: HomeBind::ReadOnly },
-                HomeEntry { name: ".claude".into(), bind: HomeBind::Writable },
-                HomeEntry { name: ".vimrc".into(), bind: HomeBind::Symlink("dot/vimrc".into()) },
+                HomeEntry {
+                    name: ".bashrc".into(),
+                    bind: HomeBind::ReadOnly,
+                },
+                HomeEntry {
+                    name: ".claude".into(),
+                    bind: HomeBind::Writable,
+                },
+                HomeEntry {
+                    name: ".vimrc".into(),
+                    bind: HomeBind::Symlink("dot/vimrc".into()),
+                },
             ],
             writable: vec!["/w".into()],
             anchors: vec!["/w/.git".into()],
             sealed: vec![
-                Sealed { path: "/w/.git/hooks".into(), runs: "git".into(), placeholder: false },
-                Sealed { path: "/w/.envrc".into(), runs: "direnv".into(), placeholder: true },
+                Sealed {
+                    path: "/w/.git/hooks".into(),
+                    runs: "git".into(),
+                    placeholder: false,
+                },
+                Sealed {
+                    path: "/w/.envrc".into(),
+                    runs: "direnv".into(),
+                    placeholder: true,
+                },
             ],
             masks: vec![
-                Mask { path: "/run/docker.sock".into(), kind: MaskKind::File, why: "docker".into() },
-                Mask { path: "/run/podman".into(), kind: MaskKind::Dir, why: "podman".into() },
+                Mask {
+                    path: "/run/docker.sock".into(),
+                    kind: MaskKind::File,
+                    why: "docker".into(),
+                },
+                Mask {
+                    path: "/run/podman".into(),
+                    kind: MaskKind::Dir,
+                    why: "podman".into(),
+                },
             ],
             private: vec!["/tmp".into()],
             hidden: vec!["/run/cs".into()],
@@ -142,10 +182,17 @@ mod tests {
 
     #[test]
     fn exact_argument_vector() {
-        let got: Vec<String> = bwrap_args(&policy(), Fds { seccomp: Some(3), status: Some(4) })
-            .into_iter()
-            .map(|s| s.into_string().unwrap())
-            .collect();
+        let got: Vec<String> = bwrap_args(
+            &policy(),
+            Fds {
+                seccomp: Some(3),
+                status: Some(4),
+                exec_helper: Some((5, 6)),
+            },
+        )
+        .into_iter()
+        .map(|s| s.into_string().unwrap())
+        .collect();
         let want = "--die-with-parent --unshare-user --unshare-pid --unshare-ipc --cap-drop ALL \
             --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp \
             --bind /run/cs/1/s/home /h --ro-bind /h/.bashrc /h/.bashrc --bind /h/.claude /h/.claude \
@@ -154,7 +201,7 @@ mod tests {
             --ro-bind /w/.git/hooks /w/.git/hooks --ro-bind /w/.envrc /w/.envrc \
             --ro-bind /dev/null /run/docker.sock --tmpfs /run/podman --remount-ro /run/podman \
             --seccomp 3 --json-status-fd 4 --unsetenv SSH_AUTH_SOCK --setenv CLAUDE_SANDBOX 1 \
-            --chdir /w/sub --";
+            --chdir /w/sub -- /proc/self/fd/5 __exec 5 6 --";
         let mut want: Vec<String> = want.split_whitespace().map(String::from).collect();
         want.push("claude".into());
         want.push("--flag with space".into());

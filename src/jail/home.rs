@@ -44,8 +44,10 @@ pub fn prepare(session_dir: &Path, home: &Path, session_json: &[u8]) -> Result<P
     let real = home.join(NAME);
     if let Ok(m) = std::fs::symlink_metadata(&real) {
         if m.is_file() {
-            let bytes = std::fs::read(&real).map_err(|e| Error::io(format!("reading {}", real.display()), e))?;
-            std::fs::write(session_dir.join(ORIGINAL), &bytes).map_err(|e| Error::io("saving a copy", e))?;
+            let bytes = std::fs::read(&real)
+                .map_err(|e| Error::io(format!("reading {}", real.display()), e))?;
+            std::fs::write(session_dir.join(ORIGINAL), &bytes)
+                .map_err(|e| Error::io("saving a copy", e))?;
             let copy = session_home.join(NAME);
             std::fs::write(&copy, &bytes).map_err(|e| Error::io("copying ~/.claude.json", e))?;
             let _ = std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(m.mode_bits()));
@@ -89,10 +91,17 @@ pub fn finish(session_dir: &Path, home: &Path, workspace: &Path) -> Vec<String> 
 
 /// Write the jail's `~/.claude.json` over the real one, guarded keys taken from the real one.
 /// Returns the guarded keys the jail tried to change.
-pub fn merge_back(jail: &[u8], real: &Path, workspace: &Path) -> std::result::Result<Vec<String>, String> {
-    let mut merged: Value = serde_json::from_slice(jail).map_err(|e| format!("not valid JSON: {e}"))?;
+pub fn merge_back(
+    jail: &[u8],
+    real: &Path,
+    workspace: &Path,
+) -> std::result::Result<Vec<String>, String> {
+    let mut merged: Value =
+        serde_json::from_slice(jail).map_err(|e| format!("not valid JSON: {e}"))?;
     let host: Value = match std::fs::read(real) {
-        Ok(b) => serde_json::from_slice(&b).map_err(|e| format!("your file is not valid JSON: {e}"))?,
+        Ok(b) => {
+            serde_json::from_slice(&b).map_err(|e| format!("your file is not valid JSON: {e}"))?
+        }
         Err(_) => Value::Object(Default::default()),
     };
     let mut refused = Vec::new();
@@ -101,16 +110,26 @@ pub fn merge_back(jail: &[u8], real: &Path, workspace: &Path) -> std::result::Re
     let empty = Value::Object(Default::default());
     if let Some(projects) = merged.get_mut("projects").and_then(Value::as_object_mut) {
         for (name, project) in projects.iter_mut() {
-            let host_project = host.get("projects").and_then(|p| p.get(name)).unwrap_or(&empty);
+            let host_project = host
+                .get("projects")
+                .and_then(|p| p.get(name))
+                .unwrap_or(&empty);
             let mut changed = Vec::new();
-            guard(project, host_project, &format!("projects[{name}]."), &mut changed);
+            guard(
+                project,
+                host_project,
+                &format!("projects[{name}]."),
+                &mut changed,
+            );
             // Accepting the trust dialog for this workspace in the jail's TUI is the human's act.
             let trust = format!("projects[{name}].hasTrustDialogAccepted");
             if *name == ws_key && changed.contains(&trust) {
-                if let Some(v) = serde_json::from_slice::<Value>(jail)
-                    .ok()
-                    .and_then(|j| j.get("projects")?.get(name)?.get("hasTrustDialogAccepted").cloned())
-                {
+                if let Some(v) = serde_json::from_slice::<Value>(jail).ok().and_then(|j| {
+                    j.get("projects")?
+                        .get(name)?
+                        .get("hasTrustDialogAccepted")
+                        .cloned()
+                }) {
                     project["hasTrustDialogAccepted"] = v;
                 }
                 changed.retain(|c| c != &trust);
@@ -120,7 +139,10 @@ pub fn merge_back(jail: &[u8], real: &Path, workspace: &Path) -> std::result::Re
     }
     let text = serde_json::to_vec_pretty(&merged).map_err(|e| e.to_string())?;
     let dir = real.parent().ok_or("no parent directory")?;
-    let tmp = dir.join(format!(".claude.json.claude-sandbox.{}", std::process::id()));
+    let tmp = dir.join(format!(
+        ".claude.json.claude-sandbox.{}",
+        std::process::id()
+    ));
     std::fs::write(&tmp, text).map_err(|e| e.to_string())?;
     if let Ok(m) = std::fs::metadata(real) {
         let _ = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(m.mode_bits()));
@@ -131,7 +153,9 @@ pub fn merge_back(jail: &[u8], real: &Path, workspace: &Path) -> std::result::Re
 
 /// Replace the guarded keys of `obj` by the host's values (or remove them if the host has none).
 fn guard(obj: &mut Value, host: &Value, prefix: &str, changed: &mut Vec<String>) {
-    let Some(map) = obj.as_object_mut() else { return };
+    let Some(map) = obj.as_object_mut() else {
+        return;
+    };
     for key in GUARDED_KEYS {
         let mine = map.get(*key).cloned();
         let theirs = host.get(*key).cloned();
@@ -164,7 +188,9 @@ fn is_empty_default(v: &Value) -> bool {
 
 /// Finish sessions whose launcher died (merge back, remove their directories).
 pub fn sweep_dead(runtime: &Path, alive: impl Fn(&[u8]) -> bool, home: &Path) {
-    let Ok(rd) = std::fs::read_dir(runtime.join("sessions")) else { return };
+    let Ok(rd) = std::fs::read_dir(runtime.join("sessions")) else {
+        return;
+    };
     for e in rd.flatten() {
         let dir = e.path();
         let record = std::fs::read(dir.join("session.json")).unwrap_or_default();
@@ -206,7 +232,11 @@ mod tests {
         assert_eq!(v["projects"]["/new"]["allowedTools"], serde_json::json!([]));
         assert_eq!(
             refused,
-            vec!["mcpServers", "projects[/o].hasTrustDialogAccepted", "projects[/o].allowedTools"]
+            vec![
+                "mcpServers",
+                "projects[/o].hasTrustDialogAccepted",
+                "projects[/o].allowedTools"
+            ]
         );
     }
 }

@@ -35,6 +35,8 @@ pub const BWRAP_PATHS: &[&str] = &["/usr/bin/bwrap", "/usr/local/bin/bwrap", "/b
 /// The fd numbers bwrap receives (fixed so that `--dry-run` prints the exact argv).
 const SECCOMP_FD: i32 = 3;
 const STATUS_FD: i32 = 4;
+const EXEC_FD: i32 = 5;
+const STDERR_FD: i32 = 6;
 
 /// Signals forwarded to the jailed command.
 pub const FORWARDED: &[i32] = &[SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGWINCH, SIGUSR1, SIGUSR2];
@@ -54,7 +56,10 @@ pub fn find_bwrap() -> Result<PathBuf> {
         if p.is_absolute() && p.is_file() {
             return Ok(p);
         }
-        return Err(Error::BwrapMissing(format!("CLAUDE_SANDBOX_BWRAP={} is not an absolute path to a file", p.display())));
+        return Err(Error::BwrapMissing(format!(
+            "CLAUDE_SANDBOX_BWRAP={} is not an absolute path to a file",
+            p.display()
+        )));
     }
     BWRAP_PATHS
         .iter()
@@ -80,23 +85,38 @@ pub fn home_dir() -> Result<PathBuf> {
     let home = std::env::var_os("HOME")
         .map(PathBuf::from)
         .filter(|h| h.is_absolute() && h.is_dir())
-        .ok_or_else(|| Error::Usage("$HOME is not set to an existing absolute directory; set it".into()))?;
+        .ok_or_else(|| {
+            Error::Usage("$HOME is not set to an existing absolute directory; set it".into())
+        })?;
     std::fs::canonicalize(&home).map_err(|e| Error::io("resolving $HOME", e))
 }
 
 /// Resolve COMMAND like `execvp` would: 127 if not found, 126 if found but not executable.
-pub fn resolve_command(cmd: &std::ffi::OsStr, path_env: &std::ffi::OsStr, cwd: &Path) -> Result<PathBuf> {
+pub fn resolve_command(
+    cmd: &std::ffi::OsStr,
+    path_env: &std::ffi::OsStr,
+    cwd: &Path,
+) -> Result<PathBuf> {
     let name = cmd.to_string_lossy().into_owned();
     let candidates: Vec<PathBuf> = if name.contains('/') {
         vec![cwd.join(cmd)]
     } else {
         std::env::split_paths(path_env)
-            .map(|d| if d.as_os_str().is_empty() { cwd.to_path_buf() } else { cwd.join(d) }.join(cmd))
+            .map(|d| {
+                if d.as_os_str().is_empty() {
+                    cwd.to_path_buf()
+                } else {
+                    cwd.join(d)
+                }
+                .join(cmd)
+            })
             .collect()
     };
     let mut found_unexecutable = None;
     for c in candidates {
-        let Ok(meta) = std::fs::metadata(&c) else { continue };
+        let Ok(meta) = std::fs::metadata(&c) else {
+            continue;
+        };
         if meta.is_file() && rustix::fs::access(&c, rustix::fs::Access::EXEC_OK).is_ok() {
             return Ok(c);
         }
@@ -114,10 +134,16 @@ pub fn plan_input(opts: &RunOptions, session_id: &str) -> Result<(PlanInput, Con
     let cwd = std::env::current_dir().map_err(|e| Error::io("reading the current directory", e))?;
     let workspace = match &opts.workspace {
         Some(w) if w.is_dir() => w.clone(),
-        Some(w) => return Err(Error::Usage(format!("--workspace {}: not a directory", w.display()))),
+        Some(w) => {
+            return Err(Error::Usage(format!(
+                "--workspace {}: not a directory",
+                w.display()
+            )))
+        }
         None => default_workspace(&cwd),
     };
-    let workspace = std::fs::canonicalize(&workspace).map_err(|e| Error::io("resolving the workspace", e))?;
+    let workspace =
+        std::fs::canonicalize(&workspace).map_err(|e| Error::io("resolving the workspace", e))?;
     let config_paths = ConfigPaths::new(&home, &workspace);
     let config = Config::load(&config_paths, opts.config.as_deref(), &home, &workspace)?;
     let runtime_dir = crate::runtime::locate();
@@ -129,7 +155,9 @@ pub fn plan_input(opts: &RunOptions, session_id: &str) -> Result<(PlanInput, Con
         runtime_dir,
         session_home,
         bwrap: find_bwrap()?,
-        self_exe: std::env::current_exe().ok().and_then(|p| std::fs::canonicalize(p).ok()),
+        self_exe: std::env::current_exe()
+            .ok()
+            .and_then(|p| std::fs::canonicalize(p).ok()),
         config: config.clone(),
         config_paths,
         command: opts.command.clone(),
@@ -143,11 +171,23 @@ pub fn plan_input(opts: &RunOptions, session_id: &str) -> Result<(PlanInput, Con
 /// `claude-sandbox run`: returns the exit status to exit with.
 pub fn run(opts: &RunOptions) -> Result<i32> {
     let Some(cmd) = opts.command.first() else {
-        return Err(Error::Usage("run: no COMMAND given; usage: claude-sandbox run [--] COMMAND [ARGS...]".into()));
+        return Err(Error::Usage(
+            "run: no COMMAND given; usage: claude-sandbox run [--] COMMAND [ARGS...]".into(),
+        ));
     };
     let session = placeholders::SessionId::current();
     let (input, _config) = plan_input(opts, &session.id)?;
     let resolved = resolve_command(cmd, &input.path_env, &input.cwd)?;
+    // Clean up after dead sessions before planning, so their placeholders are not taken for the
+    // human's files (and then pulled away under this session).
+    let runtime = if opts.dry_run {
+        None
+    } else {
+        let runtime = crate::runtime::ensure(&input.runtime_dir)?;
+        placeholders::sweep(&runtime)?;
+        home::sweep_dead(&runtime, session_alive, &input.home);
+        Some(runtime)
+    };
     let plan = plan(&input)?;
     if let Ok(real) = std::fs::canonicalize(&resolved) {
         if let Some(m) = plan.policy.masks.iter().find(|m| m.path == real) {
@@ -160,34 +200,62 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     for w in &plan.warnings {
         tracing::warn!("{w}");
     }
-    let fds = Fds { seccomp: Some(SECCOMP_FD), status: Some(STATUS_FD) };
+    let fds = Fds {
+        seccomp: Some(SECCOMP_FD),
+        status: Some(STATUS_FD),
+        exec_helper: Some((EXEC_FD, STDERR_FD)),
+    };
     let args = bwrap_args(&plan.policy, fds);
-    if opts.dry_run {
+    let Some(runtime) = runtime else {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{}", shell_quote(plan.policy.bwrap.as_os_str()));
         for a in &args {
             let _ = writeln!(out, "{}", shell_quote(a));
         }
         return Ok(0);
-    }
-    let runtime = crate::runtime::ensure(&input.runtime_dir)?;
-    execute(&plan, &args, &runtime, &session, &input)
+    };
+    execute(plan, fds, &runtime, &session)
 }
 
-fn execute(plan: &Plan, args: &[OsString], runtime: &Path, session: &placeholders::SessionId, input: &PlanInput) -> Result<i32> {
-    placeholders::sweep(runtime)?;
-    home::sweep_dead(runtime, |record| session_alive(record), &input.home);
+fn execute(
+    mut plan: Plan,
+    fds: Fds,
+    runtime: &Path,
+    session: &placeholders::SessionId,
+) -> Result<i32> {
+    let exists = |p: &Path| std::fs::symlink_metadata(p).is_ok();
     let session_dir = home::session_dir(runtime, &session.id);
     let record = serde_json::json!({
         "id": session.id, "pid": session.pid, "start": session.start,
         "workspace": plan.policy.workspace,
     });
-    home::prepare(&session_dir, &plan.policy.home, record.to_string().as_bytes())?;
+    home::prepare(
+        &session_dir,
+        &plan.policy.home,
+        record.to_string().as_bytes(),
+    )?;
     if let Err(e) = placeholders::acquire(runtime, session, &plan.placeholders) {
         home::finish(&session_dir, &plan.policy.home, &plan.policy.workspace);
         return Err(e);
     }
-    let result = start_and_wait(plan, args);
+    let mut result;
+    let mut retried = false;
+    loop {
+        // A socket that went away since planning (a server stopped) cannot be bound over; dropping
+        // its mask is safe, since nothing is left to reach.
+        plan.policy.masks.retain(|m| exists(&m.path));
+        let args = bwrap_args(&plan.policy, fds);
+        result = start_and_wait(&plan, &args).and_then(|outcome| match outcome {
+            Outcome::Exited(code) => Ok(code),
+            Outcome::SetupFailed(msg) => Err(Error::Jail(msg)),
+        });
+        // One retry when the failure was a mask target vanishing during setup (a server stopping).
+        if result.is_err() && !retried && plan.policy.masks.iter().any(|m| !exists(&m.path)) {
+            retried = true;
+            continue;
+        }
+        break;
+    }
     if let Err(e) = placeholders::release(runtime, session) {
         eprintln!("claude-sandbox: {e}");
     }
@@ -210,30 +278,87 @@ struct Status {
     exit_code: Option<i32>,
 }
 
-fn start_and_wait(plan: &Plan, args: &[OsString]) -> Result<i32> {
-    let (seccomp_r, seccomp_w) = rustix::pipe::pipe().map_err(|e| Error::io("creating a pipe", e.into()))?;
-    let (status_r, status_w) = rustix::pipe::pipe().map_err(|e| Error::io("creating a pipe", e.into()))?;
+/// Mark every inherited fd above stderr close-on-exec, so that no socket or file the launcher was
+/// given (by an IDE terminal, a supervisor) reaches the jail; only the fds placed for bwrap survive.
+fn close_inherited_fds() {
+    let Ok(rd) = std::fs::read_dir("/proc/self/fd") else {
+        return;
+    };
+    let fds: Vec<i32> = rd
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    for fd in fds.into_iter().filter(|fd| *fd > 2) {
+        // SAFETY: only the flag changes; an fd closed meanwhile (the read_dir's own) gives EBADF.
+        let fd = unsafe { rustix::fd::BorrowedFd::borrow_raw(fd) };
+        let _ = rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::CLOEXEC);
+    }
+}
+
+/// How one bwrap run ended.
+enum Outcome {
+    /// The command ran; its exit status (128+N for a signal).
+    Exited(i32),
+    /// bwrap failed before the command ran; its message.
+    SetupFailed(String),
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd)> {
+    rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+        .map_err(|e| Error::io("creating a pipe", e.into()))
+}
+
+fn start_and_wait(plan: &Plan, args: &[OsString]) -> Result<Outcome> {
+    close_inherited_fds();
+    let (seccomp_r, seccomp_w) = pipe()?;
+    let (status_r, status_w) = pipe()?;
+    // bwrap's own stderr is captured, so a setup failure becomes one clear line; the command gets the
+    // real stderr back from the exec helper.
+    let (err_r, err_w) = pipe()?;
+    let real_stderr = rustix::io::fcntl_dupfd_cloexec(std::io::stderr(), 3)
+        .map_err(|e| Error::io("duplicating stderr", e.into()))?;
+    let self_exe =
+        std::env::current_exe().map_err(|e| Error::io("finding the claude-sandbox binary", e))?;
+    let helper = std::fs::File::open(&self_exe)
+        .map_err(|e| Error::io(format!("opening {}", self_exe.display()), e))?;
     let program = seccomp::program_bytes();
-    rustix::io::write(&seccomp_w, &program).map_err(|e| Error::io("writing the seccomp filter", e.into()))?;
+    rustix::io::write(&seccomp_w, &program)
+        .map_err(|e| Error::io("writing the seccomp filter", e.into()))?;
     drop(seccomp_w);
 
     // Register before spawning, so no signal in between kills the launcher with the jail running.
-    let mut signals = SignalsInfo::<WithOrigin>::new(FORWARDED).map_err(|e| Error::io("registering signal handlers", e))?;
+    let mut signals = SignalsInfo::<WithOrigin>::new(FORWARDED)
+        .map_err(|e| Error::io("registering signal handlers", e))?;
     let handle = signals.handle();
 
     let mut command = std::process::Command::new(&plan.policy.bwrap);
-    command.args(args);
-    let (sr, sw) = (seccomp_r.as_raw_fd(), status_w.as_raw_fd());
-    // SAFETY: only async-signal-safe syscalls (fcntl, dup2) run between fork and exec.
+    command.args(args).stderr(std::process::Stdio::from(err_w));
+    let map = [
+        (seccomp_r.as_raw_fd(), SECCOMP_FD),
+        (status_w.as_raw_fd(), STATUS_FD),
+        (helper.as_raw_fd(), EXEC_FD),
+        (real_stderr.as_raw_fd(), STDERR_FD),
+    ];
+    // SAFETY: only async-signal-safe syscalls (fcntl, dup2, sigaction) run between fork and exec.
     unsafe {
-        command.pre_exec(move || place_fds(&[(sr, SECCOMP_FD), (sw, STATUS_FD)]));
+        command.pre_exec(move || {
+            place_fds(&map)?;
+            super::exec::ignore_terminal_signals()
+        });
     }
-    let mut child = command.spawn().map_err(|e| Error::Jail(format!("cannot start {}: {e}", plan.policy.bwrap.display())))?;
-    drop(seccomp_r);
-    drop(status_w);
+    let spawned = command.spawn();
+    drop(command); // closes our copy of the stderr pipe's write end
+    let mut child = spawned
+        .map_err(|e| Error::Jail(format!("cannot start {}: {e}", plan.policy.bwrap.display())))?;
+    drop((seccomp_r, status_w, helper, real_stderr));
 
     let status = Arc::new(Mutex::new(Status::default()));
     let reader = spawn_status_reader(status_r, Arc::clone(&status));
+    let bwrap_messages = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut std::fs::File::from(err_r), &mut text);
+        text
+    });
     let forwarder = {
         let status = Arc::clone(&status);
         std::thread::spawn(move || {
@@ -248,32 +373,53 @@ fn start_and_wait(plan: &Plan, args: &[OsString]) -> Result<i32> {
             }
         })
     };
-    let exit = child.wait().map_err(|e| Error::io("waiting for bwrap", e))?;
+    let exit = child
+        .wait()
+        .map_err(|e| Error::io("waiting for bwrap", e))?;
     let _ = reader.join();
     handle.close();
     let _ = forwarder.join();
-    let st = status.lock().map(|s| (s.child_pid, s.exit_code)).unwrap_or((None, None));
-    match st {
-        (_, Some(code)) => Ok(code),
-        (None, None) | (Some(_), None) if exit.signal().is_none() => Err(Error::Jail(format!(
-            "bwrap exited with status {} before the command ran (its message is above)",
-            exit.code().unwrap_or(EXIT_JAIL)
-        ))),
-        _ => Ok(128 + exit.signal().unwrap_or(0)),
-    }
+    let messages = bwrap_messages.join().unwrap_or_default();
+    let exit_code = status.lock().map(|s| s.exit_code).unwrap_or(None);
+    Ok(match (exit_code, exit.signal()) {
+        (Some(code), _) => {
+            if !messages.is_empty() {
+                eprint!("{messages}");
+            }
+            Outcome::Exited(code)
+        }
+        (None, Some(sig)) => Outcome::Exited(128 + sig),
+        (None, None) => {
+            let first = messages
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("no message")
+                .trim();
+            Outcome::SetupFailed(format!(
+                "{first} (bwrap exit status {})",
+                exit.code().unwrap_or(EXIT_JAIL)
+            ))
+        }
+    })
 }
 
 /// In the child after fork: move fds to fixed numbers without CLOEXEC. No allocation here.
-fn place_fds(map: &[(i32, i32); 2]) -> std::io::Result<()> {
+fn place_fds(map: &[(i32, i32); 4]) -> std::io::Result<()> {
     use rustix::fd::BorrowedFd;
     use std::os::fd::FromRawFd;
-    // First lift both sources above the targets, so no dup2 clobbers a source not yet moved.
-    // SAFETY: the fd numbers are open in the parent and inherited by this child.
-    let high0 = rustix::io::fcntl_dupfd_cloexec(unsafe { BorrowedFd::borrow_raw(map[0].0) }, 64)?;
-    let high1 = rustix::io::fcntl_dupfd_cloexec(unsafe { BorrowedFd::borrow_raw(map[1].0) }, 64)?;
-    for (high, dst) in [(&high0, map[0].1), (&high1, map[1].1)] {
+    // First lift every source above the targets, so no dup2 clobbers a source not yet moved.
+    let mut lifted: [Option<OwnedFd>; 4] = [None, None, None, None];
+    for (i, (src, _)) in map.iter().enumerate() {
+        // SAFETY: the fd numbers are open in the parent and inherited by this child.
+        lifted[i] = Some(rustix::io::fcntl_dupfd_cloexec(
+            unsafe { BorrowedFd::borrow_raw(*src) },
+            64,
+        )?);
+    }
+    for (i, (_, dst)) in map.iter().enumerate() {
+        let high = lifted[i].as_ref().expect("lifted above");
         // SAFETY: dup2 onto a fixed number is the point; the OwnedFd is forgotten, never closed.
-        let mut target = unsafe { OwnedFd::from_raw_fd(dst) };
+        let mut target = unsafe { OwnedFd::from_raw_fd(*dst) };
         let res = rustix::io::dup2(high, &mut target);
         std::mem::forget(target);
         res?;
@@ -285,7 +431,9 @@ fn spawn_status_reader(fd: OwnedFd, status: Arc<Mutex<Status>>) -> std::thread::
     std::thread::spawn(move || {
         let reader = std::io::BufReader::new(std::fs::File::from(fd));
         for line in reader.lines().map_while(|l| l.ok()) {
-            let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
+                continue;
+            };
             if let Ok(mut s) = status.lock() {
                 if let Some(pid) = v.get("child-pid").and_then(|p| p.as_i64()) {
                     s.child_pid = Some(pid as i32);
@@ -300,9 +448,15 @@ fn spawn_status_reader(fd: OwnedFd, status: Arc<Mutex<Status>>) -> std::thread::
 
 /// Send `sig` to every child of the jail's init (the command, and orphans it adopted).
 fn forward(init: i32, sig: i32) {
-    let children = std::fs::read_to_string(format!("/proc/{init}/task/{init}/children")).unwrap_or_default();
-    let Ok(signal) = rustix::process::Signal::from_named_raw(sig).ok_or(()) else { return };
-    for pid in children.split_whitespace().filter_map(|p| p.parse::<i32>().ok()) {
+    let children =
+        std::fs::read_to_string(format!("/proc/{init}/task/{init}/children")).unwrap_or_default();
+    let Ok(signal) = rustix::process::Signal::from_named_raw(sig).ok_or(()) else {
+        return;
+    };
+    for pid in children
+        .split_whitespace()
+        .filter_map(|p| p.parse::<i32>().ok())
+    {
         if let Some(pid) = rustix::process::Pid::from_raw(pid) {
             let _ = rustix::process::kill_process(pid, signal);
         }

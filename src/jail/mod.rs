@@ -6,9 +6,11 @@
 //! - `seccomp`: the TIOCSTI/TIOCLINUX filter;
 //! - `placeholders`: stubs for missing entry points, created and removed safely across sessions;
 //! - `home`: the session-private `$HOME` and `~/.claude.json`;
+//! - `exec`: the first process in the jail, which restores signal defaults and runs the command;
 //! - `launch`: `run` itself.
 
 pub mod args;
+pub mod exec;
 pub mod home;
 pub mod launch;
 pub mod placeholders;

@@ -34,7 +34,11 @@ impl SessionId {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or(0);
-        SessionId { id: format!("{pid}-{nanos:x}"), pid, start: start_time(pid).unwrap_or(0) }
+        SessionId {
+            id: format!("{pid}-{nanos:x}"),
+            pid,
+            start: start_time(pid).unwrap_or(0),
+        }
     }
 
     pub fn alive(&self) -> bool {
@@ -83,7 +87,10 @@ fn with_registry<T>(runtime: &Path, f: impl FnOnce(&mut Registry) -> Result<T>) 
     let path = runtime.join(FILE);
     let mut reg: Registry = match std::fs::read(&path) {
         Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
-            tracing::warn!("{}: unreadable ({e}); starting a new registry", path.display());
+            tracing::warn!(
+                "{}: unreadable ({e}); starting a new registry",
+                path.display()
+            );
             Registry::default()
         }),
         Err(_) => Registry::default(),
@@ -169,7 +176,12 @@ fn release_in(reg: &mut Registry, id: &str) {
 }
 
 fn prune(reg: &mut Registry) {
-    let dead: Vec<String> = reg.sessions.iter().filter(|s| !s.alive()).map(|s| s.id.clone()).collect();
+    let dead: Vec<String> = reg
+        .sessions
+        .iter()
+        .filter(|s| !s.alive())
+        .map(|s| s.id.clone())
+        .collect();
     for id in dead {
         tracing::info!(session = %id, "cleaning up after a session that did not end normally");
         release_in(reg, &id);
@@ -178,7 +190,8 @@ fn prune(reg: &mut Registry) {
 
 fn remove_unheld(reg: &mut Registry) {
     // Deepest first, so a created parent is empty by the time it is checked.
-    reg.entries.sort_by_key(|e| std::cmp::Reverse(e.path.as_os_str().len()));
+    reg.entries
+        .sort_by_key(|e| std::cmp::Reverse(e.path.as_os_str().len()));
     reg.entries.retain(|e| {
         if !e.holders.is_empty() {
             return true;
@@ -192,7 +205,10 @@ fn remove_unheld(reg: &mut Registry) {
                 tracing::warn!("cannot remove placeholder {}: {err}", e.path.display());
             }
         } else {
-            tracing::info!("{} changed since it was made; left in place", e.path.display());
+            tracing::info!(
+                "{} changed since it was made; left in place",
+                e.path.display()
+            );
         }
         false
     });
@@ -200,13 +216,26 @@ fn remove_unheld(reg: &mut Registry) {
 
 /// Same inode, and still empty or holding exactly our content.
 fn still_ours(e: &Entry) -> bool {
-    let Ok(m) = std::fs::symlink_metadata(&e.path) else { return false };
+    let Ok(m) = std::fs::symlink_metadata(&e.path) else {
+        return false;
+    };
     if m.dev() != e.dev || m.ino() != e.ino {
         return false;
     }
     match &e.content {
-        None => m.is_dir() && std::fs::read_dir(&e.path).map(|mut d| d.next().is_none()).unwrap_or(false),
-        Some(c) => m.is_file() && m.len() == c.len() as u64 && std::fs::read(&e.path).map(|b| b == c.as_bytes()).unwrap_or(false),
+        None => {
+            m.is_dir()
+                && std::fs::read_dir(&e.path)
+                    .map(|mut d| d.next().is_none())
+                    .unwrap_or(false)
+        }
+        Some(c) => {
+            m.is_file()
+                && m.len() == c.len() as u64
+                && std::fs::read(&e.path)
+                    .map(|b| b == c.as_bytes())
+                    .unwrap_or(false)
+        }
     }
 }
 
@@ -215,7 +244,9 @@ fn create(p: &Placeholder) -> std::io::Result<(u64, u64)> {
     match p.stub {
         Stub::Dir => {
             // Agent state may hold credentials; other directories get the usual mode.
-            let agent_state = p.path.file_name().is_some_and(|n| [".claude", ".codex", ".gemini", ".cursor"].contains(&n.to_str().unwrap_or("")));
+            let agent_state = p.path.file_name().is_some_and(|n| {
+                [".claude", ".codex", ".gemini", ".cursor"].contains(&n.to_str().unwrap_or(""))
+            });
             let mode = if agent_state { 0o700 } else { 0o755 };
             std::fs::DirBuilder::new().mode(0o700).create(&p.path)?;
             std::fs::set_permissions(&p.path, std::fs::Permissions::from_mode(mode))?;

@@ -115,7 +115,10 @@ pub struct Plan {
 
 impl PlanInput {
     fn env(&self, key: &str) -> Option<&str> {
-        self.env.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        self.env
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -144,7 +147,9 @@ pub fn plan(input: &PlanInput) -> Result<Plan> {
     for rel in HOME_HOLES {
         let p = home.join(rel);
         let owned = rel == &".local/bin"
-            || RUNTIMES.iter().any(|(name, dirs)| *name == agent && dirs.contains(rel));
+            || RUNTIMES
+                .iter()
+                .any(|(name, dirs)| *name == agent && dirs.contains(rel));
         if p.is_dir() && !is_symlink(&p) {
             holes.push(p);
         } else if !p.exists() && !is_symlink(&p) && owned {
@@ -159,7 +164,11 @@ pub fn plan(input: &PlanInput) -> Result<Plan> {
                 a = dir.parent();
             }
             for m in missing.into_iter().rev() {
-                placeholders.push(Placeholder { path: m, stub: Stub::Dir, state_dir: true });
+                placeholders.push(Placeholder {
+                    path: m,
+                    stub: Stub::Dir,
+                    state_dir: true,
+                });
             }
             holes.push(p);
         }
@@ -167,7 +176,10 @@ pub fn plan(input: &PlanInput) -> Result<Plan> {
     for extra in &input.config.writable {
         match std::fs::canonicalize(extra) {
             Ok(p) => holes.push(p),
-            Err(_) => warnings.push(format!("writable path {} does not exist; skipped", extra.display())),
+            Err(_) => warnings.push(format!(
+                "writable path {} does not exist; skipped",
+                extra.display()
+            )),
         }
     }
 
@@ -183,7 +195,11 @@ pub fn plan(input: &PlanInput) -> Result<Plan> {
             writable.push(h.clone());
         }
     }
-    let writable_roots: Vec<PathBuf> = writable.iter().chain(top_level_holes.iter()).cloned().collect();
+    let writable_roots: Vec<PathBuf> = writable
+        .iter()
+        .chain(top_level_holes.iter())
+        .cloned()
+        .collect();
 
     // Entry points.
     let discovery = entrypoints::discover_workspace(&ws);
@@ -198,7 +214,11 @@ pub fn plan(input: &PlanInput) -> Result<Plan> {
         });
     }
     for p in &input.config.read_only {
-        findings.push(Finding { path: p.clone(), stub: Stub::Dir, runs: "configured read-only path".into() });
+        findings.push(Finding {
+            path: p.clone(),
+            stub: Stub::Dir,
+            runs: "configured read-only path".into(),
+        });
     }
     let (sealed, stubs) = seal(findings, &writable_roots, &mut warnings);
     placeholders.extend(stubs);
@@ -206,7 +226,8 @@ pub fn plan(input: &PlanInput) -> Result<Plan> {
     let anchors = anchors(&ws, &discovery.repos, &sealed);
     let private = private_dirs(input);
     let mut hidden = Vec::new();
-    let runtime_dir = std::fs::canonicalize(&input.runtime_dir).unwrap_or_else(|_| input.runtime_dir.clone());
+    let runtime_dir =
+        std::fs::canonicalize(&input.runtime_dir).unwrap_or_else(|_| input.runtime_dir.clone());
     if !private.iter().any(|p| runtime_dir.starts_with(p)) {
         hidden.push(runtime_dir.clone());
     }
@@ -225,7 +246,11 @@ pub fn plan(input: &PlanInput) -> Result<Plan> {
         unsetenv.insert(0, "SSH_AUTH_SOCK".into());
     }
     let cwd = std::fs::canonicalize(&input.cwd).unwrap_or_else(|_| ws.clone());
-    let chdir = if cwd.starts_with(&ws) || cwd.starts_with(&home) { cwd } else { ws.clone() };
+    let chdir = if cwd.starts_with(&ws) || cwd.starts_with(&home) {
+        cwd
+    } else {
+        ws.clone()
+    };
     let policy = Policy {
         bwrap: input.bwrap.clone(),
         workspace: ws,
@@ -244,7 +269,12 @@ pub fn plan(input: &PlanInput) -> Result<Plan> {
         command: input.command.clone(),
     };
     let repos = discovery.repos.iter().map(|r| r.git_dir.clone()).collect();
-    Ok(Plan { policy, placeholders, warnings, repos })
+    Ok(Plan {
+        policy,
+        placeholders,
+        warnings,
+        repos,
+    })
 }
 
 fn canonical(p: &Path) -> Result<PathBuf> {
@@ -252,12 +282,15 @@ fn canonical(p: &Path) -> Result<PathBuf> {
 }
 
 fn is_symlink(p: &Path) -> bool {
-    std::fs::symlink_metadata(p).map(|m| m.file_type().is_symlink()).unwrap_or(false)
+    std::fs::symlink_metadata(p)
+        .map(|m| m.file_type().is_symlink())
+        .unwrap_or(false)
 }
 
 /// How each top-level entry of `$HOME` appears in the jail.
 fn home_entries(home: &Path, holes: &[PathBuf]) -> Result<Vec<HomeEntry>> {
-    let rd = std::fs::read_dir(home).map_err(|e| Error::io(format!("reading {}", home.display()), e))?;
+    let rd =
+        std::fs::read_dir(home).map_err(|e| Error::io(format!("reading {}", home.display()), e))?;
     let mut names: Vec<OsString> = rd.flatten().map(|e| e.file_name()).collect();
     // Holes whose directory is being created this session are bound too.
     for h in holes {
@@ -278,9 +311,9 @@ fn home_entries(home: &Path, holes: &[PathBuf]) -> Result<Vec<HomeEntry>> {
         }
         let path = home.join(&name);
         let bind = match std::fs::symlink_metadata(&path) {
-            Ok(m) if m.file_type().is_symlink() => {
-                HomeBind::Symlink(std::fs::read_link(&path).map_err(|e| Error::io(path.display().to_string(), e))?)
-            }
+            Ok(m) if m.file_type().is_symlink() => HomeBind::Symlink(
+                std::fs::read_link(&path).map_err(|e| Error::io(path.display().to_string(), e))?,
+            ),
             Ok(m) if m.file_type().is_socket() => continue, // masked: never bound
             _ if holes.contains(&path) => HomeBind::Writable,
             _ => HomeBind::ReadOnly,
@@ -292,12 +325,20 @@ fn home_entries(home: &Path, holes: &[PathBuf]) -> Result<Vec<HomeEntry>> {
 
 /// Turn findings into read-only seals (existing paths) and placeholders (missing ones). Only paths
 /// under a writable root need sealing: everything else is read-only already.
-fn seal(findings: Vec<Finding>, roots: &[PathBuf], warnings: &mut Vec<String>) -> (Vec<Sealed>, Vec<Placeholder>) {
+fn seal(
+    findings: Vec<Finding>,
+    roots: &[PathBuf],
+    warnings: &mut Vec<String>,
+) -> (Vec<Sealed>, Vec<Placeholder>) {
     let mut sealed: Vec<Sealed> = Vec::new();
     let mut stubs = Vec::new();
     let mut seen = BTreeSet::new();
     for f in entrypoints::dedup(findings) {
-        let Some(root) = roots.iter().filter(|r| f.path.starts_with(r)).max_by_key(|r| r.as_os_str().len()) else {
+        let Some(root) = roots
+            .iter()
+            .filter(|r| f.path.starts_with(r))
+            .max_by_key(|r| r.as_os_str().len())
+        else {
             continue;
         };
         if &f.path == root {
@@ -315,7 +356,10 @@ fn seal(findings: Vec<Finding>, roots: &[PathBuf], warnings: &mut Vec<String>) -
                 }
                 Ok(_) => continue, // points outside every writable root: read-only already
                 Err(_) => {
-                    warnings.push(format!("{} is a dangling symlink; the watcher must catch its target", f.path.display()));
+                    warnings.push(format!(
+                        "{} is a dangling symlink; the watcher must catch its target",
+                        f.path.display()
+                    ));
                     continue;
                 }
             },
@@ -332,15 +376,26 @@ fn seal(findings: Vec<Finding>, roots: &[PathBuf], warnings: &mut Vec<String>) -
             continue;
         }
         if let Some(stub) = stub {
-            stubs.push(Placeholder { path: target.clone(), stub, state_dir: false });
+            stubs.push(Placeholder {
+                path: target.clone(),
+                stub,
+                state_dir: false,
+            });
         }
-        sealed.push(Sealed { path: target, runs: f.runs, placeholder });
+        sealed.push(Sealed {
+            path: target,
+            runs: f.runs,
+            placeholder,
+        });
     }
     // A seal inside another sealed directory is covered by it (and could not be created there).
     sealed.sort_by(|a, b| a.path.cmp(&b.path));
     let mut kept: Vec<Sealed> = Vec::new();
     for s in sealed {
-        if kept.iter().any(|k| s.path.starts_with(&k.path) && is_dir_like(&k.path, &stubs)) {
+        if kept
+            .iter()
+            .any(|k| s.path.starts_with(&k.path) && is_dir_like(&k.path, &stubs))
+        {
             stubs.retain(|p| p.path != s.path);
             continue;
         }
@@ -423,20 +478,38 @@ fn private_dirs(input: &PlanInput) -> Vec<PathBuf> {
 fn masks(input: &PlanInput, home: &Path, private: &[PathBuf], hidden: &[PathBuf]) -> Vec<Mask> {
     let mut out: Vec<Mask> = Vec::new();
     let add = |path: PathBuf, why: String, out: &mut Vec<Mask>| {
-        let Ok(real) = std::fs::canonicalize(&path) else { return };
-        if private.iter().chain(hidden).any(|d| real.starts_with(d)) || out.iter().any(|m| m.path == real) {
+        let Ok(real) = std::fs::canonicalize(&path) else {
+            return;
+        };
+        if private.iter().chain(hidden).any(|d| real.starts_with(d))
+            || out.iter().any(|m| m.path == real)
+        {
             return;
         }
-        let kind = if real.is_dir() { MaskKind::Dir } else { MaskKind::File };
-        out.push(Mask { path: real, kind, why });
+        let kind = if real.is_dir() {
+            MaskKind::Dir
+        } else {
+            MaskKind::File
+        };
+        out.push(Mask {
+            path: real,
+            kind,
+            why,
+        });
     };
     for (p, why) in KNOWN_SOCKETS {
         add(PathBuf::from(p), why.to_string(), &mut out);
     }
     let mut env_sockets = vec![
-        ("VSCODE_IPC_HOOK_CLI", "VS Code IPC: opens and runs files on the host"),
+        (
+            "VSCODE_IPC_HOOK_CLI",
+            "VS Code IPC: opens and runs files on the host",
+        ),
         ("REMOTE_CONTAINERS_IPC", "Dev Containers IPC"),
-        ("VSCODE_GIT_IPC_HANDLE", "VS Code git askpass: the human's git credentials"),
+        (
+            "VSCODE_GIT_IPC_HANDLE",
+            "VS Code git askpass: the human's git credentials",
+        ),
     ];
     if !input.config.allow_ssh_agent {
         env_sockets.push(("SSH_AUTH_SOCK", "ssh-agent: authenticate as the human"));
@@ -446,33 +519,73 @@ fn masks(input: &PlanInput, home: &Path, private: &[PathBuf], hidden: &[PathBuf]
             add(PathBuf::from(v), format!("{why} (${var})"), &mut out);
         }
     }
-    if let Some(v) = input.env("DOCKER_HOST").and_then(|v| v.strip_prefix("unix://")) {
-        add(PathBuf::from(v), "Docker API ($DOCKER_HOST)".into(), &mut out);
+    if let Some(v) = input
+        .env("DOCKER_HOST")
+        .and_then(|v| v.strip_prefix("unix://"))
+    {
+        add(
+            PathBuf::from(v),
+            "Docker API ($DOCKER_HOST)".into(),
+            &mut out,
+        );
     }
-    for rel in [".docker/run/docker.sock", ".gnupg/S.gpg-agent", ".gnupg/S.gpg-agent.ssh", ".gnupg/S.gpg-agent.extra"] {
+    for rel in [
+        ".docker/run/docker.sock",
+        ".gnupg/S.gpg-agent",
+        ".gnupg/S.gpg-agent.ssh",
+        ".gnupg/S.gpg-agent.extra",
+    ] {
         add(home.join(rel), "agent socket in $HOME".into(), &mut out);
     }
     for path in listening_unix_sockets() {
-        if std::fs::symlink_metadata(&path).map(|m| m.file_type().is_socket()).unwrap_or(false) {
+        if std::fs::symlink_metadata(&path)
+            .map(|m| m.file_type().is_socket())
+            .unwrap_or(false)
+        {
             add(path, "unix socket served outside the jail".into(), &mut out);
         }
     }
-    let mut bin_dirs: Vec<PathBuf> =
-        ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"].iter().map(PathBuf::from).collect();
+    let mut bin_dirs: Vec<PathBuf> = [
+        "/usr/local/sbin",
+        "/usr/local/bin",
+        "/usr/sbin",
+        "/usr/bin",
+        "/sbin",
+        "/bin",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .collect();
     bin_dirs.extend(std::env::split_paths(&input.path_env).filter(|p| p.is_absolute()));
     for dir in &bin_dirs {
         for name in PRIVILEGED {
-            add(dir.join(name), format!("{name}: privilege escalation"), &mut out);
+            add(
+                dir.join(name),
+                format!("{name}: privilege escalation"),
+                &mut out,
+            );
         }
     }
     if let Some(exe) = &input.self_exe {
-        add(exe.clone(), "claude-sandbox itself: the guard of the next session".into(), &mut out);
+        add(
+            exe.clone(),
+            "claude-sandbox itself: the guard of the next session".into(),
+            &mut out,
+        );
         // An installed tree (PREFIX/bin/claude-sandbox + PREFIX/share/claude-sandbox).
         if let Some(prefix) = exe.parent().and_then(Path::parent) {
-            add(prefix.join("share/claude-sandbox"), "claude-sandbox's installed files".into(), &mut out);
+            add(
+                prefix.join("share/claude-sandbox"),
+                "claude-sandbox's installed files".into(),
+                &mut out,
+            );
         }
     }
-    add(input.bwrap.clone(), "bwrap: the jail of the next session".into(), &mut out);
+    add(
+        input.bwrap.clone(),
+        "bwrap: the jail of the next session".into(),
+        &mut out,
+    );
     for p in &input.config.masked {
         add(p.clone(), "configured mask".into(), &mut out);
     }
@@ -481,7 +594,9 @@ fn masks(input: &PlanInput, home: &Path, private: &[PathBuf], hidden: &[PathBuf]
 
 /// Paths of bound unix sockets in this network namespace (`/proc/net/unix`).
 fn listening_unix_sockets() -> Vec<PathBuf> {
-    let Ok(text) = std::fs::read_to_string("/proc/net/unix") else { return Vec::new() };
+    let Ok(text) = std::fs::read_to_string("/proc/net/unix") else {
+        return Vec::new();
+    };
     let mut out: Vec<PathBuf> = text
         .lines()
         .skip(1)

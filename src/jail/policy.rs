@@ -81,4 +81,8 @@ pub struct Policy {
 pub struct Fds {
     pub seccomp: Option<i32>,
     pub status: Option<i32>,
+    /// An fd open on the claude-sandbox binary: the command is started through it (`__exec`), which
+    /// closes it and restores the default action of the signals bwrap must ignore.
+    /// With it, the fd where the real stderr waits for the command (bwrap's own is captured).
+    pub exec_helper: Option<(i32, i32)>,
 }

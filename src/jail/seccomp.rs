@@ -111,7 +111,11 @@ pub fn evaluate(arch: u32, nr: u32, arg1: u64) -> u32 {
         match i.code {
             LD_W_ABS => acc = load(i.k),
             JEQ_K => {
-                pc += if acc == i.k { i.jt as usize } else { i.jf as usize };
+                pc += if acc == i.k {
+                    i.jt as usize
+                } else {
+                    i.jf as usize
+                };
             }
             RET_K => return i.k,
             _ => unreachable!("instruction outside the program's vocabulary"),
@@ -126,11 +130,18 @@ mod tests {
 
     #[test]
     fn blocks_tiocsti_and_tioclinux_on_every_entry_point() {
-        for (arch, nr) in [(0xC000_003E, 16), (0xC000_003E, 0x4000_0000 | 514), (0x4000_0003, 54)] {
+        for (arch, nr) in [
+            (0xC000_003E, 16),
+            (0xC000_003E, 0x4000_0000 | 514),
+            (0x4000_0003, 54),
+        ] {
             assert_eq!(evaluate(arch, nr, TIOCSTI as u64), RET_ERRNO | EPERM);
             assert_eq!(evaluate(arch, nr, TIOCLINUX as u64), RET_ERRNO | EPERM);
             // High bits do not hide the request (CVE-2019-10063).
-            assert_eq!(evaluate(arch, nr, 0xffff_ffff_0000_0000 | TIOCSTI as u64), RET_ERRNO | EPERM);
+            assert_eq!(
+                evaluate(arch, nr, 0xffff_ffff_0000_0000 | TIOCSTI as u64),
+                RET_ERRNO | EPERM
+            );
             // Other ioctls (TIOCGWINSZ) still work.
             assert_eq!(evaluate(arch, nr, 0x5413), RET_ALLOW);
         }

@@ -39,7 +39,9 @@ pub fn is_root() -> bool {
 }
 
 fn unsafe_getuid() -> u32 {
-    std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m)).unwrap_or(u32::MAX)
+    std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
+        .unwrap_or(u32::MAX)
 }
 
 pub struct Fixture {
@@ -52,7 +54,9 @@ pub struct Fixture {
 
 /// Where fixtures live: not under /tmp, which the jail replaces with a private tmpfs.
 fn test_tmp() -> PathBuf {
-    std::env::var_os("CLAUDE_SANDBOX_TEST_TMP").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/var/tmp"))
+    std::env::var_os("CLAUDE_SANDBOX_TEST_TMP")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/tmp"))
 }
 
 impl Fixture {
@@ -60,7 +64,10 @@ impl Fixture {
     /// git repository with one commit.
     pub fn new() -> Self {
         require_jail();
-        let dir = tempfile::Builder::new().prefix("cs-test-").tempdir_in(test_tmp()).expect("tempdir");
+        let dir = tempfile::Builder::new()
+            .prefix("cs-test-")
+            .tempdir_in(test_tmp())
+            .expect("tempdir");
         let root = std::fs::canonicalize(dir.path()).unwrap();
         let home = root.join("home");
         let ws = root.join("ws");
@@ -71,8 +78,18 @@ impl Fixture {
         std::fs::create_dir_all(home.join(".cache")).unwrap();
         std::fs::write(home.join(".bashrc"), "# bashrc\n").unwrap();
         std::fs::write(home.join(".profile"), "# profile\n").unwrap();
-        std::fs::write(home.join(".gitconfig"), "[user]\n\tname = Test\n\temail = t@example.invalid\n[init]\n\tdefaultBranch = main\n").unwrap();
-        let f = Fixture { _dir: dir, root, home, ws, rt };
+        std::fs::write(
+            home.join(".gitconfig"),
+            "[user]\n\tname = Test\n\temail = t@example.invalid\n[init]\n\tdefaultBranch = main\n",
+        )
+        .unwrap();
+        let f = Fixture {
+            _dir: dir,
+            root,
+            home,
+            ws,
+            rt,
+        };
         f.git(&f.ws, &["init", "-q"]);
         std::fs::write(f.ws.join("README"), "hello\n").unwrap();
         f.git(&f.ws, &["add", "README"]);
@@ -82,16 +99,34 @@ impl Fixture {
 
     /// Run git outside the jail, as the human would.
     pub fn git(&self, dir: &Path, args: &[&str]) -> Output {
-        let out = Command::new("git").args(args).current_dir(dir).envs(self.env()).output().expect("git");
-        assert!(out.status.success(), "git {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .envs(self.env())
+            .output()
+            .expect("git");
+        assert!(
+            out.status.success(),
+            "git {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         out
     }
 
     pub fn env(&self) -> Vec<(String, String)> {
         vec![
             ("HOME".into(), self.home.display().to_string()),
-            ("CLAUDE_SANDBOX_RUNTIME_DIR".into(), self.rt.display().to_string()),
-            ("PATH".into(), format!("{}:/usr/local/bin:/usr/bin:/bin", self.home.join(".local/bin").display())),
+            (
+                "CLAUDE_SANDBOX_RUNTIME_DIR".into(),
+                self.rt.display().to_string(),
+            ),
+            (
+                "PATH".into(),
+                format!(
+                    "{}:/usr/local/bin:/usr/bin:/bin",
+                    self.home.join(".local/bin").display()
+                ),
+            ),
             ("GIT_CONFIG_NOSYSTEM".into(), "1".into()),
             ("NO_COLOR".into(), "1".into()),
         ]
@@ -104,21 +139,35 @@ impl Fixture {
         S: AsRef<OsStr>,
     {
         let mut c = Command::new(bin());
-        c.args(args).current_dir(&self.ws).env_clear().envs(self.env()).stdin(Stdio::null());
+        c.args(args)
+            .current_dir(&self.ws)
+            .env_clear()
+            .envs(self.env())
+            .stdin(Stdio::null());
         c
     }
 
     /// `claude-sandbox run -- bash -c SCRIPT`.
     pub fn jail(&self, script: &str) -> Output {
-        self.cmd(["run", "--", "bash", "-c", script]).output().expect("spawn claude-sandbox")
+        self.cmd(["run", "--", "bash", "-c", script])
+            .output()
+            .expect("spawn claude-sandbox")
     }
 
     /// Every path under the fixture's workspace and home, for before/after comparisons.
     pub fn snapshot(&self) -> Vec<(PathBuf, Vec<u8>)> {
         let mut out = Vec::new();
         for top in [&self.ws, &self.home] {
-            for e in walkdir::WalkDir::new(top).sort_by_file_name().into_iter().flatten() {
-                let content = if e.file_type().is_file() { std::fs::read(e.path()).unwrap_or_default() } else { Vec::new() };
+            for e in walkdir::WalkDir::new(top)
+                .sort_by_file_name()
+                .into_iter()
+                .flatten()
+            {
+                let content = if e.file_type().is_file() {
+                    std::fs::read(e.path()).unwrap_or_default()
+                } else {
+                    Vec::new()
+                };
                 out.push((e.path().to_path_buf(), content));
             }
         }
@@ -154,6 +203,12 @@ pub fn stderr(o: &Output) -> String {
 
 /// Assert the jailed script succeeded, with its output in the message.
 pub fn ok(o: &Output) -> String {
-    assert!(o.status.success(), "status {:?}\nstdout:\n{}\nstderr:\n{}", o.status, stdout(o), stderr(o));
+    assert!(
+        o.status.success(),
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        stdout(o),
+        stderr(o)
+    );
     stdout(o)
 }

@@ -1,0 +1,67 @@
+//! The exec helper: the jail's first process, which restores what bwrap must not have and runs the
+//! command.
+//!
+//! Guards against a terminal signal killing the jail from the outside. bwrap's outer process stays in
+//! the terminal's foreground process group with the command (the command needs the terminal for its
+//! TUI), and it dies of SIGINT/SIGQUIT/SIGHUP by default, taking the whole jail with it
+//! (`--die-with-parent`): Ctrl-C would kill Claude Code instead of cancelling a turn. So the launcher
+//! starts bwrap with those signals ignored, and this helper, run inside the jail through an inherited fd
+//! on the claude-sandbox binary (the binary's path itself is masked), closes that fd, restores the
+//! default actions, gives the command the real stderr back (bwrap's own stderr is a pipe to the
+//! launcher, so that a setup failure is reported as one line) and `exec`s the command: the command
+//! sees exactly the signal dispositions and stdio it would have had outside.
+
+use nix::sys::signal::{signal, SigHandler, Signal};
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+
+/// argv[1] that selects the helper.
+pub const SUBCOMMAND: &str = "__exec";
+
+/// Signals ignored in bwrap's outer process and restored here.
+pub const IGNORED_IN_BWRAP: &[Signal] = &[Signal::SIGINT, Signal::SIGQUIT, Signal::SIGHUP];
+
+/// Set the signals bwrap must survive to "ignore" (called between fork and exec: async-signal-safe).
+pub fn ignore_terminal_signals() -> std::io::Result<()> {
+    for s in IGNORED_IN_BWRAP {
+        // SAFETY: installing SIG_IGN runs no handler code.
+        unsafe { signal(*s, SigHandler::SigIgn) }.map_err(std::io::Error::from)?;
+    }
+    Ok(())
+}
+
+/// `claude-sandbox __exec EXE_FD STDERR_FD -- COMMAND ARGS...`: never returns on success.
+pub fn main(args: &[OsString]) -> i32 {
+    let fd = |s: &OsString| s.to_string_lossy().parse::<i32>().ok().filter(|fd| *fd > 2);
+    let (exe_fd, stderr_fd, command) = match args {
+        [exe, err, sep, cmd @ ..] if sep == "--" && !cmd.is_empty() => (fd(exe), fd(err), cmd),
+        _ => {
+            eprintln!(
+                "claude-sandbox: __exec is internal: __exec EXE_FD STDERR_FD -- COMMAND [ARGS...]"
+            );
+            return crate::error::EXIT_USAGE;
+        }
+    };
+    // SAFETY: the launcher passed these fds for this helper alone; nothing else here uses them.
+    let take =
+        |fd: i32| unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    if let Some(fd) = stderr_fd {
+        let saved = take(fd);
+        let _ = rustix::stdio::dup2_stderr(&saved);
+    }
+    if let Some(fd) = exe_fd {
+        drop(take(fd));
+    }
+    for s in IGNORED_IN_BWRAP {
+        // SAFETY: restoring the default action runs no handler code.
+        let _ = unsafe { signal(*s, SigHandler::SigDfl) };
+    }
+    let err = std::process::Command::new(&command[0])
+        .args(&command[1..])
+        .exec();
+    eprintln!("claude-sandbox: {}: {err}", command[0].to_string_lossy());
+    match err.kind() {
+        std::io::ErrorKind::NotFound => crate::error::EXIT_NOT_FOUND,
+        _ => crate::error::EXIT_NOT_EXECUTABLE,
+    }
+}
