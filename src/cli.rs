@@ -4,6 +4,7 @@ use crate::error::EXIT_USAGE;
 use crate::jail::launch::{self, RunOptions};
 use clap::{Parser, Subcommand};
 use std::ffi::OsString;
+use std::io::Write;
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
@@ -45,6 +46,31 @@ pub enum Command {
         )]
         command: Vec<OsString>,
     },
+    /// Watch writable PATH directories and the workspace's repositories in the foreground (outside any
+    /// jail), quarantining planted executables and hooks, until SIGINT or SIGTERM.
+    Watch {
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
+    },
+    /// Show alerts (unacknowledged by default). Exit status: 0 none, 1 unacknowledged alerts, 2 error.
+    Alerts {
+        #[command(subcommand)]
+        action: Option<AlertsAction>,
+        /// Include acknowledged alerts.
+        #[arg(long)]
+        all: bool,
+        /// One JSON array of alert objects.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Put a quarantined file back where it was, byte for byte.
+    Restore {
+        /// The quarantine id (see `claude-sandbox alerts`).
+        id: String,
+        /// If something now occupies the path, swap them (the occupant is quarantined instead).
+        #[arg(long)]
+        force: bool,
+    },
     /// Explain the policy for this workspace and user: writable, read-only, masked, hidden, watched.
     Explain {
         #[arg(long, value_name = "DIR")]
@@ -54,6 +80,16 @@ pub enum Command {
         /// Print JSON for scripts.
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AlertsAction {
+    /// Acknowledge alerts by id, or all of them.
+    Ack {
+        ids: Vec<String>,
+        #[arg(long)]
+        all: bool,
     },
 }
 
@@ -105,6 +141,21 @@ pub fn main() -> i32 {
             dry_run,
             command,
         }),
+        Command::Watch { workspace } => crate::watch::foreground(workspace),
+        Command::Alerts { action, all, json } => alerts_command(action, all, json),
+        Command::Restore { id, force } => {
+            let runtime = crate::runtime::ensure(&crate::runtime::locate());
+            runtime
+                .and_then(|rt| crate::quarantine::restore(&rt, &id, force))
+                .map(|r| {
+                    println!(
+                        "restored {} ({})",
+                        r.original.display(),
+                        r.sha256.as_deref().unwrap_or(&r.kind)
+                    );
+                    0
+                })
+        }
         Command::Explain {
             workspace,
             config,
@@ -127,4 +178,48 @@ pub fn main() -> i32 {
             e.exit_code()
         }
     }
+}
+
+fn alerts_command(action: Option<AlertsAction>, all: bool, json: bool) -> crate::Result<i32> {
+    let runtime = crate::runtime::ensure(&crate::runtime::locate())?;
+    let store = crate::alerts::Store::new(&runtime);
+    if let Some(AlertsAction::Ack { ids, all: every }) = action {
+        let n = match (every, ids.is_empty()) {
+            (true, _) => store.ack(None)?,
+            (false, false) => store.ack(Some(&ids))?,
+            (false, true) => {
+                return Err(crate::Error::Usage(
+                    "alerts ack: give alert ids or --all".into(),
+                ))
+            }
+        };
+        println!("acknowledged {n} alert(s)");
+        return Ok(0);
+    }
+    let contents = store.read();
+    for (line, why) in &contents.bad_lines {
+        eprintln!("claude-sandbox: alerts.jsonl line {line} is unreadable ({why}); skipped");
+    }
+    let shown: Vec<&crate::alerts::Alert> = contents
+        .alerts
+        .iter()
+        .filter(|a| all || !contents.acked.contains(&a.id))
+        .collect();
+    let mut out = std::io::stdout().lock();
+    if json {
+        let _ = writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&shown).expect("alerts serialise")
+        );
+    } else {
+        let color = std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+            && rustix::termios::isatty(std::io::stdout());
+        crate::alerts::print_table(&shown, &contents.acked, &mut out, color);
+    }
+    Ok(if contents.unacked().next().is_some() {
+        1
+    } else {
+        0
+    })
 }

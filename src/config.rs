@@ -32,6 +32,7 @@ struct RawConfig {
     read_only: Option<Vec<String>>,
     masked: Option<Vec<String>>,
     allow_ssh_agent: Option<Spanned<bool>>,
+    quarantine_new_executables: Option<bool>,
 }
 
 /// The merged configuration, paths already expanded to absolute paths.
@@ -45,6 +46,8 @@ pub struct Config {
     pub masked: Vec<PathBuf>,
     /// Let the jail use `$SSH_AUTH_SOCK` (off by default).
     pub allow_ssh_agent: bool,
+    /// Quarantine new executables on PATH that shadow nothing too (default: alert only).
+    pub quarantine_new_executables: bool,
     /// The files that were read, in order.
     pub sources: Vec<PathBuf>,
 }
@@ -144,6 +147,12 @@ impl Config {
             }
             // Later files win, but the workspace can only turn it off.
             self.allow_ssh_agent = *allow.get_ref();
+        }
+        if let Some(q) = raw.quarantine_new_executables {
+            // Stricter is always allowed; the workspace file cannot turn it off once on.
+            if scope != Scope::Workspace || q {
+                self.quarantine_new_executables = q;
+            }
         }
         for p in raw.read_only.unwrap_or_default() {
             self.read_only.push(expand(&p, home, base));

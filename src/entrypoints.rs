@@ -191,7 +191,7 @@ pub struct Finding {
 }
 
 /// A git repository found under the workspace.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Repo {
     /// The working tree root (`None` for a bare repository or a submodule's module dir).
     pub worktree: Option<PathBuf>,

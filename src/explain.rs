@@ -21,22 +21,10 @@ pub const NOT_COVERED: &[&str] = &[
     "kernel exploits and a compromised image",
 ];
 
-/// Writable PATH directories (the watcher's job): those under a writable root of the plan.
+/// Writable PATH directories (the watcher's job), existing or not.
 pub fn writable_path_dirs(plan: &Plan, path_env: &std::ffi::OsStr) -> Vec<PathBuf> {
-    let p = &plan.policy;
-    let roots: Vec<PathBuf> = p
-        .writable
-        .iter()
-        .cloned()
-        .chain(
-            p.home_entries
-                .iter()
-                .filter(|e| e.bind == HomeBind::Writable)
-                .map(|e| p.home.join(&e.name)),
-        )
-        .collect();
     std::env::split_paths(path_env)
-        .filter(|d| roots.iter().any(|r| d.starts_with(r)))
+        .filter(|d| d.is_absolute() && plan.jail_can_write(d))
         .collect()
 }
 
@@ -53,7 +41,7 @@ pub fn explain(opts: &RunOptions, json: bool) -> Result<()> {
             "home": plan.policy.home,
             "policy": plan.policy,
             "placeholders": plan.placeholders,
-            "repositories": plan.repos,
+            "repositories": plan.repos.iter().map(|r| &r.git_dir).collect::<Vec<_>>(),
             "watched_path_dirs": watched,
             "config_files": config.sources,
             "warnings": plan.warnings,

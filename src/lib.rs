@@ -15,3 +15,7 @@ pub mod jail;
 pub mod runtime;
 
 pub use error::{Error, Result};
+pub mod alerts;
+pub mod baseline;
+pub mod quarantine;
+pub mod watch;

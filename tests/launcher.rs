@@ -552,13 +552,27 @@ fn concurrent_sessions_keep_each_others_placeholders() {
     let f = Fixture::new();
     let script = "touch a-running; while [ ! -e b-done ]; do sleep 0.05; done; \
                   echo x > .envrc 2>/dev/null && echo ESCAPED; mkdir .vscode/x 2>/dev/null && echo ESCAPED; echo A-END";
-    let a = f.cmd(["run", "--", "bash", "-c", script]).stdout(Stdio::piped()).spawn().unwrap();
+    let a = f
+        .cmd(["run", "--", "bash", "-c", script])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
     let running = f.ws.join("a-running");
     wait_for("session A", Duration::from_secs(10), || running.exists());
     ok(&f.jail("echo y > .envrc 2>/dev/null && echo ESCAPED; true"));
-    assert!(f.ws.join(".envrc").is_dir(), "session B removed a placeholder session A still holds");
+    assert!(
+        f.ws.join(".envrc").is_dir(),
+        "session B removed a placeholder session A still holds"
+    );
     std::fs::write(f.ws.join("b-done"), "").unwrap();
     let out = a.wait_with_output().unwrap();
-    assert_eq!(stdout(&out).trim(), "A-END", "session A's seals must hold after B ended");
-    assert!(!f.ws.join(".envrc").exists(), "the last session out removes the placeholder");
+    assert_eq!(
+        stdout(&out).trim(),
+        "A-END",
+        "session A's seals must hold after B ended"
+    );
+    assert!(
+        !f.ws.join(".envrc").exists(),
+        "the last session out removes the placeholder"
+    );
 }

@@ -17,6 +17,7 @@ use super::policy::Fds;
 use super::{home, placeholders, seccomp};
 use crate::config::{Config, ConfigPaths};
 use crate::error::{Error, Result, EXIT_JAIL};
+use crate::{baseline, watch};
 use signal_hook::consts::signal::*;
 use signal_hook::iterator::exfiltrator::WithOrigin;
 use signal_hook::iterator::SignalsInfo;
@@ -238,6 +239,14 @@ fn execute(
         home::finish(&session_dir, &plan.policy.home, &plan.policy.workspace);
         return Err(e);
     }
+    let watcher = match start_watcher(&plan, runtime, session, &session_dir) {
+        Ok(w) => w,
+        Err(e) => {
+            let _ = placeholders::release(runtime, session);
+            home::finish(&session_dir, &plan.policy.home, &plan.policy.workspace);
+            return Err(e);
+        }
+    };
     let mut result;
     let mut retried = false;
     loop {
@@ -256,6 +265,8 @@ fn execute(
         }
         break;
     }
+    // The final sweep runs before `run` returns: a script checking right after sees every alert.
+    watcher.finish();
     if let Err(e) = placeholders::release(runtime, session) {
         eprintln!("claude-sandbox: {e}");
     }
@@ -263,6 +274,34 @@ fn execute(
         eprintln!("claude-sandbox: {note}");
     }
     result
+}
+
+/// Baseline the writable PATH directories and the repositories, then start the watcher.
+fn start_watcher(
+    plan: &Plan,
+    runtime: &Path,
+    session: &placeholders::SessionId,
+    session_dir: &Path,
+) -> Result<watch::Running> {
+    let path_env = std::env::var_os("PATH").unwrap_or_default();
+    let cwd = std::env::current_dir().unwrap_or_else(|_| plan.policy.workspace.clone());
+    let base = baseline::take(
+        &session.id,
+        &path_env,
+        &cwd,
+        &|p| plan.jail_can_write(p),
+        &plan.repos,
+    );
+    base.write(&session_dir.join("baseline.json"))?;
+    let base = baseline::Baseline::read(&session_dir.join("baseline.json"))?;
+    let cfg = watch::WatchConfig {
+        runtime: runtime.to_path_buf(),
+        session: session.id.clone(),
+        workspace: plan.policy.workspace.clone(),
+        force_poll: std::env::var(watch::ENV_MODE).is_ok_and(|v| v == "poll"),
+        quarantine_new: plan.quarantine_new,
+    };
+    watch::Running::start(cfg, &base).map_err(|e| Error::io("starting the watcher", e))
 }
 
 fn session_alive(record: &[u8]) -> bool {

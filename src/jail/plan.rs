@@ -110,7 +110,31 @@ pub struct Plan {
     pub placeholders: Vec<Placeholder>,
     /// Entry points that are symlinks: their target is sealed, the link itself could be replaced.
     pub warnings: Vec<String>,
-    pub repos: Vec<PathBuf>,
+    pub repos: Vec<entrypoints::Repo>,
+    /// From the configuration: quarantine new executables that shadow nothing too.
+    pub quarantine_new: bool,
+}
+
+impl Plan {
+    /// The places the jail can write on the host: the writable roots and `$HOME`'s writable holes.
+    pub fn writable_roots(&self) -> Vec<PathBuf> {
+        let p = &self.policy;
+        p.writable
+            .iter()
+            .cloned()
+            .chain(
+                p.home_entries
+                    .iter()
+                    .filter(|e| e.bind == HomeBind::Writable)
+                    .map(|e| p.home.join(&e.name)),
+            )
+            .collect()
+    }
+
+    /// Whether the jail could write `path` (existing or not).
+    pub fn jail_can_write(&self, path: &Path) -> bool {
+        self.writable_roots().iter().any(|r| path.starts_with(r))
+    }
 }
 
 impl PlanInput {
@@ -268,12 +292,13 @@ pub fn plan(input: &PlanInput) -> Result<Plan> {
         chdir,
         command: input.command.clone(),
     };
-    let repos = discovery.repos.iter().map(|r| r.git_dir.clone()).collect();
+    let repos = discovery.repos.clone();
     Ok(Plan {
         policy,
         placeholders,
         warnings,
         repos,
+        quarantine_new: input.config.quarantine_new_executables,
     })
 }
 

@@ -1,0 +1,322 @@
+//! The alert store: what the watcher found, for the human to see at their prompt.
+//!
+//! Guards against an alert that is lost or never seen: alerts are appended as JSON lines under an
+//! exclusive lock (safe with several watchers), read tolerantly (a corrupt line is reported and
+//! skipped, never fatal), deduplicated (one planted file is one alert even with concurrent sessions),
+//! and a marker file is touched so that the prompt hook can notice new alerts with a shell builtin.
+//! Acknowledgements are a separate append-only file, so the alert log itself is never rewritten.
+
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    High,
+    Critical,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::High => "high",
+            Severity::Critical => "critical",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Alert {
+    pub id: String,
+    pub time: String,
+    pub severity: Severity,
+    pub kind: String,
+    pub path: PathBuf,
+    pub detail: String,
+    /// `quarantined`, `neutralised`, `alerted`.
+    pub action: String,
+    pub quarantine_id: Option<String>,
+    pub sha256: Option<String>,
+    pub session: String,
+    /// What makes two alerts the same event (kind, path, file identity): used to deduplicate.
+    #[serde(default)]
+    pub fingerprint: String,
+}
+
+const LOG: &str = "alerts.jsonl";
+const ACKS: &str = "alerts.acks";
+const LOCK: &str = "alerts.lock";
+/// Touched when an alert is added; the prompt hook compares it with its own "shown" marker.
+pub const PENDING_MARKER: &str = "alerts.new";
+
+pub struct Store {
+    dir: PathBuf,
+}
+
+/// What reading the store found.
+#[derive(Debug, Default)]
+pub struct Contents {
+    pub alerts: Vec<Alert>,
+    pub acked: BTreeSet<String>,
+    /// Lines that could not be parsed: (line number, reason).
+    pub bad_lines: Vec<(usize, String)>,
+}
+
+impl Contents {
+    pub fn unacked(&self) -> impl Iterator<Item = &Alert> {
+        self.alerts.iter().filter(|a| !self.acked.contains(&a.id))
+    }
+}
+
+impl Store {
+    pub fn new(runtime: &Path) -> Self {
+        Store {
+            dir: runtime.to_path_buf(),
+        }
+    }
+
+    fn locked(&self) -> Result<std::fs::File> {
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(self.dir.join(LOCK))
+            .map_err(|e| Error::io("opening the alert lock", e))?;
+        rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
+            .map_err(|e| Error::io("locking the alert store", e.into()))?;
+        Ok(lock)
+    }
+
+    fn append_line(&self, file: &str, line: &str) -> Result<()> {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(self.dir.join(file))
+            .map_err(|e| Error::io(format!("opening {file}"), e))?;
+        f.write_all(format!("{line}\n").as_bytes())
+            .map_err(|e| Error::io(format!("writing {file}"), e))
+    }
+
+    /// Append an alert unless one with the same fingerprint exists. Returns whether it was added.
+    pub fn add(&self, alert: &Alert) -> Result<bool> {
+        let _lock = self.locked()?;
+        let existing = self.read_unlocked();
+        if existing
+            .alerts
+            .iter()
+            .any(|a| a.fingerprint == alert.fingerprint && !alert.fingerprint.is_empty())
+        {
+            return Ok(false);
+        }
+        let line = serde_json::to_string(alert).expect("alert serialises");
+        self.append_line(LOG, &line)?;
+        let marker = self.dir.join(PENDING_MARKER);
+        std::fs::write(&marker, alert.id.as_bytes())
+            .map_err(|e| Error::io("touching the alert marker", e))?;
+        Ok(true)
+    }
+
+    pub fn read(&self) -> Contents {
+        self.read_unlocked()
+    }
+
+    fn read_unlocked(&self) -> Contents {
+        let mut c = Contents::default();
+        if let Ok(text) = std::fs::read_to_string(self.dir.join(LOG)) {
+            for (i, line) in text
+                .lines()
+                .enumerate()
+                .filter(|(_, l)| !l.trim().is_empty())
+            {
+                match serde_json::from_str::<Alert>(line) {
+                    Ok(a) => c.alerts.push(a),
+                    Err(e) => c.bad_lines.push((i + 1, e.to_string())),
+                }
+            }
+        }
+        if let Ok(text) = std::fs::read_to_string(self.dir.join(ACKS)) {
+            c.acked = text
+                .lines()
+                .map(|l| l.trim().to_string())
+                .filter(|l| !l.is_empty())
+                .collect();
+        }
+        c
+    }
+
+    /// Acknowledge alerts by id (all unacknowledged when `ids` is `None`). Returns how many.
+    pub fn ack(&self, ids: Option<&[String]>) -> Result<usize> {
+        let _lock = self.locked()?;
+        let c = self.read_unlocked();
+        let targets: Vec<String> = match ids {
+            None => c.unacked().map(|a| a.id.clone()).collect(),
+            Some(ids) => {
+                for id in ids {
+                    if !c.alerts.iter().any(|a| &a.id == id) {
+                        return Err(Error::Usage(format!(
+                            "no alert with id {id}; see `claude-sandbox alerts --all`"
+                        )));
+                    }
+                }
+                ids.iter()
+                    .filter(|id| !c.acked.contains(*id))
+                    .cloned()
+                    .collect()
+            }
+        };
+        for id in &targets {
+            self.append_line(ACKS, id)?;
+        }
+        Ok(targets.len())
+    }
+}
+
+/// A new unique id: time, pid and a counter.
+pub fn new_id(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format!(
+        "{prefix}{:x}{:05x}{:x}",
+        now.as_secs(),
+        now.subsec_micros() ^ std::process::id() & 0xfffff,
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Now as RFC 3339 UTC (`2026-11-29T22:25:00.123Z`).
+pub fn now_rfc3339() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = now.as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + if month <= 2 { 1 } else { 0 };
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        now.subsec_millis()
+    )
+}
+
+/// Print alerts as a table (colours on a terminal unless `NO_COLOR`).
+pub fn print_table(alerts: &[&Alert], acked: &BTreeSet<String>, out: &mut dyn Write, color: bool) {
+    if alerts.is_empty() {
+        let _ = writeln!(out, "no alerts");
+        return;
+    }
+    let paint = |sev: Severity, s: &str| -> String {
+        if !color {
+            return s.to_string();
+        }
+        let code = match sev {
+            Severity::Critical => "1;31",
+            Severity::High => "31",
+            Severity::Info => "33",
+        };
+        format!("\x1b[{code}m{s}\x1b[0m")
+    };
+    let _ = writeln!(
+        out,
+        "{:<22} {:<20} {:<9} {:<12} PATH — DETAIL",
+        "ID", "TIME", "SEVERITY", "ACTION"
+    );
+    for a in alerts {
+        let ack = if acked.contains(&a.id) {
+            " (acknowledged)"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            "{:<22} {:<20} {} {:<12} {} — {}{ack}",
+            a.id,
+            a.time.get(..19).unwrap_or(&a.time),
+            paint(a.severity, &format!("{:<9}", a.severity.as_str())),
+            a.action,
+            a.path.display(),
+            a.detail
+        );
+        if let Some(q) = &a.quarantine_id {
+            let _ = writeln!(out, "{:<22} restore with: claude-sandbox restore {q}", "");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alert(fp: &str) -> Alert {
+        Alert {
+            id: new_id("a"),
+            time: now_rfc3339(),
+            severity: Severity::Critical,
+            kind: "path-shadow".into(),
+            path: "/h/.local/bin/git".into(),
+            detail: "d".into(),
+            action: "quarantined".into(),
+            quarantine_id: None,
+            sha256: None,
+            session: "s".into(),
+            fingerprint: fp.into(),
+        }
+    }
+
+    #[test]
+    fn dedup_ack_and_corrupt_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        assert!(store.add(&alert("x")).unwrap());
+        assert!(
+            !store.add(&alert("x")).unwrap(),
+            "same fingerprint: one alert"
+        );
+        assert!(store.add(&alert("y")).unwrap());
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.path().join(LOG))
+            .unwrap()
+            .write_all(b"{not json\n")
+            .unwrap();
+        let c = store.read();
+        assert_eq!(c.alerts.len(), 2);
+        assert_eq!(c.bad_lines.len(), 1);
+        assert_eq!(c.bad_lines[0].0, 3);
+        assert_eq!(store.ack(Some(&[c.alerts[0].id.clone()])).unwrap(), 1);
+        assert_eq!(store.read().unacked().count(), 1);
+        assert_eq!(store.ack(None).unwrap(), 1);
+        assert_eq!(store.read().unacked().count(), 0);
+        assert!(store.ack(Some(&["nope".into()])).is_err());
+    }
+
+    #[test]
+    fn time_format() {
+        let t = now_rfc3339();
+        assert_eq!(t.len(), 24, "{t}");
+        assert!(t.starts_with("20") && t.ends_with('Z'));
+    }
+}

@@ -1,0 +1,428 @@
+//! The baseline: what the writable PATH directories and the workspace's git hooks and exec-capable
+//! config keys looked like when the session started, taken *before* the jail starts and kept where the
+//! jail cannot see it (the runtime directory).
+//!
+//! Guards against a planted command or hook being taken for one that was there before: the watcher
+//! compares everything it sees with this record (type, mode, owner, size, times, inode, link count, a
+//! hash of each executable, link targets), and decides "shadows /usr/bin/git" from the full PATH.
+//! Missing PATH entries are recorded too (Debian's `~/.profile` adds `~/.local/bin` once it exists),
+//! and relative entries are flagged. FIFOs and devices are never read; hashes are capped.
+
+use crate::entrypoints;
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// The attributes compared for one directory entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    pub kind: String,
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub size: u64,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+    pub dev: u64,
+    pub ino: u64,
+    pub nlink: u64,
+    pub sha256: Option<String>,
+    pub link_target: Option<PathBuf>,
+}
+
+impl Entry {
+    /// `lstat` and, for an executable regular file, hash it (through a no-follow fd).
+    pub fn read(path: &Path) -> Option<Entry> {
+        let m = std::fs::symlink_metadata(path).ok()?;
+        let ft = m.file_type();
+        let kind = if ft.is_symlink() {
+            "symlink"
+        } else if ft.is_file() {
+            "file"
+        } else if ft.is_dir() {
+            "dir"
+        } else {
+            "other"
+        };
+        let mut e = Entry {
+            kind: kind.into(),
+            mode: m.mode() & 0o7777,
+            uid: m.uid(),
+            gid: m.gid(),
+            size: m.size(),
+            mtime_ns: m.mtime() * 1_000_000_000 + m.mtime_nsec(),
+            ctime_ns: m.ctime() * 1_000_000_000 + m.ctime_nsec(),
+            dev: m.dev(),
+            ino: m.ino(),
+            nlink: m.nlink(),
+            sha256: None,
+            link_target: None,
+        };
+        if ft.is_symlink() {
+            e.link_target = std::fs::read_link(path).ok();
+        } else if e.is_executable() {
+            e.sha256 = crate::quarantine::sha256_path(path);
+        }
+        Some(e)
+    }
+
+    /// Could run when looked up by name: a symlink (judged by name: its target can change), or a
+    /// regular file with an exec bit.
+    pub fn is_executable(&self) -> bool {
+        self.kind == "symlink" || (self.kind == "file" && self.mode & 0o111 != 0)
+    }
+
+    /// Whether an executable changed in a way that matters: content, mode, link target, identity.
+    pub fn exec_changed(&self, new: &Entry) -> bool {
+        self.kind != new.kind
+            || self.mode != new.mode
+            || self.link_target != new.link_target
+            || self.ino != new.ino
+            || self.dev != new.dev
+            || (self.sha256.is_some() && new.sha256.is_some() && self.sha256 != new.sha256)
+            || (self.sha256.is_none()
+                && (self.size != new.size
+                    || self.mtime_ns != new.mtime_ns
+                    || self.ctime_ns != new.ctime_ns))
+    }
+}
+
+/// One PATH entry.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PathDir {
+    pub path: PathBuf,
+    /// Position on PATH (0 = searched first).
+    pub index: usize,
+    pub relative: bool,
+    pub exists: bool,
+    /// Writable from inside the jail (so watched).
+    pub writable: bool,
+    pub entries: BTreeMap<String, Entry>,
+    /// For each executable name here: what it shadows later on PATH, if anything.
+    pub shadows: BTreeMap<String, PathBuf>,
+}
+
+/// One repository's hooks and exec-capable config.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RepoBaseline {
+    pub git_dir: PathBuf,
+    pub common_dir: PathBuf,
+    pub worktree: Option<PathBuf>,
+    pub hooks_dir: PathBuf,
+    pub hooks: BTreeMap<String, Entry>,
+    /// `(file, key, value)` for every exec-capable key.
+    pub exec_keys: Vec<(PathBuf, String, String)>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Baseline {
+    pub taken_at: String,
+    pub session: String,
+    pub path_env: String,
+    pub dirs: Vec<PathDir>,
+    pub repos: Vec<RepoBaseline>,
+}
+
+/// Split PATH; relative entries are resolved against `cwd` and flagged.
+pub fn path_entries(path_env: &std::ffi::OsStr, cwd: &Path) -> Vec<(PathBuf, bool)> {
+    std::env::split_paths(path_env)
+        .map(|p| {
+            if p.as_os_str().is_empty() {
+                (cwd.to_path_buf(), true)
+            } else if p.is_relative() {
+                (cwd.join(p), true)
+            } else {
+                (p, false)
+            }
+        })
+        .collect()
+}
+
+/// The first executable regular file named `name` in PATH entries after `index`.
+pub fn shadowed(dirs: &[(PathBuf, bool)], index: usize, name: &str) -> Option<PathBuf> {
+    dirs.iter()
+        .skip(index + 1)
+        .map(|(d, _)| d.join(name))
+        .find(|p| {
+            std::fs::metadata(p)
+                .map(|m| m.is_file() && m.mode() & 0o111 != 0)
+                .unwrap_or(false)
+        })
+}
+
+/// Read one directory's entries.
+pub fn scan_dir(dir: &Path) -> BTreeMap<String, Entry> {
+    let mut out = BTreeMap::new();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        if let (Some(s), Some(entry)) = (name.to_str(), Entry::read(&e.path())) {
+            out.insert(s.to_string(), entry);
+        }
+    }
+    out
+}
+
+/// Take the baseline. `writable` decides which PATH directories the jail can write.
+pub fn take(
+    session: &str,
+    path_env: &std::ffi::OsStr,
+    cwd: &Path,
+    writable: &dyn Fn(&Path) -> bool,
+    repos: &[entrypoints::Repo],
+) -> Baseline {
+    let all = path_entries(path_env, cwd);
+    let mut dirs = Vec::new();
+    for (index, (path, relative)) in all.iter().enumerate() {
+        let exists = path.is_dir();
+        let is_writable = writable(path);
+        let entries = if is_writable && exists {
+            scan_dir(path)
+        } else {
+            BTreeMap::new()
+        };
+        let shadows = entries
+            .iter()
+            .filter(|(_, e)| e.is_executable())
+            .filter_map(|(name, _)| shadowed(&all, index, name).map(|p| (name.clone(), p)))
+            .collect();
+        dirs.push(PathDir {
+            path: path.clone(),
+            index,
+            relative: *relative,
+            exists,
+            writable: is_writable,
+            entries,
+            shadows,
+        });
+    }
+    let repos = repos.iter().map(repo_baseline).collect();
+    Baseline {
+        taken_at: crate::alerts::now_rfc3339(),
+        session: session.into(),
+        path_env: path_env.to_string_lossy().into_owned(),
+        dirs,
+        repos,
+    }
+}
+
+/// The hooks directory and exec-capable keys of one repository.
+pub fn repo_baseline(r: &entrypoints::Repo) -> RepoBaseline {
+    let exec_keys = exec_keys(&r.common_dir, &r.git_dir);
+    let hooks_dir = exec_keys
+        .iter()
+        .rev()
+        .find(|(_, k, _)| k == "core.hookspath")
+        .map(|(_, _, v)| {
+            let p = Path::new(v);
+            if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                r.worktree
+                    .clone()
+                    .unwrap_or_else(|| r.git_dir.clone())
+                    .join(p)
+            }
+        })
+        .unwrap_or_else(|| r.common_dir.join("hooks"));
+    RepoBaseline {
+        git_dir: r.git_dir.clone(),
+        common_dir: r.common_dir.clone(),
+        worktree: r.worktree.clone(),
+        hooks: scan_dir(&hooks_dir),
+        hooks_dir,
+        exec_keys,
+    }
+}
+
+/// Exec-capable keys (entry-point catalogue §2.2–2.3) in a repository's config files and includes.
+pub fn exec_keys(common_dir: &Path, git_dir: &Path) -> Vec<(PathBuf, String, String)> {
+    let mut files = vec![
+        common_dir.join("config"),
+        common_dir.join("config.worktree"),
+        git_dir.join("config.worktree"),
+    ];
+    files.dedup();
+    let mut out = Vec::new();
+    let mut depth = 0;
+    while let Some(file) = (!files.is_empty()).then(|| files.remove(0)) {
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        for (key, value) in entrypoints::parse_git_config(&text) {
+            let lower = key.to_ascii_lowercase();
+            if (lower == "include.path"
+                || (lower.starts_with("includeif.") && lower.ends_with(".path")))
+                && depth < 10
+            {
+                let p = Path::new(&value);
+                files.push(if p.is_absolute() {
+                    p.to_path_buf()
+                } else {
+                    file.parent().unwrap_or(Path::new("/")).join(p)
+                });
+                depth += 1;
+            }
+            if is_exec_key(&lower, &value) {
+                out.push((file.clone(), lower, value));
+            }
+        }
+    }
+    out
+}
+
+/// Whether a (lowercased) git config key makes git run something.
+pub fn is_exec_key(key: &str, value: &str) -> bool {
+    const EXACT: &[&str] = &[
+        "core.fsmonitor",
+        "core.hookspath",
+        "include.path",
+        "core.sshcommand",
+        "ssh.variant",
+        "credential.helper",
+        "core.pager",
+        "core.editor",
+        "sequence.editor",
+        "diff.external",
+        "gpg.program",
+        "gpg.ssh.defaultkeycommand",
+        "core.askpass",
+        "core.gitproxy",
+        "core.alternaterefscommand",
+        "gc.recentobjectshook",
+        "protocol.ext.allow",
+        "interactive.difffilter",
+        "sendemail.sendmailcmd",
+        "web.browser",
+        "uploadpack.packobjectshook",
+        "core.attributesfile",
+    ];
+    const SUFFIXES: &[(&str, &str)] = &[
+        ("hook.", ".command"),
+        ("includeif.", ".path"),
+        ("filter.", ".clean"),
+        ("filter.", ".smudge"),
+        ("filter.", ".process"),
+        ("credential.", ".helper"),
+        ("diff.", ".command"),
+        ("diff.", ".textconv"),
+        ("merge.", ".driver"),
+        ("gpg.", ".program"),
+        ("remote.", ".uploadpack"),
+        ("remote.", ".receivepack"),
+        ("remote.", ".vcs"),
+        ("trailer.", ".cmd"),
+        ("difftool.", ".cmd"),
+        ("mergetool.", ".cmd"),
+        ("browser.", ".cmd"),
+        ("man.", ".cmd"),
+        ("guitool.", ".cmd"),
+        ("pager.", ""),
+    ];
+    if EXACT.contains(&key) {
+        return key != "core.fsmonitor" || !matches!(value, "false" | "0" | "no" | "off" | "");
+    }
+    if SUFFIXES
+        .iter()
+        .any(|(p, s)| key.starts_with(p) && key.ends_with(s) && key.len() > p.len() + s.len())
+    {
+        return true;
+    }
+    (key.starts_with("alias.") && value.trim_start().starts_with('!'))
+        || (key.starts_with("submodule.")
+            && key.ends_with(".update")
+            && value.trim_start().starts_with('!'))
+        || (key.starts_with("url.") && key.ends_with(".insteadof") && value.starts_with("ext::"))
+}
+
+impl Baseline {
+    /// Write atomically, owned by us, mode 0600.
+    pub fn write(&self, file: &Path) -> Result<()> {
+        let tmp = file.with_extension("tmp");
+        let _ = std::fs::remove_file(&tmp);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(&tmp)
+            .map_err(|e| Error::io(format!("writing {}", tmp.display()), e))?;
+        f.write_all(&serde_json::to_vec(self).expect("baseline serialises"))
+            .and_then(|_| f.sync_all())
+            .and_then(|_| std::fs::rename(&tmp, file))
+            .map_err(|e| Error::io(format!("writing {}", file.display()), e))
+    }
+
+    /// Read, refusing a file that is not ours, not 0600, or a symlink.
+    pub fn read(file: &Path) -> Result<Baseline> {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(file)
+            .map_err(|e| Error::io(format!("reading {}", file.display()), e))?;
+        let m = f.metadata().map_err(|e| Error::io("stat baseline", e))?;
+        let uid = rustix::process::getuid().as_raw();
+        if m.uid() != uid || m.mode() & 0o077 != 0 {
+            return Err(Error::RuntimeDir {
+                path: file.to_path_buf(),
+                message: "baseline not owned by you or not 0600: refusing it".into(),
+            });
+        }
+        serde_json::from_reader(f).map_err(|e| {
+            Error::io(
+                format!("parsing {}", file.display()),
+                std::io::Error::other(e),
+            )
+        })
+    }
+}
+
+/// Lossy name for maps keyed by UTF-8 names (non-UTF-8 names are kept by their bytes' escape).
+pub fn name_key(name: &std::ffi::OsStr) -> String {
+    match name.to_str() {
+        Some(s) => s.to_string(),
+        None => name.as_bytes().escape_ascii().to_string(),
+    }
+}
+
+/// The OS name back from a key produced by `name_key` for valid UTF-8 names.
+pub fn key_name(key: &str) -> OsString {
+    OsString::from(key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exec_keys_are_recognised() {
+        for (k, v) in [
+            ("core.fsmonitor", "/x"),
+            ("hook.lint.command", "x"),
+            ("filter.lfs.smudge", "x"),
+            ("alias.st", "!sh"),
+            ("remote.origin.uploadpack", "x"),
+            ("url.x.insteadof", "ext::sh"),
+            ("pager.log", "x"),
+            ("includeif.gitdir:/x/.path", "y"),
+        ] {
+            assert!(is_exec_key(k, v), "{k}");
+        }
+        for (k, v) in [
+            ("alias.st", "status"),
+            ("remote.origin.url", "x"),
+            ("core.fsmonitor", "false"),
+            ("user.name", "x"),
+            ("hook.x.event", "pre-commit"),
+        ] {
+            assert!(!is_exec_key(k, v), "{k}");
+        }
+    }
+}

@@ -1,0 +1,856 @@
+//! The watcher: runs outside the jail for the whole session and catches what the jail leaves writable
+//! on purpose — executables appearing in writable PATH directories, hooks and exec-capable config in
+//! repositories (above all those created during the session).
+//!
+//! Guards against a planted `~/.local/bin/git` or `.git/hooks/pre-commit` surviving unseen. Design:
+//! - one inotify instance; every event is only a hint that "name X in directory D is dirty": the entry
+//!   is re-read (`lstat`, hash through a no-follow fd) and compared with the last known state, which
+//!   starts as the baseline; the same reconcile path serves inotify, the poll sweep and the final sweep;
+//! - watches are added *before* the directory is listed and diffed against the baseline, so nothing
+//!   that appears between the baseline and the watch is missed;
+//! - a directory falls back to a one-second stat sweep of the full attribute set when inotify cannot
+//!   be trusted there: `inotify_init` fails, a watch cannot be added (ENOSPC/EMFILE), the filesystem
+//!   drops events (FUSE, 9p, NFS, CIFS/SMB: `statfs`), or `CLAUDE_SANDBOX_WATCH=poll`; a queue
+//!   overflow rescans everything at once;
+//! - a missing PATH directory is watched through its nearest existing ancestor until it appears;
+//! - when the session ends, a final sweep (every directory, a fresh walk for repositories) runs before
+//!   `run` returns, so every alert and quarantine of the session is on disk by then.
+
+use crate::alerts::{self, Alert, Severity, Store};
+use crate::baseline::{self, Baseline, Entry, RepoBaseline};
+use crate::entrypoints;
+use crate::quarantine;
+use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ffi::OsStr;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Environment variable forcing the poll sweep everywhere.
+pub const ENV_MODE: &str = "CLAUDE_SANDBOX_WATCH";
+/// The sweep interval.
+pub const TICK: Duration = Duration::from_secs(1);
+/// At most this many watches for discovering new repositories in the workspace tree.
+pub const TREE_BUDGET: usize = 8192;
+/// Names made by our own in-place neutralisation.
+const NEUTRALISED_MARK: &str = ".claude-sandbox-q-";
+
+/// Filesystems whose inotify events cannot be trusted (`statfs` f_type).
+const POLL_ONLY_FS: &[(i64, &str)] = &[
+    (0x6573_5546, "FUSE (virtiofs, gRPC FUSE, sshfs)"),
+    (0x0102_1997, "9p"),
+    (0x6969, "NFS"),
+    (0xFF53_4D42u32 as i64, "CIFS"),
+    (0xFE53_4D42u32 as i64, "SMB2"),
+];
+
+#[derive(Debug, Clone)]
+pub struct WatchConfig {
+    pub runtime: PathBuf,
+    pub session: String,
+    pub workspace: PathBuf,
+    pub force_poll: bool,
+    /// Quarantine new executables that shadow nothing too (default: alert only).
+    pub quarantine_new: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Role {
+    PathDir {
+        index: usize,
+    },
+    /// A missing PATH directory, watched through its nearest existing ancestor (`Watched::path`).
+    Pending {
+        index: usize,
+    },
+    Hooks {
+        repo: usize,
+    },
+    GitDir {
+        repo: usize,
+    },
+    Tree,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mode {
+    Inotify,
+    Poll(String),
+}
+
+#[derive(Debug)]
+struct Watched {
+    path: PathBuf,
+    role: Role,
+    mode: Mode,
+    wd: Option<WatchDescriptor>,
+    state: BTreeMap<String, Entry>,
+}
+
+pub struct Watcher {
+    cfg: WatchConfig,
+    inotify: Option<Inotify>,
+    inotify_error: Option<String>,
+    dirs: Vec<Watched>,
+    by_wd: HashMap<WatchDescriptor, Vec<usize>>,
+    path: Vec<(PathBuf, bool)>,
+    path_dirs: Vec<baseline::PathDir>,
+    repos: Vec<RepoBaseline>,
+    known_git_dirs: BTreeSet<PathBuf>,
+    tree_watches: usize,
+    store: Store,
+    /// The events this watcher acted on: (path, when) — for tests and the benchmark.
+    pub actions: Vec<(PathBuf, Instant)>,
+}
+
+fn mask_for(role: &Role) -> WatchMask {
+    let base =
+        WatchMask::ONLYDIR | WatchMask::DONT_FOLLOW | WatchMask::DELETE_SELF | WatchMask::MOVE_SELF;
+    match role {
+        Role::PathDir { .. } | Role::Hooks { .. } => {
+            base | WatchMask::CREATE
+                | WatchMask::MOVED_TO
+                | WatchMask::MOVED_FROM
+                | WatchMask::DELETE
+                | WatchMask::CLOSE_WRITE
+                | WatchMask::ATTRIB
+                | WatchMask::EXCL_UNLINK
+        }
+        Role::GitDir { .. } => {
+            base | WatchMask::CREATE
+                | WatchMask::MOVED_TO
+                | WatchMask::CLOSE_WRITE
+                | WatchMask::ATTRIB
+        }
+        Role::Pending { .. } | Role::Tree => base | WatchMask::CREATE | WatchMask::MOVED_TO,
+    }
+}
+
+/// Whether the filesystem of `dir` drops inotify events.
+pub fn poll_only_fs(dir: &Path) -> Option<&'static str> {
+    let st = rustix::fs::statfs(dir).ok()?;
+    let t = st.f_type as i64;
+    POLL_ONLY_FS
+        .iter()
+        .find(|(magic, _)| *magic == t || (*magic as u32 as i64) == (t & 0xffff_ffff))
+        .map(|(_, n)| *n)
+}
+
+impl Watcher {
+    /// Set up every watch and catch up with the baseline. Synchronous: when it returns, the watcher
+    /// has seen everything that happened since the baseline.
+    pub fn new(cfg: WatchConfig, base: &Baseline) -> Self {
+        let (inotify, inotify_error) = if cfg.force_poll {
+            (None, Some(format!("{ENV_MODE}=poll")))
+        } else {
+            match Inotify::init() {
+                Ok(i) => (Some(i), None),
+                Err(e) => (None, Some(format!("inotify unavailable: {e}"))),
+            }
+        };
+        let cwd = std::env::current_dir().unwrap_or_else(|_| cfg.workspace.clone());
+        let path = baseline::path_entries(OsStr::new(&base.path_env), &cwd);
+        let store = Store::new(&cfg.runtime);
+        let mut w = Watcher {
+            cfg,
+            inotify,
+            inotify_error,
+            dirs: Vec::new(),
+            by_wd: HashMap::new(),
+            path,
+            path_dirs: base.dirs.clone(),
+            repos: Vec::new(),
+            known_git_dirs: BTreeSet::new(),
+            tree_watches: 0,
+            store,
+            actions: Vec::new(),
+        };
+        for d in base.dirs.iter().filter(|d| d.writable) {
+            if d.exists {
+                w.add(
+                    d.path.clone(),
+                    Role::PathDir { index: d.index },
+                    d.entries.clone(),
+                );
+            } else {
+                w.add_pending(d.index);
+            }
+        }
+        for r in &base.repos {
+            w.add_repo(r.clone());
+        }
+        let ws = w.cfg.workspace.clone();
+        w.add_tree(&ws);
+        w.rescan_all();
+        w
+    }
+
+    /// Which mode each watched directory is in (for doctor and logs).
+    pub fn modes(&self) -> Vec<(PathBuf, Mode)> {
+        self.dirs
+            .iter()
+            .filter(|d| d.role != Role::Tree)
+            .map(|d| (d.path.clone(), d.mode.clone()))
+            .collect()
+    }
+
+    fn add(&mut self, path: PathBuf, role: Role, state: BTreeMap<String, Entry>) -> usize {
+        let (mode, wd) = self.watch(&path, &role);
+        let idx = self.dirs.len();
+        match (&mode, &wd) {
+            (Mode::Inotify, Some(wd)) => {
+                self.by_wd.entry(wd.clone()).or_default().push(idx);
+                if role != Role::Tree {
+                    tracing::info!(dir = %path.display(), "watching with inotify");
+                }
+            }
+            (Mode::Poll(reason), _) => {
+                tracing::info!(dir = %path.display(), reason = %reason, "watching by a one-second sweep")
+            }
+            _ => {}
+        }
+        self.dirs.push(Watched {
+            path,
+            role,
+            mode,
+            wd,
+            state,
+        });
+        idx
+    }
+
+    /// Add an inotify watch, or say why this directory is swept instead.
+    fn watch(&mut self, path: &Path, role: &Role) -> (Mode, Option<WatchDescriptor>) {
+        if let Some(reason) = &self.inotify_error {
+            return (Mode::Poll(reason.clone()), None);
+        }
+        if let Some(fs) = poll_only_fs(path) {
+            return (
+                Mode::Poll(format!("{fs} does not report every change")),
+                None,
+            );
+        }
+        let Some(ino) = self.inotify.as_mut() else {
+            return (Mode::Poll("no inotify".into()), None);
+        };
+        match ino.watches().add(path, mask_for(role)) {
+            Ok(wd) => (Mode::Inotify, Some(wd)),
+            Err(e) => {
+                let why = match e.raw_os_error() {
+                    Some(28) => "out of inotify watches (fs.inotify.max_user_watches)".to_string(),
+                    Some(24) => "out of inotify instances or file descriptors".to_string(),
+                    _ => format!("inotify_add_watch failed: {e}"),
+                };
+                (Mode::Poll(why), None)
+            }
+        }
+    }
+
+    fn unwatch(&mut self, idx: usize) {
+        if let Some(wd) = self.dirs[idx].wd.take() {
+            if let Some(list) = self.by_wd.get_mut(&wd) {
+                list.retain(|i| *i != idx);
+                if list.is_empty() {
+                    self.by_wd.remove(&wd);
+                    if let Some(ino) = self.inotify.as_mut() {
+                        let _ = ino.watches().remove(wd);
+                    }
+                }
+            }
+        }
+    }
+
+    fn add_pending(&mut self, index: usize) {
+        let target = self.path_dirs[index].path.clone();
+        if let Some(a) = target.ancestors().skip(1).find(|a| a.is_dir()) {
+            self.add(a.to_path_buf(), Role::Pending { index }, BTreeMap::new());
+        }
+    }
+
+    fn add_repo(&mut self, r: RepoBaseline) {
+        if !self.known_git_dirs.insert(r.git_dir.clone()) {
+            return;
+        }
+        let repo = self.repos.len();
+        let (common, hooks_dir, hooks) =
+            (r.common_dir.clone(), r.hooks_dir.clone(), r.hooks.clone());
+        self.repos.push(r);
+        self.add(common, Role::GitDir { repo }, BTreeMap::new());
+        if hooks_dir.is_dir() {
+            self.add(hooks_dir, Role::Hooks { repo }, hooks);
+        }
+    }
+
+    /// Watch the workspace tree (not `.git`, not `node_modules`) for new repositories.
+    fn add_tree(&mut self, root: &Path) {
+        if self.inotify_error.is_some() {
+            return; // the sweep walks the tree instead
+        }
+        let walker = walkdir::WalkDir::new(root)
+            .follow_links(false)
+            .into_iter()
+            .filter_entry(|e| {
+                e.file_type().is_dir()
+                    && !matches!(e.file_name().to_str(), Some(".git" | "node_modules"))
+            });
+        for e in walker.flatten() {
+            if self.tree_watches >= TREE_BUDGET {
+                tracing::warn!("workspace too large to watch for new repositories live ({TREE_BUDGET} directories); the final sweep checks it");
+                return;
+            }
+            self.tree_watches += 1;
+            self.add(e.path().to_path_buf(), Role::Tree, BTreeMap::new());
+        }
+    }
+
+    /// Register repositories that appeared under `root` (a walk; cheap for a new subtree).
+    fn discover_repos(&mut self, root: &Path) {
+        for r in entrypoints::discover_workspace(root).repos {
+            if self.known_git_dirs.contains(&r.git_dir) {
+                continue;
+            }
+            tracing::info!(git_dir = %r.git_dir.display(), "new repository");
+            let mut b = baseline::repo_baseline(&r);
+            // Created during the session: nothing in it is trusted, so all of it is checked.
+            b.hooks.clear();
+            b.exec_keys.clear();
+            let repo = self.repos.len();
+            self.add_repo(b);
+            self.check_keys(repo);
+            if let Some(idx) = self
+                .dirs
+                .iter()
+                .position(|d| d.role == (Role::Hooks { repo }))
+            {
+                self.rescan(idx);
+            }
+        }
+    }
+
+    /// Run until `stop` becomes readable (or its write end is closed), then do the final sweep.
+    pub fn run(&mut self, stop: OwnedFd) {
+        let mut last_sweep = Instant::now();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let wait = TICK.saturating_sub(last_sweep.elapsed());
+            let (ino_ready, stop_ready) = self.wait(&stop, wait);
+            if stop_ready {
+                break;
+            }
+            if ino_ready {
+                self.drain(&mut buf);
+            }
+            if last_sweep.elapsed() >= TICK {
+                self.sweep_polled();
+                last_sweep = Instant::now();
+            }
+        }
+        self.final_sweep();
+    }
+
+    fn wait(&self, stop: &OwnedFd, timeout: Duration) -> (bool, bool) {
+        use rustix::event::{PollFd, PollFlags};
+        let ts = rustix::event::Timespec {
+            tv_sec: timeout.as_secs() as i64,
+            tv_nsec: timeout.subsec_nanos() as i64,
+        };
+        match &self.inotify {
+            Some(ino) => {
+                let fd = ino.as_fd();
+                let mut fds = [
+                    PollFd::new(&fd, PollFlags::IN),
+                    PollFd::new(stop, PollFlags::IN),
+                ];
+                let _ = rustix::event::poll(&mut fds, Some(&ts));
+                (!fds[0].revents().is_empty(), !fds[1].revents().is_empty())
+            }
+            None => {
+                let mut fds = [PollFd::new(stop, PollFlags::IN)];
+                let _ = rustix::event::poll(&mut fds, Some(&ts));
+                (false, !fds[0].revents().is_empty())
+            }
+        }
+    }
+
+    /// Read every queued event (one read returns one buffer's worth: loop until it would block).
+    fn drain(&mut self, buf: &mut [u8]) {
+        let mut dirty: Vec<(usize, Option<String>, EventMask)> = Vec::new();
+        let mut overflow = false;
+        while let Some(ino) = self.inotify.as_mut() {
+            let events = match ino.read_events(buf) {
+                Ok(ev) => ev,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => {
+                    tracing::warn!("reading inotify events: {e}; rescanning");
+                    overflow = true;
+                    break;
+                }
+            };
+            let mut any = false;
+            for ev in events {
+                any = true;
+                if ev.mask.contains(EventMask::Q_OVERFLOW) {
+                    overflow = true;
+                    continue;
+                }
+                let name = ev.name.and_then(|n| n.to_str()).map(String::from);
+                for idx in self.by_wd.get(&ev.wd).cloned().unwrap_or_default() {
+                    dirty.push((idx, name.clone(), ev.mask));
+                }
+            }
+            if !any {
+                break;
+            }
+        }
+        if overflow {
+            tracing::warn!("inotify queue overflowed: rescanning everything");
+            self.rescan_all();
+            self.walk_tree_for_repos();
+        }
+        for (idx, name, mask) in dirty {
+            self.handle(idx, name, mask);
+        }
+    }
+
+    fn handle(&mut self, idx: usize, name: Option<String>, mask: EventMask) {
+        if mask.intersects(EventMask::DELETE_SELF | EventMask::MOVE_SELF | EventMask::IGNORED) {
+            if self.dirs[idx].role != Role::Tree {
+                self.root_changed(idx);
+            }
+            return;
+        }
+        match self.dirs[idx].role.clone() {
+            Role::PathDir { .. } | Role::Hooks { .. } => {
+                if let Some(n) = name {
+                    self.reconcile(idx, &n);
+                }
+            }
+            Role::Pending { index } => self.pending_changed(idx, index),
+            Role::GitDir { repo } => match name.as_deref() {
+                Some("config" | "config.worktree") => self.check_keys(repo),
+                Some("hooks") => self.hooks_appeared(repo),
+                _ => {}
+            },
+            Role::Tree => {
+                let dir = self.dirs[idx].path.clone();
+                match name.as_deref() {
+                    Some(".git") | Some("HEAD") => self.discover_repos(&dir),
+                    Some("node_modules") => {}
+                    Some(n) if mask.contains(EventMask::ISDIR) => {
+                        let sub = dir.join(n);
+                        self.add_tree(&sub);
+                        self.discover_repos(&sub);
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// A watched directory was moved or deleted: re-resolve it and rescan.
+    fn root_changed(&mut self, idx: usize) {
+        self.unwatch(idx);
+        let (path, role) = (self.dirs[idx].path.clone(), self.dirs[idx].role.clone());
+        tracing::warn!(dir = %path.display(), "watched directory replaced or removed; re-watching");
+        if let Role::PathDir { index } = role {
+            if !path.is_dir() {
+                self.dirs[idx].state.clear();
+                self.dirs[idx].role = Role::Tree; // retired
+                self.add_pending(index);
+                return;
+            }
+        }
+        if path.is_dir() {
+            let (mode, wd) = self.watch(&path, &role);
+            if let Some(wd) = &wd {
+                self.by_wd.entry(wd.clone()).or_default().push(idx);
+            }
+            self.dirs[idx].mode = mode;
+            self.dirs[idx].wd = wd;
+            self.rescan(idx);
+        }
+    }
+
+    fn pending_changed(&mut self, idx: usize, index: usize) {
+        if self.dirs[idx].role != (Role::Pending { index }) {
+            return;
+        }
+        let target = self.path_dirs[index].path.clone();
+        if target.is_dir() {
+            tracing::info!(dir = %target.display(), "PATH directory appeared");
+            self.unwatch(idx);
+            self.dirs[idx].role = Role::Tree; // retired
+            let new = self.add(target, Role::PathDir { index }, BTreeMap::new());
+            self.rescan(new);
+        } else {
+            let deeper = target
+                .ancestors()
+                .skip(1)
+                .find(|a| a.is_dir())
+                .map(Path::to_path_buf);
+            if deeper.as_ref() != Some(&self.dirs[idx].path) {
+                self.unwatch(idx);
+                self.dirs[idx].role = Role::Tree;
+                self.add_pending(index);
+            }
+        }
+    }
+
+    fn hooks_appeared(&mut self, repo: usize) {
+        let dir = self.repos[repo].hooks_dir.clone();
+        if dir.is_dir() && !self.dirs.iter().any(|d| d.role == (Role::Hooks { repo })) {
+            let idx = self.add(dir, Role::Hooks { repo }, BTreeMap::new());
+            self.rescan(idx);
+        }
+    }
+
+    /// Compare every entry of one directory with its known state.
+    fn rescan(&mut self, idx: usize) {
+        match self.dirs[idx].role.clone() {
+            Role::PathDir { .. } | Role::Hooks { .. } => {
+                let current = baseline::scan_dir(&self.dirs[idx].path);
+                let names: BTreeSet<String> = current
+                    .keys()
+                    .chain(self.dirs[idx].state.keys())
+                    .cloned()
+                    .collect();
+                for n in names {
+                    self.reconcile(idx, &n);
+                }
+            }
+            Role::Pending { index } => self.pending_changed(idx, index),
+            Role::GitDir { repo } => {
+                self.check_keys(repo);
+                self.hooks_appeared(repo);
+            }
+            Role::Tree => {}
+        }
+    }
+
+    fn rescan_all(&mut self) {
+        for idx in 0..self.dirs.len() {
+            self.rescan(idx);
+        }
+    }
+
+    fn sweep_polled(&mut self) {
+        for idx in 0..self.dirs.len() {
+            if matches!(self.dirs[idx].mode, Mode::Poll(_)) && self.dirs[idx].role != Role::Tree {
+                self.rescan(idx);
+            }
+        }
+        if self.inotify_error.is_some() {
+            self.walk_tree_for_repos();
+        }
+    }
+
+    fn walk_tree_for_repos(&mut self) {
+        let ws = self.cfg.workspace.clone();
+        self.discover_repos(&ws);
+    }
+
+    /// The session is over: everything once more, repositories found afresh.
+    pub fn final_sweep(&mut self) {
+        self.rescan_all();
+        self.walk_tree_for_repos();
+        for repo in 0..self.repos.len() {
+            self.check_keys(repo);
+        }
+    }
+
+    /// One entry of one directory: compare, decide, act.
+    fn reconcile(&mut self, idx: usize, name: &str) {
+        if name.contains(NEUTRALISED_MARK) {
+            return;
+        }
+        let dir = self.dirs[idx].path.clone();
+        let role = self.dirs[idx].role.clone();
+        let path = dir.join(name);
+        let current = Entry::read(&path);
+        let previous = match &current {
+            Some(c) => self.dirs[idx].state.insert(name.to_string(), c.clone()),
+            None => self.dirs[idx].state.remove(name),
+        };
+        let Some(cur) = current else { return };
+        if !cur.is_executable() {
+            return;
+        }
+        let newly = previous.as_ref().is_none_or(|p| !p.is_executable());
+        let changed = !newly && previous.as_ref().is_some_and(|p| p.exec_changed(&cur));
+        if !newly && !changed {
+            return;
+        }
+        match role {
+            Role::PathDir { index } => {
+                let link = describe_links(&cur);
+                if changed {
+                    self.quarantine(
+                        idx,
+                        name,
+                        Severity::High,
+                        "path-changed",
+                        format!("an executable on PATH changed{link}"),
+                        &cur,
+                    );
+                } else if let Some(target) = baseline::shadowed(&self.path, index, name) {
+                    self.quarantine(
+                        idx,
+                        name,
+                        Severity::Critical,
+                        "path-shadow",
+                        format!("shadows {}{link}", target.display()),
+                        &cur,
+                    );
+                } else if self.cfg.quarantine_new {
+                    self.quarantine(
+                        idx,
+                        name,
+                        Severity::Info,
+                        "path-new",
+                        format!("new executable on PATH{link}"),
+                        &cur,
+                    );
+                } else {
+                    let detail = format!("new executable on PATH, shadows nothing{link}");
+                    self.alert(
+                        Severity::Info,
+                        "path-new",
+                        &path,
+                        detail,
+                        "alerted",
+                        None,
+                        &cur,
+                    );
+                }
+            }
+            Role::Hooks { repo } if !name.ends_with(".sample") => {
+                let detail = format!(
+                    "git hook `{name}` of {}{}",
+                    self.repos[repo].git_dir.display(),
+                    describe_links(&cur)
+                );
+                self.quarantine(idx, name, Severity::Critical, "git-hook", detail, &cur);
+            }
+            _ => {}
+        }
+    }
+
+    fn quarantine(
+        &mut self,
+        idx: usize,
+        name: &str,
+        sev: Severity,
+        kind: &str,
+        detail: String,
+        entry: &Entry,
+    ) {
+        let dir = self.dirs[idx].path.clone();
+        let path = dir.join(name);
+        match quarantine::quarantine(&self.cfg.runtime, &dir, OsStr::new(name), &detail) {
+            Ok(Some(rec)) => {
+                self.dirs[idx].state.remove(name);
+                let action = if rec.method == "moved" {
+                    "quarantined"
+                } else {
+                    "neutralised"
+                };
+                let detail = if rec.nlink > 1 {
+                    format!("{detail}; its other hard links keep their mode")
+                } else {
+                    detail
+                };
+                self.alert(
+                    sev,
+                    kind,
+                    &path,
+                    detail,
+                    action,
+                    Some(rec.id.clone()),
+                    entry,
+                );
+                self.actions.push((path, Instant::now()));
+            }
+            Ok(None) => {
+                self.dirs[idx].state.remove(name);
+            }
+            Err(e) => {
+                let detail = format!("{detail}; quarantine FAILED: {e}");
+                self.alert(
+                    Severity::Critical,
+                    kind,
+                    &path,
+                    detail,
+                    "failed",
+                    None,
+                    entry,
+                );
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn alert(
+        &mut self,
+        sev: Severity,
+        kind: &str,
+        path: &Path,
+        detail: String,
+        action: &str,
+        qid: Option<String>,
+        e: &Entry,
+    ) {
+        let alert = Alert {
+            id: alerts::new_id("a"),
+            time: alerts::now_rfc3339(),
+            severity: sev,
+            kind: kind.into(),
+            path: path.to_path_buf(),
+            detail,
+            action: action.into(),
+            quarantine_id: qid,
+            sha256: e.sha256.clone(),
+            session: self.cfg.session.clone(),
+            fingerprint: format!(
+                "{kind}:{}:{}:{}:{}",
+                path.display(),
+                e.dev,
+                e.ino,
+                e.ctime_ns
+            ),
+        };
+        self.record(alert);
+    }
+
+    fn record(&mut self, alert: Alert) {
+        match self.store.add(&alert) {
+            Ok(true) => tracing::warn!(
+                "{}: {} {}",
+                alert.severity.as_str(),
+                alert.path.display(),
+                alert.detail
+            ),
+            Ok(false) => {}
+            Err(err) => {
+                tracing::error!("cannot record an alert for {}: {err}", alert.path.display())
+            }
+        }
+    }
+
+    /// New exec-capable keys in a repository's config are alerted with the key and value.
+    fn check_keys(&mut self, repo: usize) {
+        let (common, git_dir) = (
+            self.repos[repo].common_dir.clone(),
+            self.repos[repo].git_dir.clone(),
+        );
+        let keys = baseline::exec_keys(&common, &git_dir);
+        let known: BTreeSet<(String, String)> = self.repos[repo]
+            .exec_keys
+            .iter()
+            .map(|(_, k, v)| (k.clone(), v.clone()))
+            .collect();
+        for (file, key, value) in &keys {
+            if known.contains(&(key.clone(), value.clone())) {
+                continue;
+            }
+            self.record(Alert {
+                id: alerts::new_id("a"),
+                time: alerts::now_rfc3339(),
+                severity: Severity::Critical,
+                kind: "git-config".into(),
+                path: file.clone(),
+                detail: format!("exec-capable git config: {key} = {value}"),
+                action: "alerted".into(),
+                quarantine_id: None,
+                sha256: None,
+                session: self.cfg.session.clone(),
+                fingerprint: format!("git-config:{}:{key}={value}", file.display()),
+            });
+            self.actions.push((file.clone(), Instant::now()));
+        }
+        self.repos[repo].exec_keys = keys;
+    }
+}
+
+fn describe_links(e: &Entry) -> String {
+    match (&e.link_target, e.nlink) {
+        (Some(t), _) => format!(" (symlink to {})", t.display()),
+        (None, n) if n > 1 => format!(" (hard link, {n} names)"),
+        _ => String::new(),
+    }
+}
+
+/// A watcher thread for `run`: set up synchronously, then run until stopped.
+pub struct Running {
+    stop: Option<OwnedFd>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Running {
+    pub fn start(cfg: WatchConfig, base: &Baseline) -> std::io::Result<Running> {
+        let (stop_r, stop_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+        let mut watcher = Watcher::new(cfg, base);
+        let thread = std::thread::Builder::new()
+            .name("watcher".into())
+            .spawn(move || watcher.run(stop_r))?;
+        Ok(Running {
+            stop: Some(stop_w),
+            thread: Some(thread),
+        })
+    }
+
+    /// Stop and wait for the final sweep.
+    pub fn finish(mut self) {
+        self.stop.take(); // closing the write end makes the read end readable (POLLHUP)
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// `claude-sandbox watch`: the watcher in the foreground, without a jail, until SIGINT/SIGTERM.
+/// Writable PATH directories are those this user can write.
+pub fn foreground(workspace: Option<PathBuf>) -> crate::Result<i32> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| crate::Error::io("reading the current directory", e))?;
+    let ws = workspace.unwrap_or_else(|| crate::jail::launch::default_workspace(&cwd));
+    let ws = std::fs::canonicalize(&ws)
+        .map_err(|e| crate::Error::Usage(format!("{}: {e}", ws.display())))?;
+    let runtime = crate::runtime::ensure(&crate::runtime::locate())?;
+    let session = format!("watch-{}", std::process::id());
+    let path_env = std::env::var_os("PATH").unwrap_or_default();
+    let user_can_write = |p: &Path| {
+        let existing = p.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"));
+        rustix::fs::access(existing, rustix::fs::Access::WRITE_OK).is_ok()
+    };
+    let repos = entrypoints::discover_workspace(&ws).repos;
+    let base = baseline::take(&session, &path_env, &cwd, &user_can_write, &repos);
+    let (stop_r, stop_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+        .map_err(|e| crate::Error::io("pipe", e.into()))?;
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let w = stop_w
+            .try_clone()
+            .map_err(|e| crate::Error::io("pipe", e))?;
+        signal_hook::low_level::pipe::register_raw(sig, w)
+            .map_err(|e| crate::Error::io("registering signals", e))?;
+    }
+    let cfg = WatchConfig {
+        runtime,
+        session,
+        workspace: ws,
+        force_poll: std::env::var(ENV_MODE).is_ok_and(|v| v == "poll"),
+        quarantine_new: false,
+    };
+    let mut watcher = Watcher::new(cfg, &base);
+    for (dir, mode) in watcher.modes() {
+        match mode {
+            Mode::Inotify => eprintln!("claude-sandbox: watching {} (inotify)", dir.display()),
+            Mode::Poll(why) => eprintln!(
+                "claude-sandbox: watching {} (one-second sweep: {why})",
+                dir.display()
+            ),
+        }
+    }
+    watcher.run(stop_r);
+    Ok(0)
+}

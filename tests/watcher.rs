@@ -1,0 +1,433 @@
+//! Baseline, watcher and quarantine with a real jail, real inotify and real files, in both watch
+//! modes (inotify, and the one-second sweep forced with CLAUDE_SANDBOX_WATCH=poll).
+
+mod common;
+use common::*;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+
+const MODES: [&str; 2] = ["inotify", "poll"];
+
+/// Run a jailed script in the given watch mode with `~/.local/bin` (and extra dirs) on PATH.
+fn jail_in(f: &Fixture, mode: &str, extra_path: &[&Path], script: &str) -> std::process::Output {
+    let mut path: Vec<String> = extra_path.iter().map(|p| p.display().to_string()).collect();
+    path.push(f.home.join(".local/bin").display().to_string());
+    path.push("/usr/local/bin:/usr/bin:/bin".into());
+    let mut c = f.cmd(["run", "--", "bash", "-c", script]);
+    c.env("PATH", path.join(":"));
+    if mode == "poll" {
+        c.env("CLAUDE_SANDBOX_WATCH", "poll");
+    }
+    c.output().unwrap()
+}
+
+fn alerts(f: &Fixture) -> Vec<serde_json::Value> {
+    let out = f.cmd(["alerts", "--all", "--json"]).output().unwrap();
+    assert!(
+        out.status.code() == Some(0) || out.status.code() == Some(1),
+        "{}",
+        stderr(&out)
+    );
+    serde_json::from_slice::<Vec<serde_json::Value>>(&out.stdout).unwrap()
+}
+
+fn alerts_for<'a>(all: &'a [serde_json::Value], path: &Path) -> Vec<&'a serde_json::Value> {
+    all.iter()
+        .filter(|a| a["path"].as_str() == path.to_str())
+        .collect()
+}
+
+/// Inside the jail: wait until `path` is gone (quarantined live), print GONE or STILL-THERE.
+fn wait_gone(path: &str) -> String {
+    format!("for i in $(seq 1 100); do [ -e {path} ] || [ -L {path} ] || {{ echo GONE; break; }}; sleep 0.05; done; [ -e {path} ] && echo STILL-THERE; true")
+}
+
+#[test]
+fn shadowing_plants_are_quarantined_live_in_both_modes() {
+    for mode in MODES {
+        let f = Fixture::new();
+        std::fs::write(f.root.join("evil"), "#!/bin/sh\necho evil\n").unwrap();
+        std::fs::set_permissions(f.root.join("evil"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        let evil = f.root.join("evil").display().to_string();
+        // cp; mv from another mount (a copy); mv within the directory (a rename: MOVED_TO only);
+        // a symlink; write first and chmod +x seconds later (ATTRIB only).
+        let script = format!(
+            "cp {evil} ~/.local/bin/git; {w1}\n\
+             cp {evil} ./stage-ls && mv ./stage-ls ~/.local/bin/ls; {w2}\n\
+             cp {evil} ~/.local/bin/.find.tmp && mv ~/.local/bin/.find.tmp ~/.local/bin/find; {w3}\n\
+             ln -s /usr/bin/env ~/.local/bin/python3; {w4}\n\
+             printf '#!/bin/sh\\n' > ~/.local/bin/sed; sleep 1.2; chmod +x ~/.local/bin/sed; {w5}",
+            w1 = wait_gone("~/.local/bin/git"),
+            w2 = wait_gone("~/.local/bin/ls"),
+            w3 = wait_gone("~/.local/bin/find"),
+            w4 = wait_gone("~/.local/bin/python3"),
+            w5 = wait_gone("~/.local/bin/sed"),
+        );
+        let out = ok(&jail_in(&f, mode, &[], &script));
+        assert_eq!(
+            out.lines().filter(|l| *l == "GONE").count(),
+            5,
+            "[{mode}] not every plant was quarantined live:\n{out}"
+        );
+        let all = alerts(&f);
+        for name in ["git", "ls", "find", "python3", "sed"] {
+            let p = f.home.join(".local/bin").join(name);
+            assert!(
+                std::fs::symlink_metadata(&p).is_err(),
+                "[{mode}] {name} still in place"
+            );
+            let a = alerts_for(&all, &p);
+            assert_eq!(
+                a.len(),
+                1,
+                "[{mode}] exactly one alert for {name}: {all:#?}"
+            );
+            assert_eq!(a[0]["severity"], "critical");
+            assert_eq!(a[0]["kind"], "path-shadow");
+            assert!(
+                a[0]["detail"].as_str().unwrap().starts_with("shadows /"),
+                "{}",
+                a[0]["detail"]
+            );
+            assert!(a[0]["quarantine_id"].is_string());
+            for field in ["id", "time", "action", "session"] {
+                assert!(a[0][field].is_string(), "{field}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_hard_link_and_a_path_dir_created_during_the_session() {
+    for mode in MODES {
+        let f = Fixture::new();
+        let evil = f.home.join(".local/evil");
+        std::fs::write(&evil, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&evil, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // A PATH entry that does not exist at launch, inside the workspace.
+        let late = f.ws.join("node_modules/.bin");
+        let script = format!(
+            "ln ~/.local/evil ~/.local/bin/grep 2>/dev/null || echo no-hardlink; {}\n\
+             mkdir -p node_modules/.bin && cp /bin/true node_modules/.bin/git; {}",
+            wait_gone("~/.local/bin/grep"),
+            wait_gone("node_modules/.bin/git")
+        );
+        let out = ok(&jail_in(&f, mode, &[&late], &script));
+        let all = alerts(&f);
+        if !out.contains("no-hardlink") {
+            let a = alerts_for(&all, &f.home.join(".local/bin/grep"));
+            assert_eq!(a.len(), 1, "[{mode}] {all:#?}");
+            assert!(a[0]["detail"].as_str().unwrap().contains("hard link"));
+            assert_eq!(
+                std::fs::metadata(&evil).unwrap().mode() & 0o777,
+                0o755,
+                "the other link keeps its mode"
+            );
+        }
+        assert!(
+            !late.join("git").exists(),
+            "[{mode}] plant in a PATH dir made during the session survived:\n{out}"
+        );
+        assert_eq!(
+            alerts_for(&all, &late.join("git")).len(),
+            1,
+            "[{mode}] {all:#?}"
+        );
+    }
+}
+
+#[test]
+fn hooks_and_exec_config_in_new_and_cloned_repositories() {
+    for mode in MODES {
+        let f = Fixture::new();
+        let upstream = f.root.join("upstream.git");
+        f.git(
+            &f.root,
+            &["init", "-q", "--bare", upstream.to_str().unwrap()],
+        );
+        let marker = f.root.join("pwned");
+        let script = format!(
+            "git init -q fresh && printf '#!/bin/sh\\ntouch {m}\\n' > fresh/.git/hooks/pre-commit && chmod +x fresh/.git/hooks/pre-commit; {}\n\
+             git clone -q {} cloned 2>/dev/null && ln -s /bin/true cloned/.git/hooks/post-checkout; {}\n\
+             git -C fresh config core.fsmonitor 'touch {m}'",
+            wait_gone("fresh/.git/hooks/pre-commit"),
+            upstream.display(),
+            wait_gone("cloned/.git/hooks/post-checkout"),
+            m = marker.display(),
+        );
+        let out = ok(&jail_in(&f, mode, &[], &script));
+        assert_eq!(
+            out.lines().filter(|l| *l == "GONE").count(),
+            2,
+            "[{mode}] {out}"
+        );
+        let all = alerts(&f);
+        for hook in [
+            "fresh/.git/hooks/pre-commit",
+            "cloned/.git/hooks/post-checkout",
+        ] {
+            let p = f.ws.join(hook);
+            assert!(
+                std::fs::symlink_metadata(&p).is_err(),
+                "[{mode}] {hook} survived"
+            );
+            let a = alerts_for(&all, &p);
+            assert_eq!(a.len(), 1, "[{mode}] {all:#?}");
+            assert_eq!(a[0]["kind"], "git-hook");
+        }
+        let cfg = alerts_for(&all, &f.ws.join("fresh/.git/config"));
+        assert_eq!(cfg.len(), 1, "[{mode}] {all:#?}");
+        assert_eq!(
+            cfg[0]["detail"].as_str().unwrap(),
+            format!(
+                "exec-capable git config: core.fsmonitor = touch {}",
+                marker.display()
+            )
+        );
+        // The human's git outside does not run the quarantined hook. (The fsmonitor key is alerted,
+        // not removed: the human reads the alert before using that repository.)
+        std::fs::write(f.ws.join("fresh/a"), "a").unwrap();
+        f.git(
+            &f.ws.join("fresh"),
+            &["-c", "core.fsmonitor=false", "add", "a"],
+        );
+        f.git(
+            &f.ws.join("fresh"),
+            &["-c", "core.fsmonitor=false", "commit", "-qm", "a"],
+        );
+        assert!(!marker.exists(), "[{mode}] the planted hook ran");
+    }
+}
+
+#[test]
+fn a_changed_executable_is_quarantined_and_a_harmless_new_one_only_alerted() {
+    for mode in MODES {
+        let f = Fixture::new();
+        let tool = f.home.join(".local/bin/mytool");
+        std::fs::write(&tool, "#!/bin/sh\necho v1\n").unwrap();
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let script = format!(
+            "echo 'echo pwned' >> ~/.local/bin/mytool; {}\nprintf '#!/bin/sh\\n' > ~/.local/bin/brand-new-tool-xyz; chmod +x ~/.local/bin/brand-new-tool-xyz",
+            wait_gone("~/.local/bin/mytool")
+        );
+        let out = ok(&jail_in(&f, mode, &[], &script));
+        assert!(out.contains("GONE"), "[{mode}] {out}");
+        let all = alerts(&f);
+        let a = alerts_for(&all, &tool);
+        assert_eq!(a.len(), 1, "[{mode}] {all:#?}");
+        assert_eq!(
+            (a[0]["severity"].as_str(), a[0]["kind"].as_str()),
+            (Some("high"), Some("path-changed"))
+        );
+        let new = f.home.join(".local/bin/brand-new-tool-xyz");
+        assert!(new.exists(), "a new executable that shadows nothing stays");
+        let a = alerts_for(&all, &new);
+        assert_eq!(a.len(), 1, "[{mode}] {all:#?}");
+        assert_eq!(
+            (a[0]["severity"].as_str(), a[0]["action"].as_str()),
+            (Some("info"), Some("alerted"))
+        );
+    }
+}
+
+#[test]
+fn queue_overflow_with_a_plant_in_the_middle() {
+    let f = Fixture::new();
+    // The launcher (and its watcher thread) is stopped while the jail floods the directory with far
+    // more events than fs.inotify.max_queued_events (16384 by default): the queue overflows for sure.
+    let script = r#"touch ready; while [ ! -e go ]; do sleep 0.02; done
+python3 - <<'EOF'
+import os, shutil
+d = os.path.expanduser('~/.local/bin')
+for i in range(12000):
+    open(os.path.join(d, f'f{i}'), 'w').close()
+    if i == 6000:
+        shutil.copy('/bin/true', os.path.join(d, 'git'))
+EOF
+touch flooded; while [ ! -e done ]; do sleep 0.02; done"#;
+    let mut c = f.cmd(["-v", "run", "--", "bash", "-c", script]);
+    c.env(
+        "PATH",
+        format!(
+            "{}:/usr/local/bin:/usr/bin:/bin",
+            f.home.join(".local/bin").display()
+        ),
+    );
+    let child = c.stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let wait = |name: &str| {
+        let t0 = std::time::Instant::now();
+        while !f.ws.join(name).exists() {
+            assert!(t0.elapsed().as_secs() < 30, "timed out waiting for {name}");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    wait("ready");
+    let pid = child.id().to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-STOP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    std::fs::write(f.ws.join("go"), "").unwrap();
+    wait("flooded");
+    assert!(std::process::Command::new("kill")
+        .args(["-CONT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let t0 = std::time::Instant::now();
+    while f.home.join(".local/bin/git").exists() {
+        assert!(
+            t0.elapsed().as_secs() < 10,
+            "the plant survived an overflow"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::fs::write(f.ws.join("done"), "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        stderr(&out).contains("inotify queue overflowed"),
+        "no overflow happened: {}",
+        stderr(&out).lines().last().unwrap_or("")
+    );
+    assert_eq!(
+        alerts_for(&alerts(&f), &f.home.join(".local/bin/git")).len(),
+        1
+    );
+}
+
+#[test]
+fn a_plant_right_before_exit_is_on_disk_when_run_returns() {
+    for mode in MODES {
+        let f = Fixture::new();
+        ok(&jail_in(
+            &f,
+            mode,
+            &[],
+            "cp /bin/true ~/.local/bin/make; exit 0",
+        ));
+        // No waiting: the final sweep ran before `run` returned.
+        assert!(!f.home.join(".local/bin/make").exists(), "[{mode}]");
+        assert_eq!(
+            alerts_for(&alerts(&f), &f.home.join(".local/bin/make")).len(),
+            1,
+            "[{mode}]"
+        );
+    }
+}
+
+#[test]
+fn restore_puts_back_bytes_mode_and_mtime() {
+    let f = Fixture::new();
+    ok(&jail_in(&f, "inotify", &[], "printf '#!/bin/sh\\necho restored\\n' > stage && chmod 0751 stage && touch -d '2001-02-03 04:05:06 UTC' stage && mv stage ~/.local/bin/git"));
+    let all = alerts(&f);
+    let a = alerts_for(&all, &f.home.join(".local/bin/git"));
+    let qid = a[0]["quarantine_id"].as_str().unwrap().to_string();
+    let out = f.cmd(["restore", &qid]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let p = f.home.join(".local/bin/git");
+    assert_eq!(
+        std::fs::read_to_string(&p).unwrap(),
+        "#!/bin/sh\necho restored\n"
+    );
+    let m = std::fs::metadata(&p).unwrap();
+    assert_eq!(m.mode() & 0o7777, 0o751);
+    assert_eq!(m.mtime(), 981_173_106, "mtime 2001-02-03T04:05:06Z");
+    let again = f.cmd(["restore", &qid]).output().unwrap();
+    assert_eq!(again.status.code(), Some(2), "a second restore is refused");
+}
+
+#[test]
+fn concurrent_sessions_make_one_alert_and_one_quarantine() {
+    let f = Fixture::new();
+    let long = std::process::Command::new(bin())
+        .args([
+            "run",
+            "--",
+            "bash",
+            "-c",
+            "touch started; while [ ! -e stop ]; do sleep 0.05; done",
+        ])
+        .current_dir(&f.ws)
+        .env_clear()
+        .envs(f.env())
+        .spawn()
+        .unwrap();
+    let started = f.ws.join("started");
+    let t0 = std::time::Instant::now();
+    while !started.exists() {
+        assert!(t0.elapsed().as_secs() < 10);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    ok(&jail_in(
+        &f,
+        "inotify",
+        &[],
+        "cp /bin/true ~/.local/bin/tar; sleep 0.5",
+    ));
+    std::fs::write(f.ws.join("stop"), "").unwrap();
+    let _ = long.wait_with_output();
+    let all = alerts(&f);
+    assert_eq!(
+        alerts_for(&all, &f.home.join(".local/bin/tar")).len(),
+        1,
+        "{all:#?}"
+    );
+    let records = std::fs::read_dir(f.rt.join("quarantine"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+        .count();
+    assert_eq!(records, 1);
+}
+
+#[test]
+fn alerts_exit_status_ack_and_json() {
+    let f = Fixture::new();
+    assert_eq!(f.cmd(["alerts"]).output().unwrap().status.code(), Some(0));
+    ok(&jail_in(
+        &f,
+        "inotify",
+        &[],
+        "cp /bin/true ~/.local/bin/git",
+    ));
+    let out = f.cmd(["alerts"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).contains("claude-sandbox restore q"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(f
+        .cmd(["alerts", "ack", "--all"])
+        .output()
+        .unwrap()
+        .status
+        .success());
+    assert_eq!(f.cmd(["alerts"]).output().unwrap().status.code(), Some(0));
+    assert_eq!(alerts(&f).len(), 1, "--all still lists acknowledged alerts");
+    assert_eq!(
+        f.cmd(["alerts", "ack", "nope"])
+            .output()
+            .unwrap()
+            .status
+            .code(),
+        Some(2)
+    );
+    // A corrupt line is reported and skipped, not fatal.
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(f.rt.join("alerts.jsonl"))
+        .unwrap()
+        .write_all(b"garbage\n")
+        .unwrap();
+    let out = f.cmd(["alerts", "--all", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        stderr(&out).contains("line 2 is unreadable"),
+        "{}",
+        stderr(&out)
+    );
+}
