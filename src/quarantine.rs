@@ -313,6 +313,13 @@ pub fn restore(runtime: &Path, id: &str, force: bool) -> Result<Record> {
             r.stored_at.display()
         )));
     }
+    // A writer that was still writing when the file was quarantined finished into the same inode,
+    // so what is compared is the stored content before and after the move.
+    let stored_hash = if r.kind == "file" {
+        sha256_path(&r.stored_at)
+    } else {
+        None
+    };
     match rename_noreplace(&stored_dir, &stored_name, &dirfd, name) {
         Ok(()) => {}
         Err(rustix::io::Errno::EXIST) if force => {
@@ -351,12 +358,13 @@ pub fn restore(runtime: &Path, id: &str, force: bool) -> Result<Record> {
         rustix::fs::fchmod(&fd, Mode::from_raw_mode(r.mode))
             .map_err(|e| Error::io("restoring the mode", e.into()))?;
     }
-    if r.sha256.is_some() && sha256_path(&r.original) != r.sha256 {
+    if stored_hash.is_some() && sha256_path(&r.original) != stored_hash {
         return Err(Error::Jail(format!(
-            "{} was restored but its content differs from the record",
+            "{} was restored but its content changed on the way",
             r.original.display()
         )));
     }
+    r.sha256 = stored_hash.or(r.sha256);
     r.restored = true;
     save(runtime, &r)?;
     Ok(r)

@@ -86,6 +86,8 @@ struct Watched {
     mode: Mode,
     wd: Option<WatchDescriptor>,
     state: BTreeMap<String, Entry>,
+    /// The entries at the baseline: only these can "change"; anything else is new.
+    origin: BTreeMap<String, Entry>,
 }
 
 pub struct Watcher {
@@ -210,12 +212,14 @@ impl Watcher {
             }
             _ => {}
         }
+        let origin = state.clone();
         self.dirs.push(Watched {
             path,
             role,
             mode,
             wd,
             state,
+            origin,
         });
         idx
     }
@@ -581,58 +585,67 @@ impl Watcher {
         if !newly && !changed {
             return;
         }
+        let link = describe_links(&cur);
         match role {
-            Role::PathDir { index } => {
-                let link = describe_links(&cur);
-                if changed {
-                    self.quarantine(
-                        idx,
-                        name,
-                        Severity::High,
-                        "path-changed",
-                        format!("an executable on PATH changed{link}"),
-                        &cur,
-                    );
-                } else if let Some(target) = baseline::shadowed(&self.path, index, name) {
-                    self.quarantine(
-                        idx,
-                        name,
-                        Severity::Critical,
-                        "path-shadow",
-                        format!("shadows {}{link}", target.display()),
-                        &cur,
-                    );
-                } else if self.cfg.quarantine_new {
-                    self.quarantine(
-                        idx,
-                        name,
-                        Severity::Info,
-                        "path-new",
-                        format!("new executable on PATH{link}"),
-                        &cur,
-                    );
-                } else {
-                    let detail = format!("new executable on PATH, shadows nothing{link}");
-                    self.alert(
-                        Severity::Info,
-                        "path-new",
-                        &path,
-                        detail,
-                        "alerted",
-                        None,
-                        &cur,
-                    );
-                }
-            }
+            Role::PathDir { index } => self.judge_path_entry(idx, index, name, &cur, newly, &link),
             Role::Hooks { repo } if !name.ends_with(".sample") => {
                 let detail = format!(
-                    "git hook `{name}` of {}{}",
-                    self.repos[repo].git_dir.display(),
-                    describe_links(&cur)
+                    "git hook `{name}` of {}{link}",
+                    self.repos[repo].git_dir.display()
                 );
                 self.quarantine(idx, name, Severity::Critical, "git-hook", detail, &cur);
             }
             _ => {}
+        }
+    }
+
+    /// A new or changed executable in a writable PATH directory.
+    fn judge_path_entry(
+        &mut self,
+        idx: usize,
+        index: usize,
+        name: &str,
+        cur: &Entry,
+        newly: bool,
+        link: &str,
+    ) {
+        let origin = self.dirs[idx]
+            .origin
+            .get(name)
+            .filter(|o| o.is_executable())
+            .cloned();
+        if let Some(o) = origin {
+            // An executable that was there at the baseline: any difference is tampering.
+            if o.exec_changed(cur) {
+                let detail =
+                    format!("an executable on PATH changed since the session started{link}");
+                self.quarantine(idx, name, Severity::High, "path-changed", detail, cur);
+            }
+            return;
+        }
+        if !newly {
+            // New this session and still being written: it was judged when it appeared (one that
+            // shadows a command is gone already; a harmless one was reported).
+            return;
+        }
+        if let Some(target) = baseline::shadowed(&self.path, index, name) {
+            let detail = format!("shadows {}{link}", target.display());
+            self.quarantine(idx, name, Severity::Critical, "path-shadow", detail, cur);
+        } else if self.cfg.quarantine_new {
+            let detail = format!("new executable on PATH{link}");
+            self.quarantine(idx, name, Severity::Info, "path-new", detail, cur);
+        } else {
+            let path = self.dirs[idx].path.join(name);
+            let detail = format!("new executable on PATH, shadows nothing{link}");
+            self.alert(
+                Severity::Info,
+                "path-new",
+                &path,
+                detail,
+                "alerted",
+                None,
+                cur,
+            );
         }
     }
 
