@@ -11,7 +11,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 fn tmp() -> tempfile::TempDir {
-    tempfile::Builder::new().prefix("cs-bench-").tempdir_in("/var/tmp").unwrap()
+    tempfile::Builder::new()
+        .prefix("cs-bench-")
+        .tempdir_in("/var/tmp")
+        .unwrap()
 }
 
 fn exe(path: &Path) {
@@ -35,7 +38,13 @@ fn baseline_time(n: usize) -> (f64, f64) {
     let mut times: Vec<f64> = (0..5)
         .map(|_| {
             let t = Instant::now();
-            let b = baseline::take("bench", path_env.as_ref(), d.path(), &|p| p.starts_with(d.path()), &[]);
+            let b = baseline::take(
+                "bench",
+                path_env.as_ref(),
+                d.path(),
+                &|p| p.starts_with(d.path()),
+                &[],
+            );
             assert_eq!(b.dirs[0].entries.len(), n);
             t.elapsed().as_secs_f64() * 1e3
         })
@@ -46,15 +55,33 @@ fn baseline_time(n: usize) -> (f64, f64) {
 /// Plant `count` shadowing executables one at a time; latency until each is gone.
 fn detection(poll: bool, count: usize) -> Vec<f64> {
     let d = tmp();
-    let (bin, rt, ws) = (d.path().join("bin"), d.path().join("rt"), d.path().join("ws"));
+    let (bin, rt, ws) = (
+        d.path().join("bin"),
+        d.path().join("rt"),
+        d.path().join("ws"),
+    );
     for p in [&bin, &rt, &ws] {
         std::fs::create_dir(p).unwrap();
     }
     let path_env = format!("{}:/usr/bin:/bin", bin.display());
-    let base = baseline::take("bench", path_env.as_ref(), d.path(), &|p| p.starts_with(d.path()), &[]);
-    let cfg = WatchConfig { runtime: rt, session: "bench".into(), workspace: ws, force_poll: poll, quarantine_new: false };
+    let base = baseline::take(
+        "bench",
+        path_env.as_ref(),
+        d.path(),
+        &|p| p.starts_with(d.path()),
+        &[],
+    );
+    let cfg = WatchConfig {
+        runtime: rt,
+        session: "bench".into(),
+        workspace: ws,
+        force_poll: poll,
+        quarantine_new: false,
+    };
     let running = Running::start(cfg, &base).unwrap();
-    let names = ["ls", "cat", "cp", "mv", "rm", "env", "sed", "tar", "grep", "sort", "head", "tail"];
+    let names = [
+        "ls", "cat", "cp", "mv", "rm", "env", "sed", "tar", "grep", "sort", "head", "tail",
+    ];
     let mut out = Vec::new();
     for i in 0..count {
         let p = bin.join(names[i % names.len()]);
@@ -63,7 +90,11 @@ fn detection(poll: bool, count: usize) -> Vec<f64> {
         let t = Instant::now();
         exe(&p);
         while std::fs::symlink_metadata(&p).is_ok() {
-            assert!(t.elapsed() < Duration::from_secs(5), "not quarantined: {}", p.display());
+            assert!(
+                t.elapsed() < Duration::from_secs(5),
+                "not quarantined: {}",
+                p.display()
+            );
             std::thread::sleep(Duration::from_micros(200));
         }
         out.push(t.elapsed().as_secs_f64() * 1e3);
@@ -73,17 +104,46 @@ fn detection(poll: bool, count: usize) -> Vec<f64> {
 }
 
 fn main() {
-    println!("claude-sandbox watcher benchmark ({} cores)", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    println!(
+        "claude-sandbox watcher benchmark ({} cores)",
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    );
     println!();
-    println!("{:<40} {:>10} {:>10} {:>10}  {}", "figure", "median", "p99/max", "target", "n");
+    println!(
+        "{:<40} {:>10} {:>10} {:>10}  n",
+        "figure", "median", "p99/max", "target"
+    );
     for n in [1_000, 10_000] {
         let (med, max) = baseline_time(n);
-        println!("{:<40} {:>8.1}ms {:>8.1}ms {:>10}  {}", format!("baseline, {n} executables"), med, max, "linear", 5);
+        println!(
+            "{:<40} {:>8.1}ms {:>8.1}ms {:>10}  {}",
+            format!("baseline, {n} executables"),
+            med,
+            max,
+            "linear",
+            5
+        );
     }
     let mut ino = detection(false, 60);
     let (p50, p99) = (pct(&mut ino, 0.5), pct(&mut ino, 0.99));
-    println!("{:<40} {:>8.2}ms {:>8.2}ms {:>10}  {}", "detection latency, inotify (p50 / p99)", p50, p99, "10 / 50 ms", ino.len());
+    println!(
+        "{:<40} {:>8.2}ms {:>8.2}ms {:>10}  {}",
+        "detection latency, inotify (p50 / p99)",
+        p50,
+        p99,
+        "10 / 50 ms",
+        ino.len()
+    );
     let mut poll = detection(true, 12);
     let (p50, p99) = (pct(&mut poll, 0.5), pct(&mut poll, 0.99));
-    println!("{:<40} {:>8.1}ms {:>8.1}ms {:>10}  {}", "detection latency, poll (p50 / p99)", p50, p99, "p99 1.2 s", poll.len());
+    println!(
+        "{:<40} {:>8.1}ms {:>8.1}ms {:>10}  {}",
+        "detection latency, poll (p50 / p99)",
+        p50,
+        p99,
+        "p99 1.2 s",
+        poll.len()
+    );
 }

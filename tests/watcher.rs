@@ -431,3 +431,62 @@ fn alerts_exit_status_ack_and_json() {
         stderr(&out)
     );
 }
+
+/// The usual devcontainer layout: the runtime directory on tmpfs, the home on another filesystem.
+/// The plant cannot be renamed across filesystems, so it is neutralised in place, then restored.
+#[test]
+fn across_filesystems_a_plant_is_neutralised_in_place() {
+    let f = Fixture::new();
+    let rt = tempfile::tempdir_in("/dev/shm").expect("/dev/shm (tmpfs) is needed for this test");
+    let rt_dir = rt.path().join("rt");
+    let mut c = f.cmd(["run", "--", "bash", "-c", "cp /bin/true ~/.local/bin/git"]);
+    c.env(
+        "PATH",
+        format!(
+            "{}:/usr/local/bin:/usr/bin:/bin",
+            f.home.join(".local/bin").display()
+        ),
+    );
+    c.env("CLAUDE_SANDBOX_RUNTIME_DIR", &rt_dir);
+    ok(&c.output().unwrap());
+    let bin = f.home.join(".local/bin");
+    assert!(!bin.join("git").exists());
+    let hidden: Vec<_> = std::fs::read_dir(&bin)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(hidden.len(), 1, "{hidden:?}");
+    let name = hidden[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(name.starts_with(".git.claude-sandbox-q-"), "{name}");
+    assert_eq!(
+        std::fs::metadata(&hidden[0]).unwrap().mode() & 0o111,
+        0,
+        "exec bits dropped"
+    );
+    let out = f
+        .cmd(["alerts", "--json"])
+        .env("CLAUDE_SANDBOX_RUNTIME_DIR", &rt_dir)
+        .output()
+        .unwrap();
+    let all: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(all[0]["action"], "neutralised");
+    let qid = all[0]["quarantine_id"].as_str().unwrap();
+    ok(&f
+        .cmd(["restore", qid])
+        .env("CLAUDE_SANDBOX_RUNTIME_DIR", &rt_dir)
+        .output()
+        .unwrap());
+    assert_eq!(
+        std::fs::read(bin.join("git")).unwrap(),
+        std::fs::read("/bin/true").unwrap()
+    );
+    assert_ne!(
+        std::fs::metadata(bin.join("git")).unwrap().mode() & 0o111,
+        0
+    );
+}
