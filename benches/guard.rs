@@ -103,6 +103,42 @@ fn detection(poll: bool, count: usize) -> Vec<f64> {
     out
 }
 
+/// Microseconds per prompt over `n` prompts in a real interactive bash: (hook, no alert file),
+/// (hook, alerts all shown), (no hook).
+fn prompt_cost(n: usize) -> (f64, f64, f64) {
+    let d = tmp();
+    let rt = d.path().join("rt");
+    std::fs::create_dir(&rt).unwrap();
+    let hook = Path::new(env!("CARGO_MANIFEST_DIR")).join("profile.d/claude-sandbox.sh");
+    let script = format!(
+        r#"__claude_sandbox_bin=/bin/false; . {hook}
+loop() {{ local s=$EPOCHREALTIME i; for ((i=0;i<{n};i++)); do "$@"; done; echo "$s $EPOCHREALTIME"; }}
+loop __claude_sandbox_prompt
+echo a1 > {rt}/alerts.shown
+loop __claude_sandbox_prompt
+loop :
+"#,
+        hook = hook.display(),
+        rt = rt.display()
+    );
+    let out = std::process::Command::new("bash")
+        .args(["--norc", "--noprofile", "-i", "-c", &script])
+        .env("CLAUDE_SANDBOX_RUNTIME_DIR", &rt)
+        .stderr(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let per: Vec<f64> = text
+        .lines()
+        .filter_map(|l| {
+            let (a, b) = l.split_once(' ')?;
+            Some((b.parse::<f64>().ok()? - a.parse::<f64>().ok()?) * 1e6 / n as f64)
+        })
+        .collect();
+    assert_eq!(per.len(), 3, "unexpected output: {text}");
+    (per[0], per[1], per[2])
+}
+
 fn main() {
     println!(
         "claude-sandbox watcher benchmark ({} cores)",
@@ -135,6 +171,19 @@ fn main() {
         p99,
         "10 / 50 ms",
         ino.len()
+    );
+    let (none, shown, bare) = prompt_cost(5000);
+    println!(
+        "{:<40} {:>8.1}µs {:>10} {:>10}  {}",
+        "prompt hook, no alerts ever", none, "", "+50 µs", 5000
+    );
+    println!(
+        "{:<40} {:>8.1}µs {:>10} {:>10}  {}",
+        "prompt hook, old alerts all shown", shown, "", "+50 µs", 5000
+    );
+    println!(
+        "{:<40} {:>8.1}µs {:>10} {:>10}  {}",
+        "no hook (empty loop)", bare, "", "", 5000
     );
     let mut poll = detection(true, 12);
     let (p50, p99) = (pct(&mut poll, 0.5), pct(&mut poll, 0.99));

@@ -52,8 +52,11 @@ pub struct Alert {
 const LOG: &str = "alerts.jsonl";
 const ACKS: &str = "alerts.acks";
 const LOCK: &str = "alerts.lock";
-/// Touched when an alert is added; the prompt hook compares it with its own "shown" marker.
+/// Exists (holding the newest alert's id) while an alert has not been shown at a prompt: the prompt
+/// hook's whole common-case cost is one test for this file.
 pub const PENDING_MARKER: &str = "alerts.new";
+/// Holds the id of the newest alert already shown at a prompt.
+pub const SHOWN_MARKER: &str = "alerts.shown";
 
 pub struct Store {
     dir: PathBuf,
@@ -179,6 +182,72 @@ impl Store {
         }
         Ok(targets.len())
     }
+}
+
+impl Store {
+    /// For the prompt hook: the alerts not shown yet, marked shown.
+    pub fn take_unshown(&self) -> Result<Vec<Alert>> {
+        let _lock = self.locked()?;
+        let c = self.read_unlocked();
+        let shown = std::fs::read_to_string(self.dir.join(SHOWN_MARKER)).unwrap_or_default();
+        let shown = shown.trim();
+        let fresh: Vec<Alert> = match c.alerts.iter().position(|a| a.id == shown) {
+            Some(i) => c.alerts[i + 1..].to_vec(),
+            None => c.unacked().cloned().collect(),
+        };
+        if let Some(last) = c.alerts.last() {
+            let tmp = self.dir.join(format!("{SHOWN_MARKER}.tmp"));
+            std::fs::write(&tmp, format!("{}\n", last.id))
+                .and_then(|_| std::fs::rename(&tmp, self.dir.join(SHOWN_MARKER)))
+                .map_err(|e| Error::io("writing the shown marker", e))?;
+        }
+        match std::fs::remove_file(self.dir.join(PENDING_MARKER)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(Error::io("removing the alert marker", e))
+            }
+            _ => {}
+        }
+        Ok(fresh
+            .into_iter()
+            .filter(|a| !c.acked.contains(&a.id))
+            .collect())
+    }
+}
+
+/// The short form for the prompt: one line per alert, then how to review and restore.
+pub fn print_prompt(alerts: &[Alert], out: &mut dyn Write, color: bool) {
+    if alerts.is_empty() {
+        return;
+    }
+    let home = std::env::var("HOME").unwrap_or_default();
+    for a in alerts {
+        let sev = a.severity.as_str().to_uppercase();
+        let sev = if color {
+            let code = if a.severity == Severity::Info {
+                "33"
+            } else {
+                "1;31"
+            };
+            format!("\x1b[{code}m{sev}\x1b[0m")
+        } else {
+            sev
+        };
+        let mut path = a.path.display().to_string();
+        if !home.is_empty() && path.starts_with(&format!("{home}/")) {
+            path = format!("~{}", &path[home.len()..]);
+        }
+        let restore = a
+            .quarantine_id
+            .as_ref()
+            .map(|q| format!(" (undo: claude-sandbox restore {q})"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "claude-sandbox: {sev} {} {path}: {}{restore}",
+            a.action, a.detail
+        );
+    }
+    let _ = writeln!(out, "claude-sandbox: review with `claude-sandbox alerts`, then `claude-sandbox alerts ack --all`");
 }
 
 /// A new unique id: time, pid and a counter.

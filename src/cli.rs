@@ -62,6 +62,9 @@ pub enum Command {
         /// One JSON array of alert objects.
         #[arg(long)]
         json: bool,
+        /// For the prompt hook: print alerts not shown yet, briefly, and mark them shown.
+        #[arg(long, hide = true)]
+        prompt: bool,
     },
     /// Put a quarantined file back where it was, byte for byte.
     Restore {
@@ -70,6 +73,12 @@ pub enum Command {
         /// If something now occupies the path, swap them (the occupant is quarantined instead).
         #[arg(long)]
         force: bool,
+    },
+    /// Check what works here and how to fix what does not. Exit 0 when nothing fails, 1 otherwise.
+    Doctor {
+        /// JSON for scripts.
+        #[arg(long)]
+        json: bool,
     },
     /// Explain the policy for this workspace and user: writable, read-only, masked, hidden, watched.
     Explain {
@@ -101,8 +110,7 @@ fn init_logging(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let color = std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-        && rustix::termios::isatty(std::io::stderr());
+    let color = color_on(std::io::stderr());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -141,8 +149,14 @@ pub fn main() -> i32 {
             dry_run,
             command,
         }),
+        Command::Doctor { json } => Ok(crate::doctor::doctor(json)),
         Command::Watch { workspace } => crate::watch::foreground(workspace),
-        Command::Alerts { action, all, json } => alerts_command(action, all, json),
+        Command::Alerts {
+            action,
+            all,
+            json,
+            prompt,
+        } => alerts_command(action, all, json, prompt),
         Command::Restore { id, force } => {
             let runtime = crate::runtime::ensure(&crate::runtime::locate());
             runtime
@@ -180,9 +194,27 @@ pub fn main() -> i32 {
     }
 }
 
-fn alerts_command(action: Option<AlertsAction>, all: bool, json: bool) -> crate::Result<i32> {
+fn color_on(fd: impl std::os::fd::AsFd) -> bool {
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && rustix::termios::isatty(fd)
+}
+
+fn alerts_command(
+    action: Option<AlertsAction>,
+    all: bool,
+    json: bool,
+    prompt: bool,
+) -> crate::Result<i32> {
     let runtime = crate::runtime::ensure(&crate::runtime::locate())?;
     let store = crate::alerts::Store::new(&runtime);
+    if prompt {
+        let fresh = store.take_unshown()?;
+        crate::alerts::print_prompt(
+            &fresh,
+            &mut std::io::stdout().lock(),
+            color_on(std::io::stdout()),
+        );
+        return Ok(0);
+    }
     if let Some(AlertsAction::Ack { ids, all: every }) = action {
         let n = match (every, ids.is_empty()) {
             (true, _) => store.ack(None)?,
@@ -213,9 +245,12 @@ fn alerts_command(action: Option<AlertsAction>, all: bool, json: bool) -> crate:
             serde_json::to_string_pretty(&shown).expect("alerts serialise")
         );
     } else {
-        let color = std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-            && rustix::termios::isatty(std::io::stdout());
-        crate::alerts::print_table(&shown, &contents.acked, &mut out, color);
+        crate::alerts::print_table(
+            &shown,
+            &contents.acked,
+            &mut out,
+            color_on(std::io::stdout()),
+        );
     }
     Ok(if contents.unacked().next().is_some() {
         1

@@ -8,6 +8,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod doctor;
 pub mod entrypoints;
 pub mod error;
 pub mod explain;

@@ -67,6 +67,9 @@ pub const UNSET_ENV: &[&str] = &[
 /// masking makes the failure immediate and obvious).
 pub const PRIVILEGED: &[&str] = &["sudo", "su", "doas", "pkexec"];
 
+/// Where the installer puts the prompt hook.
+pub const PROFILE_HOOK: &str = "/etc/profile.d/claude-sandbox.sh";
+
 /// Known escape-hatch sockets, checked whether or not they are listed in `/proc/net/unix`.
 pub const KNOWN_SOCKETS: &[(&str, &str)] = &[
     ("/var/run/docker.sock", "Docker API: root on the host"),

@@ -212,3 +212,89 @@ pub fn ok(o: &Output) -> String {
     );
     stdout(o)
 }
+
+/// A real terminal: a tmux server on a private socket, one window.
+pub struct Tmux {
+    sock: PathBuf,
+}
+
+impl Tmux {
+    /// Start `shell` (a command line) in a 150x40 window.
+    pub fn start(root: &Path, shell: &str) -> Tmux {
+        assert!(
+            Command::new("tmux")
+                .arg("-V")
+                .output()
+                .map(|o| o.status.success())
+                .unwrap_or(false),
+            "tmux is required: apt-get install tmux"
+        );
+        let t = Tmux {
+            sock: root.join(format!("tmux-{}.sock", std::process::id())),
+        };
+        t.run(&[
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            "150",
+            "-y",
+            "40",
+            shell,
+        ]);
+        t
+    }
+
+    pub fn run(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.sock)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "tmux {args:?}: {}", stderr(&out));
+        stdout(&out)
+    }
+
+    /// Type a line and press Enter.
+    pub fn line(&self, text: &str) {
+        self.run(&["send-keys", "-t", "t", "-l", text]);
+        self.run(&["send-keys", "-t", "t", "Enter"]);
+    }
+
+    pub fn screen(&self) -> String {
+        self.run(&["capture-pane", "-p", "-J", "-S", "-200", "-t", "t"])
+    }
+
+    /// Wait until the screen contains `text` (at least `count` times).
+    pub fn wait_for(&self, text: &str, count: usize) -> String {
+        let t0 = std::time::Instant::now();
+        loop {
+            let s = self.screen();
+            if s.matches(text).count() >= count {
+                return s;
+            }
+            assert!(
+                t0.elapsed().as_secs() < 15,
+                "timed out waiting for {text:?} x{count}; screen:\n{s}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(30));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.sock)
+            .arg("kill-server")
+            .output();
+    }
+}
+
+/// The repository's prompt hook.
+pub fn hook_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("profile.d/claude-sandbox.sh")
+}

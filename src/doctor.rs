@@ -1,0 +1,566 @@
+//! `claude-sandbox doctor`: what works here, what does not, and the exact fix.
+//!
+//! Guards against a guard that silently is not there: no bwrap, user namespaces refused by Docker's
+//! seccomp profile or Ubuntu's AppArmor restriction, a filesystem where inotify sees nothing, a prompt
+//! hook that another rc file overwrote, a `claude` that runs unguarded. Each check has a mark
+//! (pass/warn/fail), one line of why, and the fix; a check that crashes is a failed check, not a crash.
+//! Read-only: it changes nothing (the jail check runs a real jail in a throwaway workspace).
+
+use crate::jail::launch;
+use serde::Serialize;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mark {
+    Pass,
+    Warn,
+    Fail,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub mark: Mark,
+    pub why: String,
+    pub fix: Option<String>,
+}
+
+fn pass(name: &'static str, why: impl Into<String>) -> Check {
+    Check {
+        name,
+        mark: Mark::Pass,
+        why: why.into(),
+        fix: None,
+    }
+}
+fn warn(name: &'static str, why: impl Into<String>, fix: impl Into<String>) -> Check {
+    Check {
+        name,
+        mark: Mark::Warn,
+        why: why.into(),
+        fix: Some(fix.into()),
+    }
+}
+fn fail(name: &'static str, why: impl Into<String>, fix: impl Into<String>) -> Check {
+    Check {
+        name,
+        mark: Mark::Fail,
+        why: why.into(),
+        fix: Some(fix.into()),
+    }
+}
+
+type CheckFn = fn() -> Vec<Check>;
+
+/// Every check, cheap ones first.
+const CHECKS: &[(&str, CheckFn)] = &[
+    ("bwrap", check_bwrap),
+    ("user namespaces", check_userns),
+    ("jail", check_jail),
+    ("runtime directory", check_runtime),
+    ("inotify", check_inotify),
+    ("watched directories", check_watched),
+    ("PATH", check_path),
+    ("git repositories", check_git),
+    ("TIOCSTI", check_tiocsti),
+    ("prompt hook", check_hook),
+    ("agent wrappers", check_wrappers),
+    ("leftovers", check_leftovers),
+    ("alerts", check_alerts),
+];
+
+pub fn run_all() -> Vec<Check> {
+    let mut out = Vec::new();
+    for (name, f) in CHECKS {
+        match std::panic::catch_unwind(f) {
+            Ok(checks) => out.extend(checks),
+            Err(_) => out.push(fail(
+                name,
+                "the check crashed",
+                "report this as a bug, with `claude-sandbox doctor -vv`",
+            )),
+        }
+    }
+    out
+}
+
+/// Print and return the exit status: 0 when nothing failed.
+pub fn doctor(json: bool) -> i32 {
+    // Panics inside checks are reported as failed checks; keep the default hook from printing them.
+    std::panic::set_hook(Box::new(|_| {}));
+    let checks = run_all();
+    let _ = std::panic::take_hook();
+    let mut out = std::io::stdout().lock();
+    if json {
+        let _ = writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&checks).expect("checks serialise")
+        );
+    } else {
+        let color = std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+            && rustix::termios::isatty(std::io::stdout());
+        for c in &checks {
+            let (mark, code) = match c.mark {
+                Mark::Pass => ("[✓]", "32"),
+                Mark::Warn => ("[!]", "33"),
+                Mark::Fail => ("[✗]", "31"),
+            };
+            let mark = if color {
+                format!("\x1b[{code}m{mark}\x1b[0m")
+            } else {
+                mark.to_string()
+            };
+            let _ = writeln!(out, "{mark} {}: {}", c.name, c.why);
+            if let Some(fix) = &c.fix {
+                let _ = writeln!(out, "      fix: {fix}");
+            }
+        }
+        let fails = checks.iter().filter(|c| c.mark == Mark::Fail).count();
+        let warns = checks.iter().filter(|c| c.mark == Mark::Warn).count();
+        let _ = writeln!(
+            out,
+            "\n{fails} failed, {warns} warnings, {} passed",
+            checks.len() - fails - warns
+        );
+    }
+    if checks.iter().any(|c| c.mark == Mark::Fail) {
+        1
+    } else {
+        0
+    }
+}
+
+fn command_output(program: &Path, args: &[&str]) -> Option<(bool, String)> {
+    let o = std::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    Some((o.status.success(), text.trim().to_string()))
+}
+
+fn check_bwrap() -> Vec<Check> {
+    match launch::find_bwrap() {
+        Ok(p) => match command_output(&p, &["--version"]) {
+            Some((true, v)) => vec![pass("bwrap", format!("{} ({v})", p.display()))],
+            _ => vec![fail(
+                "bwrap",
+                format!("{} does not run", p.display()),
+                "reinstall: apt-get install --reinstall bubblewrap",
+            )],
+        },
+        Err(e) => vec![fail(
+            "bwrap",
+            e.to_string(),
+            "apt-get install bubblewrap (or apk add bubblewrap, dnf install bubblewrap)",
+        )],
+    }
+}
+
+fn read_trim(p: &str) -> Option<String> {
+    std::fs::read_to_string(p)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+fn check_userns() -> Vec<Check> {
+    let Ok(bwrap) = launch::find_bwrap() else {
+        return vec![fail(
+            "user namespaces",
+            "cannot test without bwrap",
+            "install bubblewrap first",
+        )];
+    };
+    let args = [
+        "--unshare-user",
+        "--unshare-pid",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "true",
+    ];
+    match command_output(&bwrap, &args) {
+        Some((true, _)) => vec![pass(
+            "user namespaces",
+            "bwrap can create user, mount and PID namespaces",
+        )],
+        Some((false, msg)) => {
+            let apparmor = read_trim("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+                .as_deref()
+                == Some("1");
+            let seccomp = std::fs::read_to_string("/proc/self/status")
+                .unwrap_or_default()
+                .lines()
+                .any(|l| l.starts_with("Seccomp:") && l.trim_end().ends_with('2'));
+            let (why, fix) = if apparmor {
+                (
+                    "Ubuntu's AppArmor restriction refuses unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1)",
+                    "on the host: sysctl -w kernel.apparmor_restrict_unprivileged_userns=0, or an AppArmor profile that allows userns for /usr/bin/bwrap",
+                )
+            } else if seccomp {
+                (
+                    "a seccomp filter (Docker's default profile) refuses the namespace syscalls",
+                    "devcontainer.json: \"runArgs\": [\"--security-opt\", \"seccomp=unconfined\", \"--security-opt\", \"apparmor=unconfined\"] (see docs/devcontainer.md)",
+                )
+            } else {
+                ("the kernel refused to create namespaces", "check user.max_user_namespaces (sysctl) and the container runtime's security options")
+            };
+            vec![fail("user namespaces", format!("{why}: {msg}"), fix)]
+        }
+        None => vec![fail(
+            "user namespaces",
+            "could not run bwrap",
+            "reinstall bubblewrap",
+        )],
+    }
+}
+
+fn check_jail() -> Vec<Check> {
+    let Ok(exe) = std::env::current_exe() else {
+        return vec![fail(
+            "jail",
+            "cannot find the claude-sandbox binary",
+            "reinstall",
+        )];
+    };
+    let Ok(dir) = tempfile_dir() else {
+        return vec![fail(
+            "jail",
+            "cannot create a throwaway workspace in /var/tmp",
+            "make /var/tmp writable",
+        )];
+    };
+    let out = std::process::Command::new(&exe)
+        .args(["run", "--workspace"])
+        .arg(&dir)
+        .args(["--", "true"])
+        .current_dir(&dir)
+        .stdin(std::process::Stdio::null())
+        .output();
+    let _ = std::fs::remove_dir_all(&dir);
+    match out {
+        Ok(o) if o.status.success() => vec![pass("jail", "`claude-sandbox run -- true` works")],
+        Ok(o) => vec![fail(
+            "jail",
+            format!(
+                "`claude-sandbox run -- true` failed ({}): {}",
+                o.status,
+                String::from_utf8_lossy(&o.stderr).trim()
+            ),
+            "fix the checks above; then run it by hand with -vv",
+        )],
+        Err(e) => vec![fail("jail", e.to_string(), "reinstall claude-sandbox")],
+    }
+}
+
+fn tempfile_dir() -> std::io::Result<PathBuf> {
+    let d = PathBuf::from(format!(
+        "/var/tmp/claude-sandbox-doctor-{}",
+        std::process::id()
+    ));
+    std::fs::create_dir(&d)?;
+    Ok(d)
+}
+
+fn check_runtime() -> Vec<Check> {
+    use std::os::unix::fs::MetadataExt;
+    let dir = crate::runtime::locate();
+    match std::fs::symlink_metadata(&dir) {
+        Err(_) => vec![pass(
+            "runtime directory",
+            format!("{} will be created on first use", dir.display()),
+        )],
+        Ok(m) if !m.is_dir() => vec![fail(
+            "runtime directory",
+            format!("{} is not a directory", dir.display()),
+            format!("remove {}", dir.display()),
+        )],
+        Ok(m) if m.uid() != rustix::process::getuid().as_raw() => vec![fail(
+            "runtime directory",
+            format!("{} is owned by uid {}, not you", dir.display(), m.uid()),
+            format!("remove it (as root) or set {}", crate::runtime::ENV),
+        )],
+        Ok(m) if m.mode() & 0o077 != 0 => vec![warn(
+            "runtime directory",
+            format!("{} is mode {:o}", dir.display(), m.mode() & 0o777),
+            format!("chmod 700 {}", dir.display()),
+        )],
+        Ok(_) => vec![pass(
+            "runtime directory",
+            format!("{} (yours, 0700)", dir.display()),
+        )],
+    }
+}
+
+fn check_inotify() -> Vec<Check> {
+    let limits: Vec<String> = [
+        "max_user_watches",
+        "max_user_instances",
+        "max_queued_events",
+    ]
+    .iter()
+    .map(|k| {
+        format!(
+            "{k}={}",
+            read_trim(&format!("/proc/sys/fs/inotify/{k}")).unwrap_or_else(|| "?".into())
+        )
+    })
+    .collect();
+    match inotify::Inotify::init() {
+        Ok(_) => {
+            let watches: u64 = read_trim("/proc/sys/fs/inotify/max_user_watches")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            if watches < 8192 {
+                vec![warn(
+                    "inotify",
+                    format!("available, but few watches ({})", limits.join(" ")),
+                    "on the host: sysctl -w fs.inotify.max_user_watches=524288",
+                )]
+            } else {
+                vec![pass("inotify", format!("available ({})", limits.join(" ")))]
+            }
+        }
+        Err(e) => vec![warn(
+            "inotify",
+            format!("unavailable ({e}): every directory is swept once a second"),
+            "a native (not emulated) container; raise fs.inotify.max_user_instances on the host",
+        )],
+    }
+}
+
+/// PATH directories the jail could write, for the current directory's workspace.
+fn writable_path_dirs() -> Option<(Vec<PathBuf>, PathBuf)> {
+    let opts = launch::RunOptions {
+        command: vec!["true".into()],
+        ..Default::default()
+    };
+    let (input, _) = launch::plan_input(&opts, "doctor").ok()?;
+    let plan = crate::jail::plan::plan(&input).ok()?;
+    Some((
+        crate::explain::writable_path_dirs(&plan, &input.path_env),
+        plan.policy.workspace,
+    ))
+}
+
+fn check_watched() -> Vec<Check> {
+    let Some((dirs, _)) = writable_path_dirs() else {
+        return vec![warn(
+            "watched directories",
+            "could not plan a jail for the current directory",
+            "run doctor from your workspace",
+        )];
+    };
+    if dirs.is_empty() {
+        return vec![pass("watched directories", "no writable directory on PATH")];
+    }
+    dirs.iter()
+        .map(|d| {
+            let existing = d.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"));
+            match crate::watch::poll_only_fs(existing) {
+                Some(fs) => warn(
+                    "watched directories",
+                    format!(
+                        "{}: {fs}, swept once a second (inotify misses changes there)",
+                        d.display()
+                    ),
+                    "keep writable PATH directories on the container's own filesystem",
+                ),
+                None => pass("watched directories", format!("{}: inotify", d.display())),
+            }
+        })
+        .collect()
+}
+
+fn check_path() -> Vec<Check> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let entries: Vec<PathBuf> = std::env::split_paths(&path).collect();
+    let mut out = Vec::new();
+    let relative: Vec<String> = entries
+        .iter()
+        .filter(|p| !p.is_absolute())
+        .map(|p| format!("{:?}", p.display().to_string()))
+        .collect();
+    if !relative.is_empty() {
+        out.push(fail(
+            "PATH",
+            format!(
+                "relative or empty entries: {} (any directory you enter can shadow commands)",
+                relative.join(", ")
+            ),
+            "remove them from PATH in your shell's rc file",
+        ));
+    }
+    let system = entries
+        .iter()
+        .position(|p| p == Path::new("/usr/bin") || p == Path::new("/bin"));
+    let mut early = Vec::new();
+    for (i, p) in entries.iter().enumerate() {
+        let existing = p.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"));
+        let writable =
+            p.is_absolute() && rustix::fs::access(existing, rustix::fs::Access::WRITE_OK).is_ok();
+        if writable && system.is_some_and(|s| i < s) {
+            early.push(p.display().to_string());
+        }
+    }
+    if !early.is_empty() {
+        out.push(warn(
+            "PATH",
+            format!("writable by you and searched before /usr/bin: {} (watched during sessions when the jail can write them)", early.join(", ")),
+            "nothing to do if the watcher covers them (see `claude-sandbox explain`)",
+        ));
+    }
+    if out.is_empty() {
+        out.push(pass(
+            "PATH",
+            "no relative entries; no writable directory before /usr/bin",
+        ));
+    }
+    out
+}
+
+fn check_git() -> Vec<Check> {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let ws = launch::default_workspace(&cwd);
+    let mut found = Vec::new();
+    for r in crate::entrypoints::discover_workspace(&ws).repos {
+        for (file, key, value) in crate::baseline::exec_keys(&r.common_dir, &r.git_dir) {
+            if key == "core.hookspath" || key == "core.fsmonitor" {
+                found.push(format!("{key}={value} in {}", file.display()));
+            }
+        }
+    }
+    if found.is_empty() {
+        vec![pass(
+            "git repositories",
+            format!("no core.hooksPath or core.fsmonitor under {}", ws.display()),
+        )]
+    } else {
+        vec![warn("git repositories", found.join("; "), "make sure you set these yourself (`git config --show-origin --get-regexp 'core\\.(hookspath|fsmonitor)'`)")]
+    }
+}
+
+fn check_tiocsti() -> Vec<Check> {
+    match read_trim("/proc/sys/dev/tty/legacy_tiocsti").as_deref() {
+        Some("0") => vec![pass("TIOCSTI", "dev.tty.legacy_tiocsti=0: the kernel refuses terminal injection; the jail's seccomp filter refuses it too")],
+        Some(_) => vec![warn("TIOCSTI", "dev.tty.legacy_tiocsti=1: the jail refuses TIOCSTI with seccomp, but other programs outside could use it", "on the host: sysctl -w dev.tty.legacy_tiocsti=0")],
+        None => vec![warn("TIOCSTI", "this kernel (< 6.2) always allows TIOCSTI; the jail refuses it with seccomp", "nothing to do inside; a newer kernel can turn it off")],
+    }
+}
+
+fn check_hook() -> Vec<Check> {
+    let mut out = Vec::new();
+    let installed = Path::new(crate::jail::plan::PROFILE_HOOK).exists();
+    let shell = std::env::var("SHELL").unwrap_or_default();
+    let name = Path::new(&shell)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("")
+        .to_string();
+    if !matches!(name.as_str(), "bash" | "zsh") {
+        out.push(warn(
+            "prompt hook",
+            format!("your login shell is {shell:?}: the prompt hook supports bash and zsh"),
+            "use bash or zsh, or run `claude-sandbox alerts` yourself",
+        ));
+    }
+    let parent = rustix::process::getppid()
+        .map(|p| p.as_raw_nonzero().get().to_string())
+        .unwrap_or_default();
+    match std::env::var("CLAUDE_SANDBOX_PROMPT_HOOK") {
+        Ok(v) if v == parent => out.push(pass("prompt hook", "active in this shell")),
+        Ok(v) if v.is_empty() => out.push(fail("prompt hook", "loaded, but it never ran: something later replaced PROMPT_COMMAND (your ~/.bashrc?)", "source /etc/profile.d/claude-sandbox.sh at the end of your ~/.bashrc")),
+        Ok(_) => out.push(warn("prompt hook", "inherited from another shell, not active in this one", "check that /etc/bash.bashrc or /etc/zsh/zshrc sources /etc/profile.d/claude-sandbox.sh")),
+        Err(_) if installed => out.push(fail("prompt hook", "installed but not loaded in this shell", "open a new terminal; check that /etc/bash.bashrc sources /etc/profile.d/claude-sandbox.sh")),
+        Err(_) => out.push(warn("prompt hook", "not installed: alerts show only with `claude-sandbox alerts`", "sudo bash installer/install.sh")),
+    }
+    out
+}
+
+/// Marker written into every wrapper by the installer.
+pub const WRAPPER_MARK: &str = "# claude-sandbox wrapper";
+
+fn check_wrappers() -> Vec<Check> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut out = Vec::new();
+    for agent in ["claude", "codex", "gemini", "opencode", "cursor-agent"] {
+        let Some(found) = std::env::split_paths(&path)
+            .map(|d| d.join(agent))
+            .find(|p| p.is_file())
+        else {
+            continue;
+        };
+        let text = std::fs::read(&found).unwrap_or_default();
+        let guarded =
+            text.len() < 64 * 1024 && String::from_utf8_lossy(&text).contains(WRAPPER_MARK);
+        if guarded {
+            out.push(pass(
+                "agent wrappers",
+                format!("`{agent}` is the guarded wrapper ({})", found.display()),
+            ));
+        } else {
+            out.push(warn("agent wrappers", format!("`{agent}` runs unguarded ({})", found.display()), format!("sudo bash installer/install.sh --wrap {agent}, or run `claude-sandbox run -- {agent}`")));
+        }
+    }
+    if out.is_empty() {
+        out.push(pass("agent wrappers", "no agent command found on PATH"));
+    }
+    out
+}
+
+fn check_leftovers() -> Vec<Check> {
+    let rt = crate::runtime::locate();
+    let placeholders = crate::jail::placeholders::list(&rt);
+    let sessions = std::fs::read_dir(rt.join("sessions"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    if placeholders.is_empty() && sessions == 0 {
+        return vec![pass(
+            "leftovers",
+            "no placeholders or session directories left",
+        )];
+    }
+    vec![warn(
+        "leftovers",
+        format!("{} placeholder(s), {sessions} session directory(ies) (running sessions, or left by a killed one)", placeholders.len()),
+        "the next `claude-sandbox run` removes what dead sessions left",
+    )]
+}
+
+fn check_alerts() -> Vec<Check> {
+    let rt = crate::runtime::locate();
+    let contents = crate::alerts::Store::new(&rt).read();
+    let n = contents.unacked().count();
+    let mut out = vec![if n == 0 {
+        pass("alerts", "no unacknowledged alerts")
+    } else {
+        warn(
+            "alerts",
+            format!("{n} unacknowledged alert(s)"),
+            "claude-sandbox alerts",
+        )
+    }];
+    if !contents.bad_lines.is_empty() {
+        out.push(warn(
+            "alerts",
+            format!(
+                "{} unreadable line(s) in alerts.jsonl (skipped)",
+                contents.bad_lines.len()
+            ),
+            "nothing to do; they are ignored",
+        ));
+    }
+    out
+}

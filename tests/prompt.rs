@@ -1,0 +1,281 @@
+//! The human's side: the prompt hook in real interactive shells (tmux), the installer end to end, and
+//! doctor.
+
+mod common;
+use common::*;
+use std::path::Path;
+
+/// An interactive shell with the fixture's environment, no rc files.
+fn shell_cmd(f: &Fixture, shell: &str) -> String {
+    let env: Vec<String> = f.env().iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let args = if shell == "zsh" {
+        "zsh -f"
+    } else {
+        "bash --norc --noprofile"
+    };
+    format!(
+        "cd {} && env -i TERM=xterm {} {args}",
+        f.ws.display(),
+        env.join(" ")
+    )
+}
+
+fn plant(f: &Fixture, name: &str) {
+    ok(&f.jail(&format!("cp /bin/true ~/.local/bin/{name}")));
+}
+
+fn source_line(hook: &Path) -> String {
+    format!(
+        "__claude_sandbox_bin={}; set -u; . {h}; . {h}",
+        bin().display(),
+        h = hook.display()
+    )
+}
+
+#[test]
+fn bash_shows_a_new_alert_once_and_keeps_a_string_prompt_command() {
+    let f = Fixture::new();
+    let t = Tmux::start(&f.root, &shell_cmd(&f, "bash"));
+    t.line(&format!(
+        "PROMPT_COMMAND='echo \"other-hook:$?\"'; {}",
+        source_line(&hook_path())
+    ));
+    t.wait_for("other-hook:0", 1);
+    plant(&f, "git");
+    t.line("false");
+    let s = t.wait_for("other-hook:1", 1);
+    assert_eq!(s.matches("quarantined ~/.local/bin/git").count(), 1, "{s}");
+    assert!(s.contains("claude-sandbox restore q"), "{s}");
+    t.line("true");
+    let s = t.wait_for("other-hook:0", 2);
+    assert_eq!(
+        s.matches("quarantined ~/.local/bin/git").count(),
+        1,
+        "shown twice:\n{s}"
+    );
+    t.line("echo \"PC=$PROMPT_COMMAND\"");
+    let s = t.wait_for("PC=", 2);
+    assert_eq!(
+        s.matches("PC=__claude_sandbox_prompt;echo").count(),
+        1,
+        "installed twice or not first:\n{s}"
+    );
+}
+
+#[test]
+fn bash_keeps_an_array_prompt_command() {
+    let f = Fixture::new();
+    let t = Tmux::start(&f.root, &shell_cmd(&f, "bash"));
+    t.line(&format!(
+        "PROMPT_COMMAND=('echo \"first:$?\"' 'echo second'); {}",
+        source_line(&hook_path())
+    ));
+    t.wait_for("second", 1);
+    plant(&f, "ls");
+    t.line("(exit 3)");
+    let s = t.wait_for("first:3", 1);
+    t.wait_for("second", 2);
+    assert!(
+        s.contains("quarantined ~/.local/bin/ls")
+            || t.wait_for("quarantined ~/.local/bin/ls", 1).contains("ls")
+    );
+    t.line("declare -p PROMPT_COMMAND");
+    let s = t.wait_for("declare -a PROMPT_COMMAND", 1);
+    assert!(
+        s.contains("[2]=\"__claude_sandbox_prompt\""),
+        "appended as the last element:\n{s}"
+    );
+}
+
+#[test]
+fn zsh_shows_a_new_alert_once_through_precmd_functions() {
+    let f = Fixture::new();
+    if !std::process::Command::new("zsh")
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+    {
+        panic!("zsh is required for this test: apt-get install zsh");
+    }
+    let t = Tmux::start(&f.root, &shell_cmd(&f, "zsh"));
+    t.line(&format!(
+        "other() {{ echo \"other-hook:$?\" }}; precmd_functions=(other); {}",
+        source_line(&hook_path())
+    ));
+    t.wait_for("other-hook:0", 1);
+    plant(&f, "sed");
+    t.line("false");
+    t.wait_for("other-hook:1", 1);
+    t.line("true");
+    let s = t.wait_for("other-hook:0", 2);
+    assert_eq!(s.matches("quarantined ~/.local/bin/sed").count(), 1, "{s}");
+    t.line("echo \"PF=${precmd_functions[*]}\"");
+    let s = t.wait_for("PF=", 2);
+    assert!(s.contains("PF=other __claude_sandbox_prompt"), "{s}");
+}
+
+#[test]
+fn nothing_happens_inside_the_jail_or_in_non_interactive_shells() {
+    let f = Fixture::new();
+    plant(&f, "git");
+    let hook = hook_path().display().to_string();
+    // Non-interactive: the hook is not installed.
+    let out = std::process::Command::new("bash")
+        .args([
+            "--norc",
+            "-c",
+            &format!(". {hook}; declare -F __claude_sandbox_prompt || echo NOHOOK"),
+        ])
+        .envs(f.env())
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&out).trim(), "NOHOOK");
+    // Inside the jail, even an interactive shell installs nothing and prints nothing.
+    let script = format!(
+        "bash --norc -i -c '. {hook}; declare -F __claude_sandbox_prompt || echo NOHOOK' 2>&1"
+    );
+    let out = ok(&f.jail(&script));
+    assert!(out.contains("NOHOOK"), "{out}");
+    assert!(!out.contains("claude-sandbox:"), "{out}");
+}
+
+#[test]
+fn installer_end_to_end() {
+    let f = Fixture::new();
+    let (usr, etc) = (f.root.join("usr"), f.root.join("etc"));
+    let fake = f.root.join("real/fakeagent");
+    std::fs::create_dir_all(fake.parent().unwrap()).unwrap();
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\necho \"fake-agent $*\"\ncp /bin/true ~/.local/bin/git\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let installer = Path::new(env!("CARGO_MANIFEST_DIR")).join("installer/install.sh");
+    let install = |extra: &[&str]| {
+        let out = std::process::Command::new("bash")
+            .arg(&installer)
+            .args([
+                "--prefix",
+                usr.to_str().unwrap(),
+                "--sysconfdir",
+                etc.to_str().unwrap(),
+                "--no-packages",
+            ])
+            .args(["--binary", bin().to_str().unwrap()])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    };
+    install(&["--wrap", &format!("fakeagent={}", fake.display())]);
+    install(&["--wrap", &format!("fakeagent={}", fake.display())]); // idempotent
+    let rc = std::fs::read_to_string(etc.join("bash.bashrc")).unwrap();
+    assert_eq!(rc.matches(">>> claude-sandbox prompt hook >>>").count(), 1);
+    // The wrapper runs the real agent in the jail.
+    let out = ok(&std::process::Command::new(usr.join("bin/claude-sandbox"))
+        .arg("--version")
+        .output()
+        .unwrap());
+    assert!(out.starts_with("claude-sandbox "), "{out}");
+    let mut c = std::process::Command::new(usr.join("bin/fakeagent"));
+    c.arg("--hello")
+        .current_dir(&f.ws)
+        .env_clear()
+        .envs(f.env())
+        .env(
+            "PATH",
+            format!("{}:/usr/bin:/bin", f.home.join(".local/bin").display()),
+        );
+    let out = ok(&c.output().unwrap());
+    assert_eq!(out.trim(), "fake-agent --hello");
+    assert!(
+        !f.home.join(".local/bin/git").exists(),
+        "the wrapped agent's plant was quarantined"
+    );
+    // A shell that sourced the installed bashrc shows the alert at its prompt.
+    let env: Vec<String> = f.env().iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let t = Tmux::start(
+        &f.root,
+        &format!(
+            "env -i TERM=xterm {} bash --rcfile {} -i",
+            env.join(" "),
+            etc.join("bash.bashrc").display()
+        ),
+    );
+    t.line("echo ready");
+    let s = t.wait_for("quarantined ~/.local/bin/git", 1);
+    assert!(s.contains("shadows"), "{s}");
+    drop(t);
+    // Uninstall: nothing is left.
+    install(&["--uninstall"]);
+    assert!(
+        !usr.exists(),
+        "{:?}",
+        walkdir::WalkDir::new(&usr)
+            .into_iter()
+            .flatten()
+            .map(|e| e.path().to_path_buf())
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        !etc.exists(),
+        "{:?}",
+        walkdir::WalkDir::new(&etc)
+            .into_iter()
+            .flatten()
+            .map(|e| e.path().to_path_buf())
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn doctor_passes_here_and_fails_clearly() {
+    let f = Fixture::new();
+    let out = f.cmd(["doctor", "--json"]).output().unwrap();
+    let checks: Vec<serde_json::Value> =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)));
+    let failed: Vec<_> = checks.iter().filter(|c| c["mark"] == "fail").collect();
+    // This machine runs jails; the prompt hook is not loaded in a test process (unset variable) and
+    // is not installed under /etc, which is a warning, not a failure.
+    assert!(failed.is_empty(), "{failed:#?}");
+    assert_eq!(out.status.code(), Some(0));
+    for name in [
+        "bwrap",
+        "user namespaces",
+        "jail",
+        "inotify",
+        "TIOCSTI",
+        "prompt hook",
+        "alerts",
+    ] {
+        assert!(
+            checks.iter().any(|c| c["name"] == name),
+            "missing check {name}"
+        );
+    }
+    let out = f
+        .cmd(["doctor"])
+        .env("CLAUDE_SANDBOX_BWRAP", "/nonexistent/bwrap")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(
+        text.contains("[✗] bwrap") && text.contains("fix: apt-get install bubblewrap"),
+        "{text}"
+    );
+    // A hook that was loaded but never ran (PROMPT_COMMAND replaced later) is a failure.
+    let out = f
+        .cmd(["doctor"])
+        .env("CLAUDE_SANDBOX_PROMPT_HOOK", "")
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&out).contains("[✗] prompt hook: loaded, but it never ran"),
+        "{}",
+        stdout(&out)
+    );
+}
