@@ -204,7 +204,12 @@ fn check_userns() -> Vec<Check> {
                 .unwrap_or_default()
                 .lines()
                 .any(|l| l.starts_with("Seccomp:") && l.trim_end().ends_with('2'));
-            let (why, fix) = if apparmor {
+            let (why, fix) = if msg.contains("mount proc") {
+                (
+                    "the container masks parts of /proc, so a new PID namespace cannot mount its own procfs (\"mount too revealing\")",
+                    "devcontainer.json: \"runArgs\": [\"--security-opt\", \"systempaths=unconfined\"] (Podman: --security-opt unmask=ALL); see docs/devcontainer.md",
+                )
+            } else if apparmor {
                 (
                     "Ubuntu's AppArmor restriction refuses unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1)",
                     "on the host: sysctl -w kernel.apparmor_restrict_unprivileged_userns=0, or an AppArmor profile that allows userns for /usr/bin/bwrap",
