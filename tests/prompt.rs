@@ -153,7 +153,7 @@ fn installer_end_to_end() {
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let installer = Path::new(env!("CARGO_MANIFEST_DIR")).join("installer/install.sh");
+    let installer = src_dir().join("installer/install.sh");
     let install = |extra: &[&str]| {
         let out = std::process::Command::new("bash")
             .arg(&installer)
