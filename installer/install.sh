@@ -120,6 +120,18 @@ mv -f "$root/bin/claude-sandbox.new" "$root/bin/claude-sandbox"
 record "$root/bin/claude-sandbox"
 bin_path="$prefix/bin/claude-sandbox"
 
+# The attack battery's cases, for `claude-sandbox battery` in this container.
+battery_src="$here/battery"
+[ -d "$battery_src" ] || battery_src="$self_dir/battery"
+if [ -d "$battery_src" ]; then
+  mkdir -p "$share/battery"
+  record "$share/battery"
+  for f in "$battery_src"/*.toml; do
+    install -m 0644 "$f" "$share/battery/"
+    record "$share/battery/$(basename "$f")"
+  done
+fi
+
 # The prompt hook, with the binary's absolute path.
 sed "s|__claude_sandbox_bin=\${__claude_sandbox_bin:-/usr/local/bin/claude-sandbox}|__claude_sandbox_bin=\${__claude_sandbox_bin:-$bin_path}|" \
   "$hook_src" > "$etc/profile.d/claude-sandbox.sh.new"

@@ -9,5 +9,6 @@ out=${1:-$here/target/feature/claude-sandbox}
 rm -rf "$out" && mkdir -p "$out"
 cp "$here/installer/devcontainer-feature.json" "$here/installer/install.sh" "$out/"
 cp "$here/profile.d/claude-sandbox.sh" "$out/claude-sandbox.sh"
+cp -r "$here/battery" "$out/battery"
 install -m 0755 "$here/target/release/claude-sandbox" "$out/claude-sandbox"
 echo "$out"

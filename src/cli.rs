@@ -74,6 +74,25 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Run the attack battery: real escape attempts through the real launcher and watcher.
+    /// Exit status 1 if any case is alerted or MISSED (with --unguarded: if any is not MISSED).
+    Battery {
+        /// Only the cases whose name matches (`*` wildcards).
+        #[arg(long, value_name = "GLOB")]
+        case: Option<String>,
+        /// One JSON array of {name, class, verdict, latency_ms, detail}.
+        #[arg(long)]
+        json: bool,
+        /// Keep each case's workspace and home (printed paths under /var/tmp).
+        #[arg(long)]
+        keep: bool,
+        /// No jail and no watcher: shows that every attack really works.
+        #[arg(long)]
+        unguarded: bool,
+        /// The directory of case files (default: the installed or checked-out battery/).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Check what works here and how to fix what does not. Exit 0 when nothing fails, 1 otherwise.
     Doctor {
         /// JSON for scripts.
@@ -148,6 +167,19 @@ pub fn main() -> i32 {
             config,
             dry_run,
             command,
+        }),
+        Command::Battery {
+            case,
+            json,
+            keep,
+            unguarded,
+            dir,
+        } => crate::battery::run(&crate::battery::Options {
+            dir,
+            case,
+            json,
+            keep,
+            unguarded,
         }),
         Command::Doctor { json } => Ok(crate::doctor::doctor(json)),
         Command::Watch { workspace } => crate::watch::foreground(workspace),

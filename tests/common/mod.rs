@@ -296,7 +296,9 @@ impl Drop for Tmux {
 
 /// The repository's files (`CLAUDE_SANDBOX_SRC` when CI runs the tests as another user from a copy).
 pub fn src_dir() -> PathBuf {
-    std::env::var_os("CLAUDE_SANDBOX_SRC").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+    std::env::var_os("CLAUDE_SANDBOX_SRC")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
 }
 
 /// The repository's prompt hook.

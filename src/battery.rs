@@ -1,0 +1,680 @@
+//! The attack battery: real escape attempts run through the real launcher and watcher, judged by
+//! their outcome.
+//!
+//! Guards against a guard that only looks right: each case (a TOML file in `battery/`) plants
+//! something from inside the jail, then the runner acts as the human outside (commits, opens a shell,
+//! runs the shadowed command by name) and checks whether the payload ran — a marker file only the
+//! attack would write. Verdicts: `blocked` (the write failed or never reached the human's files),
+//! `neutralised` (written, then quarantined before the human acted), `alerted` (it worked, but an
+//! alert was raised), `MISSED`. `--unguarded` runs the same cases with no jail and no watcher: every
+//! case must then be `MISSED`, which proves the case can fail.
+
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One case file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Case {
+    pub name: String,
+    pub class: String,
+    pub entry_point: String,
+    pub tier: u8,
+    /// What a successful attack looks like.
+    pub success: String,
+    /// Shell run outside before the session (sets the scene).
+    #[serde(default)]
+    pub setup: String,
+    /// Shell run inside the jail.
+    pub payload: String,
+    /// Shell run outside after the session: the human's ordinary action.
+    #[serde(default)]
+    pub trigger: String,
+    /// Shell run outside at the end, whatever happened.
+    #[serde(default)]
+    pub cleanup: String,
+    /// Commands that must exist for the case to mean anything (else it is skipped, with the reason).
+    #[serde(default)]
+    pub requires: Vec<String>,
+    /// Run the session in a real terminal (tmux) with an outer shell that reads what follows it.
+    #[serde(default)]
+    pub tty: bool,
+    #[serde(skip)]
+    pub file: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Blocked,
+    Neutralised,
+    Alerted,
+    Missed,
+    Skipped,
+}
+
+impl Verdict {
+    pub fn label(self) -> &'static str {
+        match self {
+            Verdict::Blocked => "blocked",
+            Verdict::Neutralised => "neutralised",
+            Verdict::Alerted => "alerted",
+            Verdict::Missed => "MISSED",
+            Verdict::Skipped => "skipped",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    pub name: String,
+    pub class: String,
+    pub verdict: Verdict,
+    pub latency_ms: Option<f64>,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub dir: Option<PathBuf>,
+    pub case: Option<String>,
+    pub json: bool,
+    pub keep: bool,
+    pub unguarded: bool,
+}
+
+/// Where the cases are: `--dir`, `$CLAUDE_SANDBOX_BATTERY`, `PREFIX/share/claude-sandbox/battery`
+/// next to an installed binary, or this checkout's `battery/`.
+pub fn cases_dir(opt: Option<&Path>) -> PathBuf {
+    if let Some(d) = opt {
+        return d.to_path_buf();
+    }
+    if let Some(d) = std::env::var_os("CLAUDE_SANDBOX_BATTERY") {
+        return PathBuf::from(d);
+    }
+    if let Some(prefix) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent()?.parent().map(Path::to_path_buf))
+    {
+        let d = prefix.join("share/claude-sandbox/battery");
+        if d.is_dir() {
+            return d;
+        }
+    }
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("battery")
+}
+
+pub fn load(dir: &Path) -> Result<Vec<Case>> {
+    let mut cases = Vec::new();
+    let rd = std::fs::read_dir(dir).map_err(|e| {
+        Error::Usage(format!(
+            "battery directory {}: {e}; pass --dir",
+            dir.display()
+        ))
+    })?;
+    let mut files: Vec<PathBuf> = rd
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    for f in files {
+        let text = std::fs::read_to_string(&f)
+            .map_err(|e| Error::io(format!("reading {}", f.display()), e))?;
+        let mut case: Case = toml::from_str(&text).map_err(|e| Error::Config {
+            path: f.clone(),
+            line: text[..e.span().map(|s| s.start).unwrap_or(0).min(text.len())]
+                .lines()
+                .count()
+                .max(1),
+            message: e.message().trim().to_string(),
+        })?;
+        case.file = f;
+        cases.push(case);
+    }
+    Ok(cases)
+}
+
+/// `*` matches any run of characters.
+pub fn glob_match(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == name,
+        Some((head, rest)) => {
+            let Some(tail) = name.strip_prefix(head) else {
+                return false;
+            };
+            (0..=tail.len()).any(|i| tail.is_char_boundary(i) && glob_match(rest, &tail[i..]))
+        }
+    }
+}
+
+/// The scene of one case: a throwaway workspace and home, outside `/tmp` (the jail's `/tmp` is private).
+struct Scene {
+    root: PathBuf,
+    ws: PathBuf,
+    rt: PathBuf,
+    marker: PathBuf,
+    env: Vec<(String, String)>,
+}
+
+const PRELUDE: &str = "set -e\n";
+const PLANTED: &str = "__CLAUDE_SANDBOX_BATTERY_PLANTED__";
+
+fn sh(cmd: &str, scene: &Scene, timeout: Duration) -> (bool, String) {
+    let mut c = Command::new("bash");
+    c.args(["-c", cmd])
+        .current_dir(&scene.ws)
+        .env_clear()
+        .envs(scene.env.iter().cloned())
+        .stdin(Stdio::null());
+    run_with_timeout(c, timeout)
+}
+
+fn run_with_timeout(mut c: Command, timeout: Duration) -> (bool, String) {
+    use std::os::unix::process::CommandExt;
+    c.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let Ok(mut child) = c.spawn() else {
+        return (false, "cannot start".into());
+    };
+    let t0 = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if t0.elapsed() > timeout => {
+                let _ = Command::new("kill")
+                    .args(["-KILL", &format!("-{}", child.id())])
+                    .status();
+                let _ = child.wait();
+                return (false, "timed out".into());
+            }
+            _ => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+    let out = child.wait_with_output().map(|o| {
+        (
+            o.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            ),
+        )
+    });
+    out.unwrap_or((false, String::new()))
+}
+
+fn scene(case: &Case, bin: &Path) -> Result<Scene> {
+    let base = std::env::var_os("CLAUDE_SANDBOX_TEST_TMP")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/tmp"));
+    let root = base.join(format!(
+        "claude-sandbox-battery-{}-{}",
+        std::process::id(),
+        case.name
+    ));
+    let _ = std::fs::remove_dir_all(&root);
+    let (home, ws, rt) = (root.join("home"), root.join("ws"), root.join("rt"));
+    for d in [
+        home.join(".local/bin"),
+        home.join(".config"),
+        home.join(".cache"),
+        home.join(".claude"),
+        ws.clone(),
+    ] {
+        std::fs::create_dir_all(&d)
+            .map_err(|e| Error::io(format!("creating {}", d.display()), e))?;
+    }
+    let w = |p: PathBuf, s: &str| {
+        std::fs::write(&p, s).map_err(|e| Error::io(format!("writing {}", p.display()), e))
+    };
+    w(home.join(".bashrc"), "# bashrc\n")?;
+    w(home.join(".profile"), "# profile\n")?;
+    w(home.join(".gitconfig"), "[user]\n\tname = Human\n\temail = human@example.invalid\n[init]\n\tdefaultBranch = main\n[protocol \"file\"]\n\tallow = always\n")?;
+    w(home.join(".claude/settings.json"), "{}\n")?;
+    let marker = root.join("PWNED");
+    // What a planted program does when the human runs it: leave the marker.
+    let evil = root.join("evil");
+    w(
+        evil.clone(),
+        &format!("#!/bin/sh\ntouch '{}'\n", marker.display()),
+    )?;
+    std::fs::set_permissions(&evil, std::fs::Permissions::from_mode(0o755))
+        .map_err(|e| Error::io("chmod", e))?;
+    let path = format!(
+        "{}:{}:/usr/local/bin:/usr/bin:/bin",
+        home.join(".local/bin").display(),
+        ws.join("node_modules/.bin").display()
+    );
+    let env = vec![
+        ("HOME".into(), home.display().to_string()),
+        ("PATH".into(), path),
+        ("MARKER".into(), marker.display().to_string()),
+        ("EVIL".into(), evil.display().to_string()),
+        ("ROOT".into(), root.display().to_string()),
+        ("WS".into(), ws.display().to_string()),
+        ("RUNTIME".into(), rt.display().to_string()),
+        (
+            "CS_BIN".into(),
+            home.join(".cache/claude-sandbox/claude-sandbox")
+                .display()
+                .to_string(),
+        ),
+        (
+            "CLAUDE_SANDBOX_RUNTIME_DIR".into(),
+            rt.display().to_string(),
+        ),
+        ("GIT_CONFIG_NOSYSTEM".into(), "1".into()),
+        ("TERM".into(), "xterm".into()),
+        ("NO_COLOR".into(), "1".into()),
+    ];
+    // The launcher itself runs from a copy under $HOME, in a writable cache directory (so that rewriting "the guard that
+    // launches the next session" is a real attempt on a writable path, and --unguarded cannot
+    // damage the binary running the battery).
+    let cs = home.join(".cache/claude-sandbox/claude-sandbox");
+    std::fs::create_dir_all(cs.parent().unwrap_or(&home))
+        .map_err(|e| Error::io("creating the launcher copy directory", e))?;
+    std::fs::copy(bin, &cs)
+        .map_err(|e| Error::io(format!("copying {} to {}", bin.display(), cs.display()), e))?;
+    let s = Scene {
+        root,
+        ws,
+        rt,
+        marker,
+        env,
+    };
+    let (ok, out) = sh(
+        "git init -q && echo hello > README && git add README && git commit -qm init",
+        &s,
+        Duration::from_secs(20),
+    );
+    if !ok {
+        return Err(Error::Jail(format!("setting up a repository: {out}")));
+    }
+    Ok(s)
+}
+
+fn requirement_missing(req: &str) -> Option<String> {
+    match req {
+        "sudo" => {
+            let ok = Command::new("sudo")
+                .args(["-n", "true"])
+                .stdin(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .map(|s| s.success())
+                .unwrap_or(false);
+            (!ok).then(|| "sudo -n does not work for this user outside the jail".into())
+        }
+        r if r.starts_with("git>=") => {
+            let want: Vec<u32> = r[5..].split('.').filter_map(|p| p.parse().ok()).collect();
+            let out = Command::new("git").arg("--version").output().ok()?;
+            let text = String::from_utf8_lossy(&out.stdout);
+            let have: Vec<u32> = text
+                .split_whitespace()
+                .nth(2)?
+                .split('.')
+                .filter_map(|p| p.parse().ok())
+                .collect();
+            (have < want).then(|| format!("git {} is older than {}", text.trim(), &r[5..]))
+        }
+        "tiocsti" => {
+            let legacy = std::fs::read_to_string("/proc/sys/dev/tty/legacy_tiocsti")
+                .map(|s| s.trim() == "1")
+                .unwrap_or(true);
+            (!legacy).then(|| {
+                "the kernel refuses TIOCSTI (dev.tty.legacy_tiocsti=0): nothing to prove".into()
+            })
+        }
+        cmd => {
+            let found = Command::new("sh")
+                .args(["-c", &format!("command -v {cmd}")])
+                .stdout(Stdio::null())
+                .status()
+                .map(|s| s.success())
+                .unwrap_or(false);
+            (!found).then(|| format!("{cmd} is not installed"))
+        }
+    }
+}
+
+fn alerts(rt: &Path) -> Vec<crate::alerts::Alert> {
+    crate::alerts::Store::new(rt).read().alerts
+}
+
+fn parse_ms(rfc3339: &str) -> Option<f64> {
+    // Seconds within the day are enough for a latency (cases take seconds, not days).
+    let t = rfc3339.get(11..23)?;
+    let (h, m, s) = (
+        t.get(0..2)?.parse::<f64>().ok()?,
+        t.get(3..5)?.parse::<f64>().ok()?,
+        t.get(6..12)?.parse::<f64>().ok()?,
+    );
+    Some((h * 3600.0 + m * 60.0 + s) * 1000.0)
+}
+
+/// Run one case and judge it.
+pub fn run_case(case: &Case, bin: &Path, unguarded: bool, keep: bool) -> Outcome {
+    let outcome = |verdict, latency_ms, detail: String| Outcome {
+        name: case.name.clone(),
+        class: case.class.clone(),
+        verdict,
+        latency_ms,
+        detail,
+    };
+    for r in &case.requires {
+        if let Some(why) = requirement_missing(r) {
+            return outcome(Verdict::Skipped, None, why);
+        }
+    }
+    let s = match scene(case, bin) {
+        Ok(s) => s,
+        Err(e) => return outcome(Verdict::Skipped, None, format!("cannot set up: {e}")),
+    };
+    let result = judge(case, &s, bin, unguarded);
+    if !case.cleanup.is_empty() {
+        let _ = sh(&case.cleanup, &s, Duration::from_secs(10));
+    }
+    if !keep {
+        let _ = std::fs::remove_dir_all(&s.root);
+    }
+    let (verdict, latency, detail) = result;
+    outcome(verdict, latency, detail)
+}
+
+fn judge(case: &Case, s: &Scene, bin: &Path, unguarded: bool) -> (Verdict, Option<f64>, String) {
+    if !case.setup.is_empty() {
+        let (ok, out) = sh(&case.setup, s, Duration::from_secs(30));
+        if !ok {
+            return (
+                Verdict::Skipped,
+                None,
+                format!("setup failed: {}", out.trim()),
+            );
+        }
+    }
+    let script = format!("{PRELUDE}date -u +%H:%M:%S.%N > \"$WS/.battery-planted-at\" 2>/dev/null || true\n{}\necho {PLANTED}", case.payload);
+    let launcher = s
+        .env
+        .iter()
+        .find(|(k, _)| k == "CS_BIN")
+        .map(|(_, v)| PathBuf::from(v))
+        .unwrap_or_else(|| bin.to_path_buf());
+    let (planted, out) = if case.tty {
+        run_tty(&script, s, &launcher, unguarded)
+    } else {
+        run_payload(&script, s, &launcher, unguarded)
+    };
+    if !case.trigger.is_empty() {
+        let _ = sh(&case.trigger, s, Duration::from_secs(30));
+    }
+    let worked = s.marker.exists();
+    let found = alerts(&s.rt);
+    let quarantined: Vec<_> = found.iter().filter(|a| a.quarantine_id.is_some()).collect();
+    let latency = quarantined.first().and_then(|a| {
+        let planted_at = std::fs::read_to_string(s.ws.join(".battery-planted-at")).ok()?;
+        let at = parse_ms(&format!("0000-00-00T{}", planted_at.trim()))?;
+        Some(parse_ms(&a.time)? - at).filter(|l| *l >= 0.0)
+    });
+    let last_line = out
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty() && !l.contains(PLANTED))
+        .unwrap_or("")
+        .trim()
+        .to_string();
+    match (worked, found.is_empty()) {
+        (true, false) => (
+            Verdict::Alerted,
+            latency,
+            format!("{} alert(s), but the payload ran", found.len()),
+        ),
+        (true, true) => (Verdict::Missed, None, "the payload ran outside".into()),
+        (false, _) if !planted => (
+            Verdict::Blocked,
+            None,
+            if last_line.is_empty() {
+                "the write failed".into()
+            } else {
+                last_line
+            },
+        ),
+        (false, _) if !quarantined.is_empty() => (
+            Verdict::Neutralised,
+            latency,
+            format!(
+                "{} {}",
+                quarantined[0].action,
+                quarantined[0].path.display()
+            ),
+        ),
+        (false, _) => (
+            Verdict::Blocked,
+            None,
+            "written where nothing outside reads it".into(),
+        ),
+    }
+}
+
+fn run_payload(script: &str, s: &Scene, bin: &Path, unguarded: bool) -> (bool, String) {
+    let mut c = if unguarded {
+        let mut c = Command::new("bash");
+        c.args(["-c", script]);
+        c
+    } else {
+        let mut c = Command::new(bin);
+        c.args(["run", "--", "bash", "-c", script]);
+        c
+    };
+    c.current_dir(&s.ws)
+        .env_clear()
+        .envs(s.env.iter().cloned())
+        .stdin(Stdio::null());
+    let (_, out) = run_with_timeout(c, Duration::from_secs(60));
+    (out.contains(PLANTED), out)
+}
+
+/// The session in a real terminal: an outer bash in tmux starts it, and reads whatever the session
+/// leaves in the terminal's input queue when it returns.
+fn run_tty(script: &str, s: &Scene, bin: &Path, unguarded: bool) -> (bool, String) {
+    let sock = s.root.join("tmux.sock");
+    let script_file = s.root.join("payload.sh");
+    if std::fs::write(&script_file, script).is_err() {
+        return (false, "cannot write the payload".into());
+    }
+    let env: Vec<String> = s.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let shell = format!(
+        "cd {} && env -i {} bash --norc --noprofile",
+        s.ws.display(),
+        env.join(" ")
+    );
+    let tmux = |args: &[&str]| {
+        Command::new("tmux")
+            .arg("-S")
+            .arg(&sock)
+            .args(args)
+            .output()
+    };
+    if tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        "b",
+        "-x",
+        "120",
+        "-y",
+        "30",
+        &shell,
+    ])
+    .is_err()
+    {
+        return (false, "tmux failed".into());
+    }
+    let launch = if unguarded {
+        format!(
+            "bash {} > {}/tty.out 2>&1",
+            script_file.display(),
+            s.root.display()
+        )
+    } else {
+        format!(
+            "{} run -- bash {} > {}/tty.out 2>&1",
+            bin.display(),
+            script_file.display(),
+            s.root.display()
+        )
+    };
+    let _ = tmux(&[
+        "send-keys",
+        "-t",
+        "b",
+        "-l",
+        &format!("{launch}; echo SESSION-ENDED"),
+    ]);
+    let _ = tmux(&["send-keys", "-t", "b", "Enter"]);
+    let t0 = Instant::now();
+    loop {
+        let screen = tmux(&["capture-pane", "-p", "-t", "b"])
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        if screen.contains("SESSION-ENDED\n")
+            || screen.lines().any(|l| l.trim() == "SESSION-ENDED")
+            || t0.elapsed() > Duration::from_secs(20)
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(700)); // let the outer shell run what was injected
+    let _ = tmux(&["kill-server"]);
+    let out = std::fs::read_to_string(s.root.join("tty.out")).unwrap_or_default();
+    (out.contains(PLANTED), out)
+}
+
+/// Run the battery; returns the exit status (1 if anything failed).
+pub fn run(opts: &Options) -> Result<i32> {
+    let dir = cases_dir(opts.dir.as_deref());
+    let mut cases = load(&dir)?;
+    if let Some(g) = &opts.case {
+        cases.retain(|c| glob_match(g, &c.name));
+    }
+    if cases.is_empty() {
+        return Err(Error::Usage(format!(
+            "no battery case matches in {}",
+            dir.display()
+        )));
+    }
+    let bin = std::env::current_exe().map_err(|e| Error::io("finding claude-sandbox", e))?;
+    let color = !opts.json
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        && rustix::termios::isatty(std::io::stdout());
+    let mut out = std::io::stdout().lock();
+    if !opts.json {
+        let mode = if opts.unguarded {
+            " UNGUARDED (no jail, no watcher: every case must be MISSED)"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            "claude-sandbox battery: {} cases from {}{mode}\n",
+            cases.len(),
+            dir.display()
+        );
+        let _ = writeln!(
+            out,
+            "{:<34} {:<8} {:<12} {:>9}  DETAIL",
+            "CASE", "CLASS", "VERDICT", "LATENCY"
+        );
+    }
+    let mut results = Vec::new();
+    for case in &cases {
+        let r = run_case(case, &bin, opts.unguarded, opts.keep);
+        if !opts.json {
+            let good = passed(r.verdict, opts.unguarded);
+            let v = format!("{:<12}", r.verdict.label());
+            let v = match (color, r.verdict, good) {
+                (false, _, _) => v,
+                (true, Verdict::Skipped, _) => format!("\x1b[33m{v}\x1b[0m"),
+                (true, _, true) => format!("\x1b[32m{v}\x1b[0m"),
+                (true, _, false) => format!("\x1b[1;31m{v}\x1b[0m"),
+            };
+            let lat = r
+                .latency_ms
+                .map(|l| format!("{l:.0} ms"))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "{:<34} {:<8} {v} {:>9}  {}",
+                r.name, r.class, lat, r.detail
+            );
+            let _ = out.flush();
+        }
+        results.push(r);
+    }
+    let ran: Vec<&Outcome> = results
+        .iter()
+        .filter(|r| r.verdict != Verdict::Skipped)
+        .collect();
+    let ok = ran
+        .iter()
+        .filter(|r| passed(r.verdict, opts.unguarded))
+        .count();
+    let failed = ran.len() - ok;
+    let skipped = results.len() - ran.len();
+    if opts.json {
+        let _ = writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&results).expect("outcomes serialise")
+        );
+    } else {
+        let _ = writeln!(out, "\n{ok} passed, {failed} failed, {skipped} skipped");
+    }
+    Ok(if failed > 0 { 1 } else { 0 })
+}
+
+/// Guarded: blocked or neutralised pass. Unguarded: the attack must have worked.
+fn passed(v: Verdict, unguarded: bool) -> bool {
+    if unguarded {
+        v == Verdict::Missed
+    } else {
+        matches!(v, Verdict::Blocked | Verdict::Neutralised)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("path-*", "path-cp"));
+        assert!(glob_match("*hook*", "git-hook-repo"));
+        assert!(!glob_match("git-*", "path-cp"));
+        assert!(glob_match("exact", "exact"));
+    }
+
+    #[test]
+    fn the_shipped_cases_parse_and_are_unique() {
+        let cases = load(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("battery")).unwrap();
+        assert!(cases.len() >= 40, "{} cases", cases.len());
+        let mut names: Vec<_> = cases.iter().map(|c| c.name.clone()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), cases.len());
+        for c in &cases {
+            assert_eq!(
+                c.file.file_stem().unwrap().to_str().unwrap(),
+                c.name,
+                "file name = case name"
+            );
+        }
+    }
+}
