@@ -85,17 +85,7 @@ impl Store {
     }
 
     fn locked(&self) -> Result<std::fs::File> {
-        let lock = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-            .open(self.dir.join(LOCK))
-            .map_err(|e| Error::io("opening the alert lock", e))?;
-        rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
-            .map_err(|e| Error::io("locking the alert store", e.into()))?;
-        Ok(lock)
+        crate::runtime::lock(&self.dir, LOCK)
     }
 
     fn append_line(&self, file: &str, line: &str) -> Result<()> {

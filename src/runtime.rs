@@ -102,6 +102,24 @@ pub fn ensure(dir: &Path) -> Result<PathBuf> {
     Ok(dir.to_path_buf())
 }
 
+/// Open (creating it, 0600, never through a symlink) `dir/name` and hold an exclusive `flock` on it
+/// for as long as the returned file lives: the runtime directory's stores change only under it.
+pub fn lock(dir: &Path, name: &str) -> Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join(name);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(OFlags::NOFOLLOW.bits() as i32)
+        .open(&path)
+        .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
+        .map_err(|e| Error::io(format!("locking {}", path.display()), e.into()))?;
+    Ok(file)
+}
+
 /// Open a directory without following a symlink at its last component.
 pub fn open_dir_nofollow(dir: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
     rustix::fs::open(

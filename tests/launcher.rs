@@ -424,14 +424,7 @@ EOF"#;
 #[test]
 fn terminal_injection_is_blocked_while_the_tui_keeps_working() {
     let f = Fixture::new();
-    assert!(
-        Command::new("tmux")
-            .arg("-V")
-            .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false),
-        "tmux is required: apt-get install tmux"
-    );
+    require_tmux();
     let sock = f.root.join("tmux.sock");
     let tmux = |args: &[&str]| {
         let out = Command::new("tmux")

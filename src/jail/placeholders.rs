@@ -74,16 +74,7 @@ const LOCK: &str = "placeholders.lock";
 
 /// Run `f` on the registry under an exclusive lock, then save it atomically.
 fn with_registry<T>(runtime: &Path, f: impl FnOnce(&mut Registry) -> Result<T>) -> Result<T> {
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(runtime.join(LOCK))
-        .map_err(|e| Error::io("opening the placeholder lock", e))?;
-    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
-        .map_err(|e| Error::io("locking the placeholder registry", e.into()))?;
+    let _lock = crate::runtime::lock(runtime, LOCK)?;
     let path = runtime.join(FILE);
     let mut reg: Registry = match std::fs::read(&path) {
         Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {

@@ -213,6 +213,16 @@ pub fn ok(o: &Output) -> String {
     stdout(o)
 }
 
+/// Fail loudly when tmux is missing (the terminal tests cannot run without it).
+pub fn require_tmux() {
+    let ok = Command::new("tmux")
+        .arg("-V")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    assert!(ok, "tmux is required: apt-get install tmux");
+}
+
 /// A real terminal: a tmux server on a private socket, one window.
 pub struct Tmux {
     sock: PathBuf,
@@ -221,14 +231,7 @@ pub struct Tmux {
 impl Tmux {
     /// Start `shell` (a command line) in a 150x40 window.
     pub fn start(root: &Path, shell: &str) -> Tmux {
-        assert!(
-            Command::new("tmux")
-                .arg("-V")
-                .output()
-                .map(|o| o.status.success())
-                .unwrap_or(false),
-            "tmux is required: apt-get install tmux"
-        );
+        require_tmux();
         let t = Tmux {
             sock: root.join(format!("tmux-{}.sock", std::process::id())),
         };
