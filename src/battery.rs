@@ -663,7 +663,7 @@ mod tests {
 
     #[test]
     fn the_shipped_cases_parse_and_are_unique() {
-        let cases = load(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("battery")).unwrap();
+        let cases = load(&cases_dir(None)).unwrap();
         assert!(cases.len() >= 40, "{} cases", cases.len());
         let mut names: Vec<_> = cases.iter().map(|c| c.name.clone()).collect();
         names.sort();

@@ -189,7 +189,9 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         home::sweep_dead(&runtime, session_alive, &input.home);
         Some(runtime)
     };
+    let t0 = std::time::Instant::now();
     let plan = plan(&input)?;
+    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "planned");
     if let Ok(real) = std::fs::canonicalize(&resolved) {
         if let Some(m) = plan.policy.masks.iter().find(|m| m.path == real) {
             return Err(Error::NotExecutable(
@@ -235,10 +237,13 @@ fn execute(
         &plan.policy.home,
         record.to_string().as_bytes(),
     )?;
+    let t0 = std::time::Instant::now();
     if let Err(e) = placeholders::acquire(runtime, session, &plan.placeholders) {
         home::finish(&session_dir, &plan.policy.home, &plan.policy.workspace);
         return Err(e);
     }
+    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, n = plan.placeholders.len(), "placeholders created");
+    let t0 = std::time::Instant::now();
     let watcher = match start_watcher(&plan, runtime, session, &session_dir) {
         Ok(w) => w,
         Err(e) => {
@@ -247,6 +252,8 @@ fn execute(
             return Err(e);
         }
     };
+    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "baseline taken, watcher started");
+    let t0 = std::time::Instant::now();
     let mut result;
     let mut retried = false;
     loop {
@@ -266,7 +273,10 @@ fn execute(
         break;
     }
     // The final sweep runs before `run` returns: a script checking right after sees every alert.
+    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "jail ended");
+    let t0 = std::time::Instant::now();
     watcher.finish();
+    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "final sweep done");
     if let Err(e) = placeholders::release(runtime, session) {
         eprintln!("claude-sandbox: {e}");
     }
