@@ -38,6 +38,15 @@ pub struct Entry {
 impl Entry {
     /// `lstat` and, for an executable regular file, hash it (through a no-follow fd).
     pub fn read(path: &Path) -> Option<Entry> {
+        let mut e = Entry::metadata(path)?;
+        if e.kind == "file" && e.is_executable() {
+            e.sha256 = crate::quarantine::sha256_path(path);
+        }
+        Some(e)
+    }
+
+    /// `lstat` (and the link target of a symlink), without hashing.
+    pub fn metadata(path: &Path) -> Option<Entry> {
         let m = std::fs::symlink_metadata(path).ok()?;
         let ft = m.file_type();
         let kind = if ft.is_symlink() {
@@ -65,10 +74,20 @@ impl Entry {
         };
         if ft.is_symlink() {
             e.link_target = std::fs::read_link(path).ok();
-        } else if e.is_executable() {
-            e.sha256 = crate::quarantine::sha256_path(path);
         }
         Some(e)
+    }
+
+    /// Every attribute but the hash is the same: the content cannot have changed (ctime moves on
+    /// every write and userland cannot set it), so the old hash still holds.
+    pub fn same_metadata(&self, other: &Entry) -> bool {
+        Entry {
+            sha256: None,
+            ..self.clone()
+        } == Entry {
+            sha256: None,
+            ..other.clone()
+        }
     }
 
     /// Could run when looked up by name: a symlink (judged by name: its target can change), or a
@@ -153,6 +172,17 @@ pub fn shadowed(dirs: &[(PathBuf, bool)], index: usize, name: &str) -> Option<Pa
                 .map(|m| m.is_file() && m.mode() & 0o111 != 0)
                 .unwrap_or(false)
         })
+}
+
+/// The names in a directory (UTF-8 ones: others cannot shadow a command typed by name).
+pub fn list_names(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| e.file_name().to_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Read one directory's entries.

@@ -513,11 +513,10 @@ impl Watcher {
     fn rescan(&mut self, idx: usize) {
         match self.dirs[idx].role.clone() {
             Role::PathDir { .. } | Role::Hooks { .. } => {
-                let current = baseline::scan_dir(&self.dirs[idx].path);
+                let current = baseline::list_names(&self.dirs[idx].path);
                 let names: BTreeSet<String> = current
-                    .keys()
-                    .chain(self.dirs[idx].state.keys())
-                    .cloned()
+                    .into_iter()
+                    .chain(self.dirs[idx].state.keys().cloned())
                     .collect();
                 for n in names {
                     self.reconcile(idx, &n);
@@ -571,7 +570,18 @@ impl Watcher {
         let dir = self.dirs[idx].path.clone();
         let role = self.dirs[idx].role.clone();
         let path = dir.join(name);
-        let current = Entry::read(&path);
+        // Hash only what changed: same attributes (ctime included) means the same content.
+        let current = Entry::metadata(&path).map(|mut c| {
+            if c.kind == "file" && c.is_executable() {
+                c.sha256 = match self.dirs[idx].state.get(name) {
+                    Some(prev) if prev.same_metadata(&c) && prev.sha256.is_some() => {
+                        prev.sha256.clone()
+                    }
+                    _ => crate::quarantine::sha256_path(&path),
+                };
+            }
+            c
+        });
         let previous = match &current {
             Some(c) => self.dirs[idx].state.insert(name.to_string(), c.clone()),
             None => self.dirs[idx].state.remove(name),

@@ -242,7 +242,11 @@ fn execute(
         home::finish(&session_dir, &plan.policy.home, &plan.policy.workspace);
         return Err(e);
     }
-    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, n = plan.placeholders.len(), "placeholders created");
+    tracing::debug!(
+        ms = t0.elapsed().as_secs_f64() * 1e3,
+        n = plan.placeholders.len(),
+        "placeholders created"
+    );
     let t0 = std::time::Instant::now();
     let watcher = match start_watcher(&plan, runtime, session, &session_dir) {
         Ok(w) => w,
@@ -252,7 +256,10 @@ fn execute(
             return Err(e);
         }
     };
-    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "baseline taken, watcher started");
+    tracing::debug!(
+        ms = t0.elapsed().as_secs_f64() * 1e3,
+        "baseline taken, watcher started"
+    );
     let t0 = std::time::Instant::now();
     let mut result;
     let mut retried = false;
