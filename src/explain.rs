@@ -16,7 +16,7 @@ pub const NOT_COVERED: &[&str] = &[
     "abstract unix sockets (no path; only a network namespace would isolate them)",
     "deleting or corrupting workspace data the agent may write (including .git objects and refs)",
     "writable PATH directories and new repositories' hooks: sealed only by the watcher",
-    "entry points created below the workspace root outside a repository root (e.g. sub/.envrc)",
+    "entry points created below the workspace root (e.g. sub/.envrc); existing ones are sealed",
     "poisoned caches in writable holes (~/.cache, ~/.npm)",
     "kernel exploits and a compromised image",
 ];
