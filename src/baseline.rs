@@ -167,11 +167,13 @@ pub fn shadowed(dirs: &[(PathBuf, bool)], index: usize, name: &str) -> Option<Pa
     dirs.iter()
         .skip(index + 1)
         .map(|(d, _)| d.join(name))
-        .find(|p| {
-            std::fs::metadata(p)
-                .map(|m| m.is_file() && m.mode() & 0o111 != 0)
-                .unwrap_or(false)
-        })
+        .find(|p| is_exec_file(p))
+}
+
+fn is_exec_file(p: &Path) -> bool {
+    std::fs::metadata(p)
+        .map(|m| m.is_file() && m.mode() & 0o111 != 0)
+        .unwrap_or(false)
 }
 
 /// The names in a directory (UTF-8 ones: others cannot shadow a command typed by name).
@@ -209,6 +211,12 @@ pub fn take(
     repos: &[entrypoints::Repo],
 ) -> Baseline {
     let all = path_entries(path_env, cwd);
+    // Each PATH directory listed once, so "what does this name shadow" is a set lookup, not a stat
+    // of the name in every later directory.
+    let listed: Vec<std::collections::HashSet<String>> = all
+        .iter()
+        .map(|(p, _)| list_names(p).into_iter().collect())
+        .collect();
     let mut dirs = Vec::new();
     for (index, (path, relative)) in all.iter().enumerate() {
         let exists = path.is_dir();
@@ -221,7 +229,13 @@ pub fn take(
         let shadows = entries
             .iter()
             .filter(|(_, e)| e.is_executable())
-            .filter_map(|(name, _)| shadowed(&all, index, name).map(|p| (name.clone(), p)))
+            .filter_map(|(name, _)| {
+                let later = (index + 1..all.len()).filter(|j| listed[*j].contains(name));
+                later
+                    .map(|j| all[j].0.join(name))
+                    .find(|p| is_exec_file(p))
+                    .map(|p| (name.clone(), p))
+            })
             .collect();
         dirs.push(PathDir {
             path: path.clone(),
@@ -385,7 +399,6 @@ impl Baseline {
             .open(&tmp)
             .map_err(|e| Error::io(format!("writing {}", tmp.display()), e))?;
         f.write_all(&serde_json::to_vec(self).expect("baseline serialises"))
-            .and_then(|_| f.sync_all())
             .and_then(|_| std::fs::rename(&tmp, file))
             .map_err(|e| Error::io(format!("writing {}", file.display()), e))
     }
@@ -405,7 +418,10 @@ impl Baseline {
                 message: "baseline not owned by you or not 0600: refusing it".into(),
             });
         }
-        serde_json::from_reader(f).map_err(|e| {
+        let mut bytes = Vec::with_capacity(m.len() as usize);
+        std::io::Read::read_to_end(&mut &f, &mut bytes)
+            .map_err(|e| Error::io(format!("reading {}", file.display()), e))?;
+        serde_json::from_slice(&bytes).map_err(|e| {
             Error::io(
                 format!("parsing {}", file.display()),
                 std::io::Error::other(e),

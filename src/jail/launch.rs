@@ -302,6 +302,7 @@ fn start_watcher(
 ) -> Result<watch::Running> {
     let path_env = std::env::var_os("PATH").unwrap_or_default();
     let cwd = std::env::current_dir().unwrap_or_else(|_| plan.policy.workspace.clone());
+    let t0 = std::time::Instant::now();
     let base = baseline::take(
         &session.id,
         &path_env,
@@ -309,8 +310,13 @@ fn start_watcher(
         &|p| plan.jail_can_write(p),
         &plan.repos,
     );
+    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "baseline taken");
     base.write(&session_dir.join("baseline.json"))?;
     let base = baseline::Baseline::read(&session_dir.join("baseline.json"))?;
+    tracing::debug!(
+        ms = t0.elapsed().as_secs_f64() * 1e3,
+        "baseline written and checked"
+    );
     let cfg = watch::WatchConfig {
         runtime: runtime.to_path_buf(),
         session: session.id.clone(),
