@@ -514,13 +514,12 @@ impl Watcher {
         match self.dirs[idx].role.clone() {
             Role::PathDir { .. } | Role::Hooks { .. } => {
                 let current = baseline::list_names(&self.dirs[idx].path);
-                let names: BTreeSet<String> = current
-                    .into_iter()
-                    .chain(self.dirs[idx].state.keys().cloned())
-                    .collect();
-                for n in names {
-                    self.reconcile(idx, &n);
+                for n in &current {
+                    self.reconcile(idx, n);
                 }
+                // Names that went away: forget them (nothing to judge in an absence).
+                let listed: std::collections::HashSet<&String> = current.iter().collect();
+                self.dirs[idx].state.retain(|k, _| listed.contains(k));
             }
             Role::Pending { index } => self.pending_changed(idx, index),
             Role::GitDir { repo } => {
@@ -567,11 +566,17 @@ impl Watcher {
         if name.contains(NEUTRALISED_MARK) {
             return;
         }
-        let dir = self.dirs[idx].path.clone();
+        let path = self.dirs[idx].path.join(name);
+        let meta = Entry::metadata(&path);
+        // The sweep's common case: nothing changed. Same attributes (ctime included) means the
+        // same content: no hash, no copy.
+        if let (Some(m), Some(prev)) = (&meta, self.dirs[idx].state.get(name)) {
+            if prev.same_metadata(m) {
+                return;
+            }
+        }
         let role = self.dirs[idx].role.clone();
-        let path = dir.join(name);
-        // Hash only what changed: same attributes (ctime included) means the same content.
-        let current = Entry::metadata(&path).map(|mut c| {
+        let current = meta.map(|mut c| {
             if c.kind == "file" && c.is_executable() {
                 c.sha256 = match self.dirs[idx].state.get(name) {
                     Some(prev) if prev.same_metadata(&c) && prev.sha256.is_some() => {
