@@ -280,6 +280,7 @@ fn detection(poll: bool, count: usize) -> Vec<f64> {
         workspace: ws,
         force_poll: poll,
         quarantine_new: false,
+        hidden_globs: Vec::new(),
     };
     let running = Running::start(cfg, &base).unwrap();
     let names = [
@@ -324,6 +325,7 @@ fn at_rest(poll: bool, per_dir: usize, secs: u64) -> (f64, f64) {
         workspace: ws,
         force_poll: poll,
         quarantine_new: false,
+        hidden_globs: Vec::new(),
     };
     let running = Running::start(cfg, &base).unwrap();
     let cpu = || {

@@ -33,6 +33,8 @@ struct RawConfig {
     masked: Option<Vec<String>>,
     allow_ssh_agent: Option<Spanned<bool>>,
     quarantine_new_executables: Option<bool>,
+    hidden: Option<Vec<String>>,
+    reveal: Option<Spanned<Vec<String>>>,
 }
 
 /// The merged configuration, paths already expanded to absolute paths.
@@ -48,6 +50,10 @@ pub struct Config {
     pub allow_ssh_agent: bool,
     /// Quarantine new executables on PATH that shadow nothing too (default: alert only).
     pub quarantine_new_executables: bool,
+    /// Secrets hidden from every tool in the jail: absolute paths or glob patterns (`*`, `?`, `**`).
+    pub hidden: Vec<String>,
+    /// Default hidden paths to show after all (system and user files only).
+    pub reveal: Vec<PathBuf>,
     /// The files that were read, in order.
     pub sources: Vec<PathBuf>,
 }
@@ -147,6 +153,17 @@ impl Config {
             }
             // Later files win, but the workspace can only turn it off.
             self.allow_ssh_agent = *allow.get_ref();
+        }
+        for h in raw.hidden.unwrap_or_default() {
+            self.hidden
+                .push(expand(&h, home, base).to_string_lossy().into_owned());
+        }
+        if let Some(reveal) = raw.reveal {
+            if scope == Scope::Workspace {
+                return Err(loosening(path, text, reveal.span(), "reveal"));
+            }
+            self.reveal
+                .extend(reveal.into_inner().iter().map(|p| expand(p, home, base)));
         }
         if let Some(q) = raw.quarantine_new_executables {
             // Stricter is always allowed; the workspace file cannot turn it off once on.

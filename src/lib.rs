@@ -15,6 +15,7 @@ pub mod error;
 pub mod explain;
 pub mod jail;
 pub mod runtime;
+pub mod secrets;
 
 pub use error::{Error, Result};
 pub mod alerts;

@@ -53,6 +53,9 @@ pub struct WatchConfig {
     pub force_poll: bool,
     /// Quarantine new executables that shadow nothing too (default: alert only).
     pub quarantine_new: bool,
+    /// Configured `hidden` globs: a matching file created during the session is visible in the
+    /// jail (masks are resolved at launch), so it is reported.
+    pub hidden_globs: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,6 +105,8 @@ pub struct Watcher {
     known_git_dirs: BTreeSet<PathBuf>,
     tree_watches: usize,
     store: Store,
+    /// When the watcher started (ns since the epoch), to tell files made during the session.
+    started: i64,
     /// The events this watcher acted on: (path, when) — for tests and the benchmark.
     pub actions: Vec<(PathBuf, Instant)>,
 }
@@ -165,6 +170,10 @@ impl Watcher {
             repos: Vec::new(),
             known_git_dirs: BTreeSet::new(),
             tree_watches: 0,
+            started: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as i64)
+                .unwrap_or(0),
             store,
             actions: Vec::new(),
         };
@@ -438,6 +447,9 @@ impl Watcher {
             },
             Role::Tree => {
                 let dir = self.dirs[idx].path.clone();
+                if let Some(n) = name.as_deref() {
+                    self.check_hidden_glob(&dir.join(n));
+                }
                 match name.as_deref() {
                     Some(".git") | Some("HEAD") => self.discover_repos(&dir),
                     Some("node_modules") => {}
@@ -555,6 +567,14 @@ impl Watcher {
     /// The session is over: everything once more, repositories found afresh.
     pub fn final_sweep(&mut self) {
         self.rescan_all();
+        // Secrets matching a hidden glob that appeared during the session (the sweep mode has no
+        // tree watches to see them live).
+        let started = self.started;
+        for path in crate::secrets::glob_matches(&self.cfg.hidden_globs) {
+            if Entry::metadata(&path).is_some_and(|e| e.ctime_ns >= started) {
+                self.check_hidden_glob(&path);
+            }
+        }
         self.walk_tree_for_repos();
         for repo in 0..self.repos.len() {
             self.check_keys(repo);
@@ -765,6 +785,33 @@ impl Watcher {
         }
     }
 
+    /// A new file matching a `hidden` glob: visible to the agent until the next session.
+    fn check_hidden_glob(&mut self, path: &Path) {
+        let text = path.to_string_lossy();
+        let Some(glob) = self
+            .cfg
+            .hidden_globs
+            .iter()
+            .find(|g| crate::secrets::glob_match(g, &text))
+            .cloned()
+        else {
+            return;
+        };
+        let Some(e) = Entry::metadata(path) else {
+            return;
+        };
+        let detail = format!("matches hidden = \"{glob}\" but appeared during the session: the jail can read it until the next session");
+        self.alert(
+            Severity::High,
+            "secret-visible",
+            path,
+            detail,
+            "alerted",
+            None,
+            &e,
+        );
+    }
+
     /// New exec-capable keys in a repository's config are alerted with the key and value.
     fn check_keys(&mut self, repo: usize) {
         let (common, git_dir) = (
@@ -868,6 +915,7 @@ pub fn foreground(workspace: Option<PathBuf>) -> crate::Result<i32> {
         workspace: ws,
         force_poll: std::env::var(ENV_MODE).is_ok_and(|v| v == "poll"),
         quarantine_new: false,
+        hidden_globs: Vec::new(),
     };
     let mut watcher = Watcher::new(cfg, &base);
     for (dir, mode) in watcher.modes() {

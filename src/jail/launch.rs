@@ -323,6 +323,7 @@ fn start_watcher(
         workspace: plan.policy.workspace.clone(),
         force_poll: std::env::var(watch::ENV_MODE).is_ok_and(|v| v == "poll"),
         quarantine_new: plan.quarantine_new,
+        hidden_globs: plan.hidden_globs.clone(),
     };
     watch::Running::start(cfg, &base).map_err(|e| Error::io("starting the watcher", e))
 }

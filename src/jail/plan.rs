@@ -116,6 +116,8 @@ pub struct Plan {
     pub repos: Vec<entrypoints::Repo>,
     /// From the configuration: quarantine new executables that shadow nothing too.
     pub quarantine_new: bool,
+    /// Configured `hidden` glob patterns (for the watcher).
+    pub hidden_globs: Vec<String>,
 }
 
 impl Plan {
@@ -302,6 +304,13 @@ pub fn plan(input: &PlanInput) -> Result<Plan> {
         warnings,
         repos,
         quarantine_new: input.config.quarantine_new_executables,
+        hidden_globs: input
+            .config
+            .hidden
+            .iter()
+            .filter(|h| crate::secrets::is_glob(h))
+            .cloned()
+            .collect(),
     })
 }
 
@@ -616,6 +625,13 @@ fn masks(input: &PlanInput, home: &Path, private: &[PathBuf], hidden: &[PathBuf]
     );
     for p in &input.config.masked {
         add(p.clone(), "configured mask".into(), &mut out);
+    }
+    for p in crate::secrets::resolve(home, &input.config.hidden, &input.config.reveal) {
+        add(
+            p,
+            "hidden: a secret no tool in the jail needs".into(),
+            &mut out,
+        );
     }
     out
 }

@@ -1,0 +1,143 @@
+//! Secrets hidden at the filesystem level: credentials an agent never needs, and whatever the
+//! configuration names (`hidden = [...]`, globs such as `**/.env*` resolved at launch).
+//!
+//! Guards against a secret read through a path no hook sees: a file is masked with `/dev/null`, a
+//! directory with an empty read-only directory, so `cat`, an editor tool, an MCP server or any
+//! subprocess reads nothing. The agents' own credentials (`~/.claude/.credentials.json`,
+//! `~/.codex/auth.json`) are not in the default list, so they keep working.
+
+use std::path::{Path, PathBuf};
+
+/// Credentials hidden by default, relative to `$HOME`. `reveal = [...]` in the user or system
+/// configuration shows one again.
+pub const DEFAULT_HIDDEN: &[&str] = &[
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".kube",
+    ".docker/config.json",
+    ".config/gh/hosts.yml",
+    ".config/hub",
+    ".git-credentials",
+    ".netrc",
+    ".pypirc",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".terraform.d/credentials.tfrc.json",
+    ".gnupg/private-keys-v1.d",
+];
+
+/// Private keys in `~/.ssh`: `id_*` without `.pub`, and `*.pem` / `*.key`.
+fn ssh_private_keys(home: &Path) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(home.join(".ssh")) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter(|e| e.file_type().map(|t| t.is_file()).unwrap_or(false))
+        .map(|e| e.path())
+        .filter(|p| {
+            let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            (n.starts_with("id_") && !n.ends_with(".pub"))
+                || n.ends_with(".pem")
+                || n.ends_with(".key")
+        })
+        .collect()
+}
+
+/// Whether a pattern has glob characters.
+pub fn is_glob(p: &str) -> bool {
+    p.contains(['*', '?'])
+}
+
+/// Match a path against an absolute glob: `*` and `?` within one component, `**` any number of
+/// components.
+pub fn glob_match(pattern: &str, path: &str) -> bool {
+    fn comps(s: &str) -> Vec<&str> {
+        s.split('/').filter(|c| !c.is_empty()).collect()
+    }
+    fn one(p: &str, s: &str) -> bool {
+        match (p.chars().next(), s.chars().next()) {
+            (None, None) => true,
+            (Some('*'), _) => {
+                one(&p[1..], s)
+                    || (!s.is_empty() && one(p, &s[s.chars().next().unwrap().len_utf8()..]))
+            }
+            (Some('?'), Some(c)) => one(&p[1..], &s[c.len_utf8()..]),
+            (Some(a), Some(b)) if a == b => one(&p[a.len_utf8()..], &s[b.len_utf8()..]),
+            _ => false,
+        }
+    }
+    fn walk(p: &[&str], s: &[&str]) -> bool {
+        match p.first() {
+            None => s.is_empty(),
+            Some(&"**") => walk(&p[1..], s) || (!s.is_empty() && walk(p, &s[1..])),
+            Some(c) => !s.is_empty() && one(c, s[0]) && walk(&p[1..], &s[1..]),
+        }
+    }
+    walk(&comps(pattern), &comps(path))
+}
+
+/// The directory a glob's matches live under (its longest prefix without glob characters).
+fn glob_root(pattern: &str) -> PathBuf {
+    let mut root = PathBuf::from("/");
+    for c in pattern.split('/').filter(|c| !c.is_empty()) {
+        if is_glob(c) {
+            break;
+        }
+        root.push(c);
+    }
+    root
+}
+
+/// Every existing path to hide: the defaults (minus `reveal`), literal configured paths, and the
+/// current matches of configured globs (a walk that skips `.git` and `node_modules`).
+pub fn resolve(home: &Path, configured: &[String], reveal: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = DEFAULT_HIDDEN.iter().map(|r| home.join(r)).collect();
+    out.extend(ssh_private_keys(home));
+    out.retain(|p| !reveal.contains(p));
+    out.extend(configured.iter().filter(|p| !is_glob(p)).map(PathBuf::from));
+    out.extend(glob_matches(configured));
+    out.retain(|p| std::fs::symlink_metadata(p).is_ok());
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The paths that match the glob patterns among `patterns` now (a walk that skips `.git` and
+/// `node_modules`).
+pub fn glob_matches(patterns: &[String]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for pat in patterns.iter().filter(|p| is_glob(p)) {
+        let root = glob_root(pat);
+        let walker = walkdir::WalkDir::new(&root)
+            .follow_links(false)
+            .into_iter()
+            .filter_entry(|e| {
+                !(e.file_type().is_dir()
+                    && matches!(e.file_name().to_str(), Some(".git" | "node_modules")))
+            });
+        for e in walker.flatten() {
+            if glob_match(pat, &e.path().to_string_lossy()) {
+                out.push(e.path().to_path_buf());
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("/w/**/.env*", "/w/.env"));
+        assert!(glob_match("/w/**/.env*", "/w/a/b/.env.local"));
+        assert!(!glob_match("/w/**/.env*", "/w/a/env"));
+        assert!(glob_match("/w/*.pem", "/w/key.pem"));
+        assert!(!glob_match("/w/*.pem", "/w/sub/key.pem"));
+        assert!(glob_match("/w/**/*.pem", "/w/sub/key.pem"));
+        assert!(glob_match("/w/secret?.txt", "/w/secret1.txt"));
+        assert_eq!(glob_root("/w/**/.env*"), PathBuf::from("/w"));
+    }
+}
