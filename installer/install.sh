@@ -97,7 +97,7 @@ if [ "$packages" = 1 ] && [ -z "$dest" ]; then install_packages; fi
 
 if [ -z "$binary" ] && [ -x "$self_dir/claude-sandbox" ]; then binary="$self_dir/claude-sandbox"; fi
 if [ -z "$binary" ]; then
-  command -v cargo >/dev/null 2>&1 || { say "cargo not found: install Rust or pass --binary PATH"; exit 1; }
+  command -v cargo >/dev/null 2>&1 || { say "cargo not found (sudo resets PATH): build first with \`cargo build --release\` and pass --binary target/release/claude-sandbox"; exit 1; }
   if [ -f "$here/Cargo.toml" ]; then
     (cd "$here" && cargo build --release --locked -q)
     binary="$here/target/release/claude-sandbox"
