@@ -93,6 +93,17 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
+    /// Agent-runtime hooks (defense in depth): deny writes to sealed entry points and reads of hidden
+    /// paths with a reason; otherwise print nothing (no opinion). Never allows.
+    Hook {
+        #[command(subcommand)]
+        event: HookEvent,
+    },
+    /// Write (or --print) the user-level hook configuration of an agent runtime.
+    Hooks {
+        #[command(subcommand)]
+        action: HooksAction,
+    },
     /// Check what works here and how to fix what does not. Exit 0 when nothing fails, 1 otherwise.
     Doctor {
         /// JSON for scripts.
@@ -108,6 +119,32 @@ pub enum Command {
         /// Print JSON for scripts.
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HookEvent {
+    /// Read the host's PreToolUse (BeforeTool, preToolUse...) payload on stdin.
+    PreToolUse {
+        #[arg(long, value_enum)]
+        host: crate::hook::Host,
+    },
+    /// Print the session-start context for the host.
+    SessionStart {
+        #[arg(long, value_enum)]
+        host: crate::hook::Host,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HooksAction {
+    /// Install the hooks for a runtime into its user-level configuration.
+    Install {
+        #[arg(long, value_enum)]
+        runtime: crate::hook::Host,
+        /// Print the resulting configuration instead of writing it.
+        #[arg(long)]
+        print: bool,
     },
 }
 
@@ -180,6 +217,17 @@ pub fn main() -> i32 {
             json,
             keep,
             unguarded,
+        }),
+        Command::Hook { event } => Ok(hook_command(event)),
+        Command::Hooks {
+            action: HooksAction::Install { runtime, print },
+        } => launch::home_dir().and_then(|home| {
+            crate::hook::install(runtime, &home, print)
+                .map(|out| {
+                    print!("{out}");
+                    0
+                })
+                .map_err(crate::Error::Usage)
         }),
         Command::Doctor { json } => Ok(crate::doctor::doctor(json)),
         Command::Watch { workspace } => crate::watch::foreground(workspace),
@@ -289,4 +337,34 @@ fn alerts_command(
     } else {
         0
     })
+}
+
+fn hook_command(event: HookEvent) -> i32 {
+    match event {
+        HookEvent::SessionStart { host } => {
+            println!("{}", crate::hook::session_start(host));
+            0
+        }
+        HookEvent::PreToolUse { host } => {
+            let mut input = String::new();
+            if std::io::Read::read_to_string(&mut std::io::stdin(), &mut input).is_err() {
+                eprintln!("claude-sandbox hook: cannot read stdin; blocking");
+                return 2;
+            }
+            let home = std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_default();
+            match crate::hook::pre_tool_use(host, &input, &home) {
+                Ok(Some(deny)) => {
+                    println!("{deny}");
+                    0
+                }
+                Ok(None) => 0,
+                Err(msg) => {
+                    eprintln!("{msg}");
+                    2
+                }
+            }
+        }
+    }
 }

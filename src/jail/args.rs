@@ -48,6 +48,15 @@ pub fn bwrap_args(policy: &Policy, fds: Fds) -> Vec<OsString> {
     for p in &policy.private {
         a.flag("--tmpfs").path(p);
     }
+    if let Some(bin) = &policy.hook_bin {
+        // A read-only tmpfs mount point holding only a read-only bind: neither can be replaced.
+        let dir = Path::new(crate::hook::HOOK_BIN_DIR);
+        a.flag("--tmpfs").path(dir);
+        a.flag("--ro-bind")
+            .path(bin)
+            .path(&dir.join("claude-sandbox"));
+        a.flag("--remount-ro").path(dir);
+    }
     a.flag("--bind")
         .path(&policy.session_home)
         .path(&policy.home);
@@ -172,6 +181,7 @@ mod tests {
                 },
             ],
             private: vec!["/tmp".into()],
+            hook_bin: Some("/usr/local/bin/claude-sandbox".into()),
             hidden: vec!["/run/cs".into()],
             setenv: vec![("CLAUDE_SANDBOX".into(), "1".into())],
             unsetenv: vec!["SSH_AUTH_SOCK".into()],
@@ -195,6 +205,8 @@ mod tests {
         .collect();
         let want = "--die-with-parent --unshare-user --unshare-pid --unshare-ipc --cap-drop ALL \
             --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp \
+            --tmpfs /tmp/.claude-sandbox --ro-bind /usr/local/bin/claude-sandbox /tmp/.claude-sandbox/claude-sandbox \
+            --remount-ro /tmp/.claude-sandbox \
             --bind /run/cs/1/s/home /h --ro-bind /h/.bashrc /h/.bashrc --bind /h/.claude /h/.claude \
             --symlink dot/vimrc /h/.vimrc --bind /w /w --bind /w/.git /w/.git \
             --tmpfs /run/cs --remount-ro /run/cs \

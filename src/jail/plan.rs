@@ -292,7 +292,14 @@ pub fn plan(input: &PlanInput) -> Result<Plan> {
         masks,
         private,
         hidden,
-        setenv: vec![("CLAUDE_SANDBOX".into(), "1".into())],
+        hook_bin: input.self_exe.clone(),
+        setenv: vec![
+            ("CLAUDE_SANDBOX".into(), "1".into()),
+            (
+                crate::hook::HOOK_BIN_ENV.into(),
+                format!("{}/claude-sandbox", crate::hook::HOOK_BIN_DIR),
+            ),
+        ],
         unsetenv,
         chdir,
         command: input.command.clone(),

@@ -70,6 +70,9 @@ pub struct Policy {
     pub private: Vec<PathBuf>,
     /// Directories replaced by an empty read-only tmpfs (the runtime directory).
     pub hidden: Vec<PathBuf>,
+    /// The claude-sandbox binary, bound read-only at a jail-only path for agent-runtime hooks
+    /// (its own path stays masked).
+    pub hook_bin: Option<PathBuf>,
     pub setenv: Vec<(String, String)>,
     pub unsetenv: Vec<String>,
     pub chdir: PathBuf,
