@@ -107,6 +107,8 @@ pub struct Watcher {
     store: Store,
     /// When the watcher started (ns since the epoch), to tell files made during the session.
     started: i64,
+    /// In sweep mode, where the workspace's `.git` and `HEAD` entries were at the last tick.
+    last_markers: Vec<PathBuf>,
     /// The events this watcher acted on: (path, when) — for tests and the benchmark.
     pub actions: Vec<(PathBuf, Instant)>,
 }
@@ -170,6 +172,7 @@ impl Watcher {
             repos: Vec::new(),
             known_git_dirs: BTreeSet::new(),
             tree_watches: 0,
+            last_markers: Vec::new(),
             started: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_nanos() as i64)
@@ -555,7 +558,13 @@ impl Watcher {
             }
         }
         if self.inotify_error.is_some() {
-            self.walk_tree_for_repos();
+            // A cheap listing first (names only, no stat): the full discovery walk runs only when a
+            // `.git` or `HEAD` appeared, moved or went away.
+            let markers = git_markers(&self.cfg.workspace);
+            if markers != self.last_markers {
+                self.last_markers = markers;
+                self.walk_tree_for_repos();
+            }
         }
     }
 
@@ -845,6 +854,30 @@ impl Watcher {
         }
         self.repos[repo].exec_keys = keys;
     }
+}
+
+/// Every entry named `.git` or `HEAD` under `root` (not inside `.git` or `node_modules`), from
+/// directory listings alone.
+fn git_markers(root: &Path) -> Vec<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let name = e.file_name();
+            match name.as_bytes() {
+                b".git" | b"HEAD" => out.push(e.path()),
+                b"node_modules" => {}
+                _ if e.file_type().is_ok_and(|t| t.is_dir()) => stack.push(e.path()),
+                _ => {}
+            }
+        }
+    }
+    out.sort();
+    out
 }
 
 fn describe_links(e: &Entry) -> String {
