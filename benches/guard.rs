@@ -255,6 +255,26 @@ fn baseline_time(n: usize) -> (f64, f64) {
     (pct(&t, 0.5), pct(&t, 1.0))
 }
 
+/// Baseline everything under `scene` on `path_env` and start a watcher on it.
+fn start_watcher(scene: &Path, path_env: &str, rt: &Path, ws: PathBuf, poll: bool) -> Running {
+    let base = baseline::take(
+        "bench",
+        path_env.as_ref(),
+        scene,
+        &|p| p.starts_with(scene),
+        &[],
+    );
+    let cfg = WatchConfig {
+        runtime: rt.to_path_buf(),
+        session: "bench".into(),
+        workspace: ws,
+        force_poll: poll,
+        quarantine_new: false,
+        hidden_globs: Vec::new(),
+    };
+    Running::start(cfg, &base).unwrap()
+}
+
 /// Plant `count` shadowing executables one at a time; latency until each is gone, seen from outside.
 fn detection(poll: bool, count: usize) -> Vec<f64> {
     let d = tmp();
@@ -267,22 +287,7 @@ fn detection(poll: bool, count: usize) -> Vec<f64> {
         std::fs::create_dir(p).unwrap();
     }
     let path_env = format!("{}:/usr/bin:/bin", bin.display());
-    let base = baseline::take(
-        "bench",
-        path_env.as_ref(),
-        d.path(),
-        &|p| p.starts_with(d.path()),
-        &[],
-    );
-    let cfg = WatchConfig {
-        runtime: rt,
-        session: "bench".into(),
-        workspace: ws,
-        force_poll: poll,
-        quarantine_new: false,
-        hidden_globs: Vec::new(),
-    };
-    let running = Running::start(cfg, &base).unwrap();
+    let running = start_watcher(d.path(), &path_env, &rt, ws, poll);
     let names = [
         "ls", "cat", "cp", "mv", "rm", "env", "sed", "tar", "grep", "sort", "head", "tail",
     ];
@@ -312,22 +317,7 @@ fn at_rest(poll: bool, per_dir: usize, secs: u64) -> (f64, f64) {
     let (d, ws, path) = fixture(1, 10, per_dir);
     let rt = d.path().join("rt");
     std::fs::create_dir_all(&rt).unwrap();
-    let base = baseline::take(
-        "bench",
-        path.as_ref(),
-        &ws,
-        &|p| p.starts_with(d.path()),
-        &[],
-    );
-    let cfg = WatchConfig {
-        runtime: rt,
-        session: "bench".into(),
-        workspace: ws,
-        force_poll: poll,
-        quarantine_new: false,
-        hidden_globs: Vec::new(),
-    };
-    let running = Running::start(cfg, &base).unwrap();
+    let running = start_watcher(d.path(), &path, &rt, ws, poll);
     let cpu = || {
         let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
         let f: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..]

@@ -571,9 +571,7 @@ pub fn run(opts: &Options) -> Result<i32> {
         )));
     }
     let bin = std::env::current_exe().map_err(|e| Error::io("finding claude-sandbox", e))?;
-    let color = !opts.json
-        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-        && rustix::termios::isatty(std::io::stdout());
+    let color = !opts.json && crate::cli::color_on(std::io::stdout());
     let mut out = std::io::stdout().lock();
     if !opts.json {
         let mode = if opts.unguarded {

@@ -274,7 +274,8 @@ pub fn main() -> i32 {
     }
 }
 
-fn color_on(fd: impl std::os::fd::AsFd) -> bool {
+/// Colour for this stream: a terminal, and `NO_COLOR` unset or empty (no-color.org).
+pub fn color_on(fd: impl std::os::fd::AsFd) -> bool {
     std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && rustix::termios::isatty(fd)
 }
 

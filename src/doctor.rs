@@ -100,8 +100,7 @@ pub fn doctor(json: bool) -> i32 {
             serde_json::to_string_pretty(&checks).expect("checks serialise")
         );
     } else {
-        let color = std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-            && rustix::termios::isatty(std::io::stdout());
+        let color = crate::cli::color_on(std::io::stdout());
         for c in &checks {
             let (mark, code) = match c.mark {
                 Mark::Pass => ("[✓]", "32"),

@@ -9,6 +9,11 @@ use std::process::{Command, Stdio};
 
 /// Run `claude-sandbox hook pre-tool-use --host H` with `payload` on stdin.
 fn hook(f: &Fixture, host: &str, payload: &Value) -> (Option<i32>, String, String) {
+    hook_raw(f, host, payload.to_string().as_bytes())
+}
+
+/// The same with arbitrary bytes on stdin.
+fn hook_raw(f: &Fixture, host: &str, input: &[u8]) -> (Option<i32>, String, String) {
     let mut child = Command::new(bin())
         .args(["hook", "pre-tool-use", "--host", host])
         .env_clear()
@@ -18,12 +23,7 @@ fn hook(f: &Fixture, host: &str, payload: &Value) -> (Option<i32>, String, Strin
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(payload.to_string().as_bytes())
-        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
     let out = child.wait_with_output().unwrap();
     (out.status.code(), stdout(&out), stderr(&out))
 }
@@ -178,20 +178,8 @@ fn malformed_or_unknown_input_fails_closed() {
             "{err}"
         );
     }
-    let mut child = Command::new(bin())
-        .args(["hook", "pre-tool-use", "--host", "codex"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"{truncated")
-        .unwrap();
-    assert_eq!(child.wait_with_output().unwrap().status.code(), Some(2));
+    let (code, out, _) = hook_raw(&f, "codex", b"{truncated");
+    assert_eq!((code, out.as_str()), (Some(2), ""));
 }
 
 #[test]
