@@ -271,6 +271,7 @@ fn start_watcher(scene: &Path, path_env: &str, rt: &Path, ws: PathBuf, poll: boo
         force_poll: poll,
         quarantine_new: false,
         hidden_globs: Vec::new(),
+        tree_dirs: Vec::new(),
     };
     Running::start(cfg, &base).unwrap()
 }

@@ -208,6 +208,9 @@ pub struct Discovery {
     pub repos: Vec<Repo>,
     /// Problems that did not stop discovery but are worth telling (unreadable metadata...).
     pub warnings: Vec<String>,
+    /// Every directory walked (not `.git`, not `node_modules`): the watcher watches these for new
+    /// repositories without walking the workspace again.
+    pub dirs: Vec<PathBuf>,
 }
 
 impl Discovery {
@@ -242,6 +245,9 @@ pub fn discover_workspace(ws: &Path) -> Discovery {
                 continue;
             }
         };
+        if entry.file_type().is_dir() && entry.file_name() != ".git" {
+            d.dirs.push(entry.path().to_path_buf());
+        }
         if entry.depth() == 0 {
             continue;
         }

@@ -56,6 +56,8 @@ pub struct WatchConfig {
     /// Configured `hidden` globs: a matching file created during the session is visible in the
     /// jail (masks are resolved at launch), so it is reported.
     pub hidden_globs: Vec<String>,
+    /// The workspace's directories if the caller already walked them (else the watcher walks).
+    pub tree_dirs: Vec<PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -195,7 +197,15 @@ impl Watcher {
             w.add_repo(r.clone());
         }
         let ws = w.cfg.workspace.clone();
-        w.add_tree(&ws);
+        if w.cfg.tree_dirs.is_empty() {
+            w.add_tree(&ws);
+        } else {
+            for dir in std::mem::take(&mut w.cfg.tree_dirs) {
+                if !w.watch_tree_dir(dir) {
+                    break;
+                }
+            }
+        }
         w.rescan_all();
         w
     }
@@ -311,13 +321,24 @@ impl Watcher {
                     && !matches!(e.file_name().to_str(), Some(".git" | "node_modules"))
             });
         for e in walker.flatten() {
-            if self.tree_watches >= TREE_BUDGET {
-                tracing::warn!("workspace too large to watch for new repositories live ({TREE_BUDGET} directories); the final sweep checks it");
+            if !self.watch_tree_dir(e.path().to_path_buf()) {
                 return;
             }
-            self.tree_watches += 1;
-            self.add(e.path().to_path_buf(), Role::Tree, BTreeMap::new());
         }
+    }
+
+    /// Watch one workspace directory for new repositories; false once the budget is spent.
+    fn watch_tree_dir(&mut self, dir: PathBuf) -> bool {
+        if self.inotify_error.is_some() {
+            return false;
+        }
+        if self.tree_watches >= TREE_BUDGET {
+            tracing::warn!("workspace too large to watch for new repositories live ({TREE_BUDGET} directories); the final sweep checks it");
+            return false;
+        }
+        self.tree_watches += 1;
+        self.add(dir, Role::Tree, BTreeMap::new());
+        true
     }
 
     /// Register repositories that appeared under `root` (a walk; cheap for a new subtree).
@@ -949,6 +970,7 @@ pub fn foreground(workspace: Option<PathBuf>) -> crate::Result<i32> {
         force_poll: std::env::var(ENV_MODE).is_ok_and(|v| v == "poll"),
         quarantine_new: false,
         hidden_globs: Vec::new(),
+        tree_dirs: Vec::new(),
     };
     let mut watcher = Watcher::new(cfg, &base);
     for (dir, mode) in watcher.modes() {

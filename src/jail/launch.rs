@@ -324,6 +324,7 @@ fn start_watcher(
         force_poll: std::env::var(watch::ENV_MODE).is_ok_and(|v| v == "poll"),
         quarantine_new: plan.quarantine_new,
         hidden_globs: plan.hidden_globs.clone(),
+        tree_dirs: plan.workspace_dirs.clone(),
     };
     watch::Running::start(cfg, &base).map_err(|e| Error::io("starting the watcher", e))
 }

@@ -118,6 +118,9 @@ pub struct Plan {
     pub quarantine_new: bool,
     /// Configured `hidden` glob patterns (for the watcher).
     pub hidden_globs: Vec<String>,
+    /// The workspace's directories, as discovery walked them (for the watcher).
+    #[serde(skip)]
+    pub workspace_dirs: Vec<PathBuf>,
 }
 
 impl Plan {
@@ -318,6 +321,7 @@ pub fn plan(input: &PlanInput) -> Result<Plan> {
             .filter(|h| crate::secrets::is_glob(h))
             .cloned()
             .collect(),
+        workspace_dirs: discovery.dirs.clone(),
     })
 }
 
