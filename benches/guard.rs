@@ -272,6 +272,7 @@ fn start_watcher(scene: &Path, path_env: &str, rt: &Path, ws: PathBuf, poll: boo
         quarantine_new: false,
         hidden_globs: Vec::new(),
         tree_dirs: Vec::new(),
+        catch_up: true,
     };
     Running::start(cfg, &base).unwrap()
 }

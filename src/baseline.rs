@@ -7,6 +7,11 @@
 //! hash of each executable, link targets), and decides "shadows /usr/bin/git" from the full PATH.
 //! Missing PATH entries are recorded too (Debian's `~/.profile` adds `~/.local/bin` once it exists),
 //! and relative entries are flagged. FIFOs and devices are never read; hashes are capped.
+//!
+//! Taking it is attributes only (one `lstat` per entry): the hashes are added by the watcher, in the
+//! background once the command runs, and kept only where the attributes (ctime included) are still
+//! the baseline's after hashing — so a hash always describes the content the baseline saw, and an
+//! entry changed before it was hashed is judged by its attributes.
 
 use crate::entrypoints;
 use crate::error::{Error, Result};
@@ -48,6 +53,11 @@ impl Entry {
     /// `lstat` (and the link target of a symlink), without hashing.
     pub fn metadata(path: &Path) -> Option<Entry> {
         let m = std::fs::symlink_metadata(path).ok()?;
+        Some(Entry::from_metadata(&m, path))
+    }
+
+    /// From an `lstat` result; `path` is read only for a symlink's target.
+    pub fn from_metadata(m: &std::fs::Metadata, path: &Path) -> Entry {
         let ft = m.file_type();
         let kind = if ft.is_symlink() {
             "symlink"
@@ -75,7 +85,7 @@ impl Entry {
         if ft.is_symlink() {
             e.link_target = std::fs::read_link(path).ok();
         }
-        Some(e)
+        e
     }
 
     /// Every attribute but the hash is the same: the content cannot have changed (ctime moves on
@@ -200,7 +210,12 @@ pub fn scan_dir(dir: &Path) -> BTreeMap<String, Entry> {
     };
     for e in rd.flatten() {
         let name = e.file_name();
-        if let (Some(s), Some(entry)) = (name.to_str(), Entry::read(&e.path())) {
+        // `DirEntry::metadata` is an `lstat` relative to the open directory: no path walk.
+        let entry = e
+            .metadata()
+            .ok()
+            .map(|m| Entry::from_metadata(&m, &e.path()));
+        if let (Some(s), Some(entry)) = (name.to_str(), entry) {
             out.insert(s.to_string(), entry);
         }
     }

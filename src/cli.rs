@@ -185,6 +185,9 @@ pub fn main() -> i32 {
     {
         return crate::jail::exec::main(&args[2..]);
     }
+    if args.len() == 2 && args[1] == crate::jail::seal::SUBCOMMAND {
+        return crate::jail::seal::main();
+    }
     let cli = match Cli::try_parse_from(&args) {
         Ok(c) => c,
         Err(e) => {

@@ -58,6 +58,10 @@ pub struct WatchConfig {
     pub hidden_globs: Vec<String>,
     /// The workspace's directories if the caller already walked them (else the watcher walks).
     pub tree_dirs: Vec<PathBuf>,
+    /// Compare everything with the baseline once the watches are in place. Needed when something
+    /// may have changed since the baseline (the `watch` command); not when the jail's command is
+    /// still held at the gate, since then nothing of the agent's can have happened yet.
+    pub catch_up: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,7 +117,16 @@ pub struct Watcher {
     last_markers: Vec<PathBuf>,
     /// The events this watcher acted on: (path, when) — for tests and the benchmark.
     pub actions: Vec<(PathBuf, Instant)>,
+    /// Baseline executables not hashed yet: (directory index, name). Hashed a few at a time between
+    /// events (see `hash_origins`).
+    unhashed: Vec<(usize, String)>,
+    /// Events may have been missed (queue overflow, tree budget spent, a tree directory swept):
+    /// the final sweep must then walk everything.
+    lost_events: bool,
 }
+
+/// Baseline executables hashed per turn of the event loop (~15 µs each for small files).
+const HASH_BATCH: usize = 32;
 
 fn mask_for(role: &Role) -> WatchMask {
     let base =
@@ -181,6 +194,8 @@ impl Watcher {
                 .unwrap_or(0),
             store,
             actions: Vec::new(),
+            unhashed: Vec::new(),
+            lost_events: false,
         };
         for d in base.dirs.iter().filter(|d| d.writable) {
             if d.exists {
@@ -206,8 +221,44 @@ impl Watcher {
                 }
             }
         }
-        w.rescan_all();
+        if w.cfg.catch_up {
+            w.rescan_all();
+        }
+        w.unhashed = w
+            .dirs
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| matches!(d.role, Role::PathDir { .. } | Role::Hooks { .. }))
+            .flat_map(|(idx, d)| {
+                d.origin
+                    .iter()
+                    .filter(|(_, e)| e.kind == "file" && e.is_executable() && e.sha256.is_none())
+                    .map(move |(name, _)| (idx, name.clone()))
+            })
+            .collect();
         w
+    }
+
+    /// Hash up to `n` baseline executables. A hash is kept only if the file's attributes are still
+    /// the baseline's afterwards: then it is the content the baseline saw (ctime moves on any
+    /// write). Otherwise the entry stays unhashed and is judged by its attributes.
+    fn hash_origins(&mut self, n: usize) {
+        let start = self.unhashed.len().saturating_sub(n);
+        for (idx, name) in self.unhashed.split_off(start) {
+            let path = self.dirs[idx].path.join(&name);
+            let Some(sha) = quarantine::sha256_path(&path) else {
+                continue;
+            };
+            let Some(after) = Entry::metadata(&path) else {
+                continue;
+            };
+            let dir = &mut self.dirs[idx];
+            for map in [&mut dir.origin, &mut dir.state] {
+                if let Some(e) = map.get_mut(&name).filter(|e| e.same_metadata(&after)) {
+                    e.sha256 = Some(sha.clone());
+                }
+            }
+        }
     }
 
     /// Which mode each watched directory is in (for doctor and logs).
@@ -334,6 +385,7 @@ impl Watcher {
         }
         if self.tree_watches >= TREE_BUDGET {
             tracing::warn!("workspace too large to watch for new repositories live ({TREE_BUDGET} directories); the final sweep checks it");
+            self.lost_events = true;
             return false;
         }
         self.tree_watches += 1;
@@ -370,7 +422,11 @@ impl Watcher {
         let mut last_sweep = Instant::now();
         let mut buf = vec![0u8; 64 * 1024];
         loop {
-            let wait = TICK.saturating_sub(last_sweep.elapsed());
+            let wait = if self.unhashed.is_empty() {
+                TICK.saturating_sub(last_sweep.elapsed())
+            } else {
+                Duration::ZERO
+            };
             let (ino_ready, stop_ready) = self.wait(&stop, wait);
             if stop_ready {
                 break;
@@ -382,6 +438,7 @@ impl Watcher {
                 self.sweep_polled();
                 last_sweep = Instant::now();
             }
+            self.hash_origins(HASH_BATCH);
         }
         self.final_sweep();
     }
@@ -441,6 +498,7 @@ impl Watcher {
             }
         }
         if overflow {
+            self.lost_events = true;
             tracing::warn!("inotify queue overflowed: rescanning everything");
             self.rescan_all();
             self.walk_tree_for_repos();
@@ -594,21 +652,52 @@ impl Watcher {
         self.discover_repos(&ws);
     }
 
-    /// The session is over: everything once more, repositories found afresh.
+    /// The session is over. Every process of the jail is gone, so every event it caused is queued
+    /// (inotify queues synchronously, inside the system call): when no event can have been lost,
+    /// reading the queue, sweeping the swept directories and re-reading the repositories' configs
+    /// is complete. Otherwise: everything once more, repositories found afresh.
     pub fn final_sweep(&mut self) {
+        if self.is_live_complete() {
+            let mut buf = vec![0u8; 64 * 1024];
+            self.drain(&mut buf);
+            if !self.lost_events {
+                self.sweep_polled();
+                for repo in 0..self.repos.len() {
+                    self.check_keys(repo);
+                }
+                // A file made in a directory that was new and not watched yet is seen only here.
+                self.check_new_secrets();
+                return;
+            }
+        }
         self.rescan_all();
-        // Secrets matching a hidden glob that appeared during the session (the sweep mode has no
-        // tree watches to see them live).
+        self.check_new_secrets();
+        self.walk_tree_for_repos();
+        for repo in 0..self.repos.len() {
+            self.check_keys(repo);
+        }
+    }
+
+    /// Secrets matching a configured hidden glob that appeared during the session (resolved at
+    /// launch, so visible in the jail). Walks only the globs' roots; nothing when none is set.
+    fn check_new_secrets(&mut self) {
         let started = self.started;
         for path in crate::secrets::glob_matches(&self.cfg.hidden_globs) {
             if Entry::metadata(&path).is_some_and(|e| e.ctime_ns >= started) {
                 self.check_hidden_glob(&path);
             }
         }
-        self.walk_tree_for_repos();
-        for repo in 0..self.repos.len() {
-            self.check_keys(repo);
-        }
+    }
+
+    /// Whether inotify has seen everything so far: no overflow, and every tree directory watched.
+    fn is_live_complete(&self) -> bool {
+        self.inotify.is_some()
+            && self.inotify_error.is_none()
+            && !self.lost_events
+            && !self
+                .dirs
+                .iter()
+                .any(|d| d.role == Role::Tree && matches!(d.mode, Mode::Poll(_)))
     }
 
     /// One entry of one directory: compare, decide, act.
@@ -970,6 +1059,7 @@ pub fn foreground(workspace: Option<PathBuf>) -> crate::Result<i32> {
         force_poll: std::env::var(ENV_MODE).is_ok_and(|v| v == "poll"),
         quarantine_new: false,
         hidden_globs: Vec::new(),
+        catch_up: true,
         tree_dirs: Vec::new(),
     };
     let mut watcher = Watcher::new(cfg, &base);

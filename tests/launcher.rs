@@ -569,3 +569,41 @@ fn concurrent_sessions_keep_each_others_placeholders() {
         "the last session out removes the placeholder"
     );
 }
+
+/// The seals made from outside the jail (the default) and the same seals made by bwrap
+/// (`CLAUDE_SANDBOX_SEAL=bwrap`) give the command the same mounts, with the same flags; and the
+/// default really seals from outside (no silent fallback on this machine).
+#[test]
+fn sealing_from_outside_matches_bwraps_own_sealing() {
+    let f = Fixture::new();
+    std::fs::create_dir_all(f.ws.join("sub/nested")).unwrap();
+    f.git(&f.ws.join("sub/nested"), &["init", "-q"]);
+    std::fs::write(f.ws.join(".envrc"), "export A=1\n").unwrap();
+    // Mount point, and the flags that matter, of every mount under the workspace and home; plus
+    // what a write through the working directory (the workspace: an anchor covers it) does.
+    let script = "awk '{print $5, $6}' /proc/self/mountinfo | grep -E \"^($WS|$HOME)\" \
+        | sed -E 's/,relatime|,noatime//' | sort; echo x >> .envrc 2>/dev/null && echo WROTE-envrc; \
+        cat /dev/null > sub/nested/.git/config 2>/dev/null && echo WROTE-config; echo END";
+    let run = |seal: Option<&str>| {
+        let mut c = f.cmd(["-vv", "run", "--", "bash", "-c", script]);
+        c.env("WS", &f.ws);
+        if let Some(s) = seal {
+            c.env("CLAUDE_SANDBOX_SEAL", s);
+        }
+        c.output().expect("spawn claude-sandbox")
+    };
+    let outside = run(None);
+    let inside = run(Some("bwrap"));
+    let (a, b) = (ok(&outside), ok(&inside));
+    assert!(
+        stderr(&outside).contains("sealed from outside"),
+        "the default launch did not seal from outside:\n{}",
+        stderr(&outside)
+    );
+    assert!(!stderr(&inside).contains("sealed from outside"));
+    assert!(a.contains(".envrc ro,nosuid,nodev"), "{a}");
+    assert!(a.contains("nested/.git/config ro,nosuid,nodev"), "{a}");
+    assert!(!a.contains("WROTE"), "{a}");
+    assert!(a.ends_with("END\n"), "{a}");
+    assert_eq!(a, b, "outside (left) and bwrap (right) differ");
+}

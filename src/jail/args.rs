@@ -14,7 +14,7 @@
 //! 8. seccomp, status fd, environment, working directory, the command (through the exec helper, see
 //!    `exec`).
 
-use super::policy::{Fds, HomeBind, MaskKind, Policy};
+use super::policy::{Fds, HomeBind, MaskKind, Policy, Sealing};
 use std::ffi::OsString;
 use std::path::Path;
 
@@ -34,8 +34,9 @@ impl Argv {
     }
 }
 
-/// Build bwrap's arguments (without the program name).
-pub fn bwrap_args(policy: &Policy, fds: Fds) -> Vec<OsString> {
+/// Build bwrap's arguments (without the program name). With `Sealing::ByLauncher`, steps 5 (after
+/// the writable roots) to 7 are left to `seal::seal_ops`.
+pub fn bwrap_args(policy: &Policy, fds: Fds, sealing: Sealing) -> Vec<OsString> {
     let mut a = Argv(Vec::new());
     a.flag("--die-with-parent")
         .flag("--unshare-user")
@@ -71,6 +72,38 @@ pub fn bwrap_args(policy: &Policy, fds: Fds) -> Vec<OsString> {
     for p in &policy.writable {
         a.same("--bind", p);
     }
+    if sealing == Sealing::InBwrap {
+        seals(&mut a, policy);
+    }
+    if let Some(fd) = fds.seccomp {
+        a.flag("--seccomp").flag(&fd.to_string());
+    }
+    if let Some(fd) = fds.status {
+        a.flag("--json-status-fd").flag(&fd.to_string());
+    }
+    for k in &policy.unsetenv {
+        a.flag("--unsetenv").flag(k);
+    }
+    for (k, v) in &policy.setenv {
+        a.flag("--setenv").flag(k).flag(v);
+    }
+    a.flag("--chdir").path(&policy.chdir);
+    a.flag("--");
+    if let Some((exe, stderr)) = fds.exec_helper {
+        a.flag(&format!("/proc/self/fd/{exe}"))
+            .flag(crate::jail::exec::SUBCOMMAND);
+        a.flag(&exe.to_string()).flag(&stderr.to_string());
+        if let Some((ready, go)) = fds.gate {
+            a.flag(&ready.to_string()).flag(&go.to_string());
+        }
+        a.flag("--");
+    }
+    a.0.extend(policy.command.iter().cloned());
+    a.0
+}
+
+/// Steps 5 (after the writable roots) to 7: anchors, hidden directories, seals, masks.
+fn seals(a: &mut Argv, policy: &Policy) {
     for p in &policy.anchors {
         a.same("--bind", p);
     }
@@ -90,29 +123,6 @@ pub fn bwrap_args(policy: &Policy, fds: Fds) -> Vec<OsString> {
                 .path(&m.path),
         };
     }
-    if let Some(fd) = fds.seccomp {
-        a.flag("--seccomp").flag(&fd.to_string());
-    }
-    if let Some(fd) = fds.status {
-        a.flag("--json-status-fd").flag(&fd.to_string());
-    }
-    for k in &policy.unsetenv {
-        a.flag("--unsetenv").flag(k);
-    }
-    for (k, v) in &policy.setenv {
-        a.flag("--setenv").flag(k).flag(v);
-    }
-    a.flag("--chdir").path(&policy.chdir);
-    a.flag("--");
-    if let Some((exe, stderr)) = fds.exec_helper {
-        a.flag(&format!("/proc/self/fd/{exe}"))
-            .flag(crate::jail::exec::SUBCOMMAND);
-        a.flag(&exe.to_string())
-            .flag(&stderr.to_string())
-            .flag("--");
-    }
-    a.0.extend(policy.command.iter().cloned());
-    a.0
 }
 
 /// Quote one argument for a POSIX shell (used by `--dry-run`).
@@ -198,7 +208,9 @@ mod tests {
                 seccomp: Some(3),
                 status: Some(4),
                 exec_helper: Some((5, 6)),
+                gate: None,
             },
+            Sealing::InBwrap,
         )
         .into_iter()
         .map(|s| s.into_string().unwrap())
@@ -222,11 +234,39 @@ mod tests {
 
     #[test]
     fn seals_come_after_writable_roots_and_masks_last() {
-        let args = bwrap_args(&policy(), Fds::default());
+        let args = bwrap_args(&policy(), Fds::default(), Sealing::InBwrap);
         let pos = |s: &str| args.iter().position(|a| a == s).unwrap();
         assert!(pos("/w/.git/hooks") > pos("/w"));
         assert!(pos("/run/docker.sock") > pos("/w/.envrc"));
         assert!(!args.iter().any(|a| a == "--seccomp"));
+    }
+
+    #[test]
+    fn launcher_sealing_leaves_seals_out_and_gates_the_helper() {
+        let args: Vec<String> = bwrap_args(
+            &policy(),
+            Fds {
+                seccomp: Some(3),
+                status: Some(4),
+                exec_helper: Some((5, 6)),
+                gate: Some((7, 8)),
+            },
+            Sealing::ByLauncher,
+        )
+        .into_iter()
+        .map(|s| s.into_string().unwrap())
+        .collect();
+        let text = args.join(" ");
+        assert!(text.contains("--bind /w /w --seccomp 3"), "{text}");
+        for gone in [
+            "/w/.git/hooks",
+            "/run/docker.sock",
+            "/run/podman",
+            "/run/cs",
+        ] {
+            assert!(!args.iter().any(|a| a == gone), "{gone} in {text}");
+        }
+        assert!(text.ends_with("-- /proc/self/fd/5 __exec 5 6 7 8 -- claude --flag with space"));
     }
 
     #[test]

@@ -18,6 +18,9 @@ use std::os::unix::process::CommandExt;
 /// argv[1] that selects the helper.
 pub const SUBCOMMAND: &str = "__exec";
 
+/// The byte that opens the gate.
+pub const GO: u8 = b'G';
+
 /// Signals ignored in bwrap's outer process and restored here.
 pub const IGNORED_IN_BWRAP: &[Signal] = &[Signal::SIGINT, Signal::SIGQUIT, Signal::SIGHUP];
 
@@ -30,14 +33,24 @@ pub fn ignore_terminal_signals() -> std::io::Result<()> {
     Ok(())
 }
 
-/// `claude-sandbox __exec EXE_FD STDERR_FD -- COMMAND ARGS...`: never returns on success.
+/// `claude-sandbox __exec EXE_FD STDERR_FD [READY_FD GO_FD] -- COMMAND ARGS...`: never returns on
+/// success.
+///
+/// With the gate (READY_FD, GO_FD): say "ready" (bwrap's setup is done, the launcher may seal), then
+/// wait for one byte on GO_FD. End of file instead means the launcher gave up (a failed seal, a
+/// failed baseline): exit without running anything.
 pub fn main(args: &[OsString]) -> i32 {
     let fd = |s: &OsString| s.to_string_lossy().parse::<i32>().ok().filter(|fd| *fd > 2);
-    let (exe_fd, stderr_fd, command) = match args {
-        [exe, err, sep, cmd @ ..] if sep == "--" && !cmd.is_empty() => (fd(exe), fd(err), cmd),
+    let (exe_fd, stderr_fd, gate, command) = match args {
+        [exe, err, sep, cmd @ ..] if sep == "--" && !cmd.is_empty() => {
+            (fd(exe), fd(err), None, cmd)
+        }
+        [exe, err, ready, go, sep, cmd @ ..] if sep == "--" && !cmd.is_empty() => {
+            (fd(exe), fd(err), fd(ready).zip(fd(go)), cmd)
+        }
         _ => {
             eprintln!(
-                "claude-sandbox: __exec is internal: __exec EXE_FD STDERR_FD -- COMMAND [ARGS...]"
+                "claude-sandbox: __exec is internal: __exec EXE_FD STDERR_FD [READY_FD GO_FD] -- COMMAND [ARGS...]"
             );
             return crate::error::EXIT_USAGE;
         }
@@ -45,6 +58,23 @@ pub fn main(args: &[OsString]) -> i32 {
     // SAFETY: the launcher passed these fds for this helper alone; nothing else here uses them.
     let take =
         |fd: i32| unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    if let Some((ready, go)) = gate {
+        let (ready, go) = (take(ready), take(go));
+        let _ = rustix::io::write(&ready, b"R");
+        drop(ready);
+        let mut byte = [0u8; 1];
+        if !matches!(rustix::io::read(&go, &mut byte), Ok(1)) || byte[0] != GO {
+            return crate::error::EXIT_JAIL;
+        }
+        // The seals were mounted after bwrap's `--chdir`: this process's working directory still
+        // points into the mount underneath them (an anchor can cover the workspace itself), where a
+        // relative path would reach the unsealed files. Entering it again by name lands on top.
+        let reentered = std::env::current_dir().and_then(std::env::set_current_dir);
+        if let Err(e) = reentered {
+            eprintln!("claude-sandbox: cannot re-enter the working directory after sealing: {e}");
+            return crate::error::EXIT_JAIL;
+        }
+    }
     if let Some(fd) = stderr_fd {
         let saved = take(fd);
         let _ = rustix::stdio::dup2_stderr(&saved);

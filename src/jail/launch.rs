@@ -13,8 +13,8 @@
 
 use super::args::{bwrap_args, shell_quote};
 use super::plan::{plan, Plan, PlanInput};
-use super::policy::Fds;
-use super::{home, placeholders, seccomp};
+use super::policy::{Fds, Sealing};
+use super::{home, placeholders, seal, seccomp};
 use crate::config::{Config, ConfigPaths};
 use crate::error::{Error, Result, EXIT_JAIL};
 use crate::{baseline, watch};
@@ -38,6 +38,12 @@ const SECCOMP_FD: i32 = 3;
 const STATUS_FD: i32 = 4;
 const EXEC_FD: i32 = 5;
 const STDERR_FD: i32 = 6;
+const READY_FD: i32 = 7;
+const GO_FD: i32 = 8;
+
+/// `CLAUDE_SANDBOX_SEAL=bwrap` has bwrap make every mount (slower; the way to compare, and a way
+/// around a kernel without `mount_setattr`, though that is also detected and handled).
+pub const ENV_SEAL: &str = "CLAUDE_SANDBOX_SEAL";
 
 /// Signals forwarded to the jailed command.
 pub const FORWARDED: &[i32] = &[SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGWINCH, SIGUSR1, SIGUSR2];
@@ -207,8 +213,10 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         seccomp: Some(SECCOMP_FD),
         status: Some(STATUS_FD),
         exec_helper: Some((EXEC_FD, STDERR_FD)),
+        gate: Some((READY_FD, GO_FD)),
     };
-    let args = bwrap_args(&plan.policy, fds);
+    // `--dry-run` prints the jail as bwrap alone would build it: the same mounts, one argv.
+    let args = bwrap_args(&plan.policy, fds, Sealing::InBwrap);
     let Some(runtime) = runtime else {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{}", shell_quote(plan.policy.bwrap.as_os_str()));
@@ -247,42 +255,83 @@ fn execute(
         n = plan.placeholders.len(),
         "placeholders created"
     );
-    let t0 = std::time::Instant::now();
-    let watcher = match start_watcher(&plan, runtime, session, &session_dir) {
-        Ok(w) => w,
-        Err(e) => {
-            let _ = placeholders::release(runtime, session);
-            home::finish(&session_dir, &plan.policy.home, &plan.policy.workspace);
-            return Err(e);
-        }
+    let cleanup = |plan: &Plan| {
+        let _ = placeholders::release(runtime, session);
+        home::finish(&session_dir, &plan.policy.home, &plan.policy.workspace);
     };
-    tracing::debug!(
-        ms = t0.elapsed().as_secs_f64() * 1e3,
-        "baseline taken, watcher started"
-    );
     let t0 = std::time::Instant::now();
-    let mut result;
+    let mut sealing = match std::env::var(ENV_SEAL).as_deref() {
+        Ok("bwrap") => Sealing::InBwrap,
+        _ => Sealing::ByLauncher,
+    };
+    let mut watcher: Option<(watch::Running, std::thread::JoinHandle<Result<()>>)> = None;
     let mut retried = false;
-    loop {
+    let result = loop {
         // A socket that went away since planning (a server stopped) cannot be bound over; dropping
         // its mask is safe, since nothing is left to reach.
         plan.policy.masks.retain(|m| exists(&m.path));
-        let args = bwrap_args(&plan.policy, fds);
-        result = start_and_wait(&plan, &args).and_then(|outcome| match outcome {
-            Outcome::Exited(code) => Ok(code),
-            Outcome::SetupFailed(msg) => Err(Error::Jail(msg)),
-        });
-        // One retry when the failure was a mask target vanishing during setup (a server stopping).
-        if result.is_err() && !retried && plan.policy.masks.iter().any(|m| !exists(&m.path)) {
-            retried = true;
-            continue;
+        let args = bwrap_args(&plan.policy, fds, sealing);
+        let jail = match Jail::spawn(&plan, &args, sealing) {
+            Ok(j) => j,
+            Err(e) => {
+                drop(watcher);
+                cleanup(&plan);
+                return Err(e);
+            }
+        };
+        tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "bwrap started");
+        // The baseline and the watcher are made while bwrap builds the jail: the command cannot run
+        // before the gate opens, so nothing the agent does can precede them.
+        if watcher.is_none() {
+            match start_watcher(&plan, runtime, session, &session_dir) {
+                Ok(w) => watcher = Some(w),
+                Err(e) => {
+                    jail.abort();
+                    cleanup(&plan);
+                    return Err(e);
+                }
+            }
+            tracing::debug!(
+                ms = t0.elapsed().as_secs_f64() * 1e3,
+                "baseline taken, watcher started"
+            );
         }
-        break;
-    }
+        let ops = seal::seal_ops(&plan.policy);
+        match jail.open_gate(&ops) {
+            Gate::Opened(jail) => {
+                tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "gate opened");
+                break jail.wait();
+            }
+            Gate::SealFailed(jail, why) => {
+                // Not a weaker jail: the command never ran; the same mounts are now bwrap's.
+                tracing::info!(
+                    "sealing from outside failed ({why}); bwrap makes the seals instead"
+                );
+                jail.abort();
+                sealing = Sealing::InBwrap;
+                continue;
+            }
+            Gate::SetupFailed(jail) => {
+                let result = jail.wait();
+                // One retry when the failure was a mask target vanishing during setup.
+                if result.is_err() && !retried && plan.policy.masks.iter().any(|m| !exists(&m.path))
+                {
+                    retried = true;
+                    continue;
+                }
+                break result;
+            }
+        }
+    };
     // The final sweep runs before `run` returns: a script checking right after sees every alert.
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "jail ended");
     let t0 = std::time::Instant::now();
-    watcher.finish();
+    if let Some((w, writer)) = watcher {
+        w.finish();
+        if let Ok(Err(e)) = writer.join() {
+            eprintln!("claude-sandbox: the baseline's record was not kept: {e}");
+        }
+    }
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "final sweep done");
     if let Err(e) = placeholders::release(runtime, session) {
         eprintln!("claude-sandbox: {e}");
@@ -293,13 +342,15 @@ fn execute(
     result
 }
 
-/// Baseline the writable PATH directories and the repositories, then start the watcher.
+/// Baseline the writable PATH directories and the repositories, then start the watcher. The
+/// baseline's record (`baseline.json` in the session directory, hidden from the jail) is written by
+/// a thread of its own: nothing reads it back during the session, so it need not hold the command.
 fn start_watcher(
     plan: &Plan,
     runtime: &Path,
     session: &placeholders::SessionId,
     session_dir: &Path,
-) -> Result<watch::Running> {
+) -> Result<(watch::Running, std::thread::JoinHandle<Result<()>>)> {
     let path_env = std::env::var_os("PATH").unwrap_or_default();
     let cwd = std::env::current_dir().unwrap_or_else(|_| plan.policy.workspace.clone());
     let t0 = std::time::Instant::now();
@@ -311,12 +362,6 @@ fn start_watcher(
         &plan.repos,
     );
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "baseline taken");
-    base.write(&session_dir.join("baseline.json"))?;
-    let base = baseline::Baseline::read(&session_dir.join("baseline.json"))?;
-    tracing::debug!(
-        ms = t0.elapsed().as_secs_f64() * 1e3,
-        "baseline written and checked"
-    );
     let cfg = watch::WatchConfig {
         runtime: runtime.to_path_buf(),
         session: session.id.clone(),
@@ -325,8 +370,13 @@ fn start_watcher(
         quarantine_new: plan.quarantine_new,
         hidden_globs: plan.hidden_globs.clone(),
         tree_dirs: plan.workspace_dirs.clone(),
+        catch_up: false,
     };
-    watch::Running::start(cfg, &base).map_err(|e| Error::io("starting the watcher", e))
+    let running =
+        watch::Running::start(cfg, &base).map_err(|e| Error::io("starting the watcher", e))?;
+    let file = session_dir.join("baseline.json");
+    let writer = std::thread::spawn(move || base.write(&file));
+    Ok((running, writer))
 }
 
 fn session_alive(record: &[u8]) -> bool {
@@ -359,120 +409,249 @@ fn close_inherited_fds() {
     }
 }
 
-/// How one bwrap run ended.
-enum Outcome {
-    /// The command ran; its exit status (128+N for a signal).
-    Exited(i32),
-    /// bwrap failed before the command ran; its message.
-    SetupFailed(String),
-}
-
 fn pipe() -> Result<(OwnedFd, OwnedFd)> {
     rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
         .map_err(|e| Error::io("creating a pipe", e.into()))
 }
 
-fn start_and_wait(plan: &Plan, args: &[OsString]) -> Result<Outcome> {
-    close_inherited_fds();
-    let (seccomp_r, seccomp_w) = pipe()?;
-    let (status_r, status_w) = pipe()?;
-    // bwrap's own stderr is captured, so a setup failure becomes one clear line; the command gets the
-    // real stderr back from the exec helper.
-    let (err_r, err_w) = pipe()?;
-    let real_stderr = rustix::io::fcntl_dupfd_cloexec(std::io::stderr(), 3)
-        .map_err(|e| Error::io("duplicating stderr", e.into()))?;
-    let self_exe =
-        std::env::current_exe().map_err(|e| Error::io("finding the claude-sandbox binary", e))?;
-    let helper = std::fs::File::open(&self_exe)
-        .map_err(|e| Error::io(format!("opening {}", self_exe.display()), e))?;
-    let program = seccomp::program_bytes();
-    rustix::io::write(&seccomp_w, &program)
-        .map_err(|e| Error::io("writing the seccomp filter", e.into()))?;
-    drop(seccomp_w);
+/// A started bwrap whose first process waits at the gate.
+struct Jail {
+    child: std::process::Child,
+    status: Arc<Mutex<Status>>,
+    reader: std::thread::JoinHandle<()>,
+    bwrap_messages: std::thread::JoinHandle<String>,
+    forwarder: std::thread::JoinHandle<()>,
+    signals: signal_hook::iterator::Handle,
+    ready: OwnedFd,
+    go: OwnedFd,
+    /// `__seal`, started with bwrap so that its start-up overlaps bwrap's; waits for its request.
+    sealer: Option<std::process::Child>,
+}
 
-    // Register before spawning, so no signal in between kills the launcher with the jail running.
-    let mut signals = SignalsInfo::<WithOrigin>::new(FORWARDED)
-        .map_err(|e| Error::io("registering signal handlers", e))?;
-    let handle = signals.handle();
+/// How opening the gate went.
+enum Gate {
+    /// The command runs.
+    Opened(Jail),
+    /// bwrap's setup failed before the jail's first process started.
+    SetupFailed(Jail),
+    /// The jail is up but could not be sealed from outside; the command has not run.
+    SealFailed(Jail, String),
+}
 
-    let mut command = std::process::Command::new(&plan.policy.bwrap);
-    command.args(args).stderr(std::process::Stdio::from(err_w));
-    let map = [
-        (seccomp_r.as_raw_fd(), SECCOMP_FD),
-        (status_w.as_raw_fd(), STATUS_FD),
-        (helper.as_raw_fd(), EXEC_FD),
-        (real_stderr.as_raw_fd(), STDERR_FD),
-    ];
-    // SAFETY: only async-signal-safe syscalls (fcntl, dup2, sigaction) run between fork and exec.
-    unsafe {
-        command.pre_exec(move || {
-            place_fds(&map)?;
-            super::exec::ignore_terminal_signals()
+impl Jail {
+    fn spawn(plan: &Plan, args: &[OsString], sealing: Sealing) -> Result<Jail> {
+        close_inherited_fds();
+        let self_exe = std::env::current_exe()
+            .map_err(|e| Error::io("finding the claude-sandbox binary", e))?;
+        let sealer = match sealing {
+            Sealing::InBwrap => None,
+            Sealing::ByLauncher => Some(
+                std::process::Command::new(&self_exe)
+                    .arg(seal::SUBCOMMAND)
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .map_err(|e| Error::io("starting the sealer", e))?,
+            ),
+        };
+        let (seccomp_r, seccomp_w) = pipe()?;
+        let (status_r, status_w) = pipe()?;
+        // bwrap's own stderr is captured, so a setup failure becomes one clear line; the command
+        // gets the real stderr back from the exec helper.
+        let (err_r, err_w) = pipe()?;
+        let (ready_r, ready_w) = pipe()?;
+        let (go_r, go_w) = pipe()?;
+        let real_stderr = rustix::io::fcntl_dupfd_cloexec(std::io::stderr(), 3)
+            .map_err(|e| Error::io("duplicating stderr", e.into()))?;
+        let helper = std::fs::File::open(&self_exe)
+            .map_err(|e| Error::io(format!("opening {}", self_exe.display()), e))?;
+        let program = seccomp::program_bytes();
+        rustix::io::write(&seccomp_w, &program)
+            .map_err(|e| Error::io("writing the seccomp filter", e.into()))?;
+        drop(seccomp_w);
+
+        // Register before spawning, so no signal in between kills the launcher with the jail running.
+        let mut signals = SignalsInfo::<WithOrigin>::new(FORWARDED)
+            .map_err(|e| Error::io("registering signal handlers", e))?;
+        let handle = signals.handle();
+
+        let mut command = std::process::Command::new(&plan.policy.bwrap);
+        command.args(args).stderr(std::process::Stdio::from(err_w));
+        let map = [
+            (seccomp_r.as_raw_fd(), SECCOMP_FD),
+            (status_w.as_raw_fd(), STATUS_FD),
+            (helper.as_raw_fd(), EXEC_FD),
+            (real_stderr.as_raw_fd(), STDERR_FD),
+            (ready_w.as_raw_fd(), READY_FD),
+            (go_r.as_raw_fd(), GO_FD),
+        ];
+        // SAFETY: only async-signal-safe syscalls (fcntl, dup2, sigaction) run between fork and exec.
+        unsafe {
+            command.pre_exec(move || {
+                place_fds(&map)?;
+                super::exec::ignore_terminal_signals()
+            });
+        }
+        let spawned = command.spawn();
+        drop(command); // closes our copy of the stderr pipe's write end
+        let child = spawned.map_err(|e| {
+            Error::Jail(format!("cannot start {}: {e}", plan.policy.bwrap.display()))
+        })?;
+        drop((seccomp_r, status_w, helper, real_stderr, ready_w, go_r));
+
+        let status = Arc::new(Mutex::new(Status::default()));
+        let reader = spawn_status_reader(status_r, Arc::clone(&status));
+        let bwrap_messages = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = std::io::Read::read_to_string(&mut std::fs::File::from(err_r), &mut text);
+            text
         });
-    }
-    let spawned = command.spawn();
-    drop(command); // closes our copy of the stderr pipe's write end
-    let mut child = spawned
-        .map_err(|e| Error::Jail(format!("cannot start {}: {e}", plan.policy.bwrap.display())))?;
-    drop((seccomp_r, status_w, helper, real_stderr));
-
-    let status = Arc::new(Mutex::new(Status::default()));
-    let reader = spawn_status_reader(status_r, Arc::clone(&status));
-    let bwrap_messages = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = std::io::Read::read_to_string(&mut std::fs::File::from(err_r), &mut text);
-        text
-    });
-    let forwarder = {
-        let status = Arc::clone(&status);
-        std::thread::spawn(move || {
-            for origin in signals.forever() {
-                if origin.cause == Cause::Kernel {
-                    continue; // from the terminal: the command, in our process group, got it too
+        let forwarder = {
+            let status = Arc::clone(&status);
+            std::thread::spawn(move || {
+                for origin in signals.forever() {
+                    if origin.cause == Cause::Kernel {
+                        continue; // from the terminal: the command, in our process group, got it too
+                    }
+                    let init = status.lock().map(|s| s.child_pid).unwrap_or(None);
+                    if let Some(init) = init {
+                        forward(init, origin.signal);
+                    }
                 }
-                let init = status.lock().map(|s| s.child_pid).unwrap_or(None);
-                if let Some(init) = init {
-                    forward(init, origin.signal);
-                }
-            }
+            })
+        };
+        Ok(Jail {
+            child,
+            status,
+            reader,
+            bwrap_messages,
+            forwarder,
+            signals: handle,
+            ready: ready_r,
+            go: go_w,
+            sealer,
         })
-    };
-    let exit = child
-        .wait()
-        .map_err(|e| Error::io("waiting for bwrap", e))?;
-    let _ = reader.join();
-    handle.close();
-    let _ = forwarder.join();
-    let messages = bwrap_messages.join().unwrap_or_default();
-    let exit_code = status.lock().map(|s| s.exit_code).unwrap_or(None);
-    Ok(match (exit_code, exit.signal()) {
-        (Some(code), _) => {
-            if !messages.is_empty() {
-                eprint!("{messages}");
+    }
+
+    /// Wait until bwrap's setup is done, seal from outside if asked, and let the command run.
+    fn open_gate(mut self, ops: &[seal::SealOp]) -> Gate {
+        let mut byte = [0u8; 1];
+        let ready = loop {
+            match rustix::io::read(&self.ready, &mut byte) {
+                Err(rustix::io::Errno::INTR) => continue,
+                r => break matches!(r, Ok(1)),
             }
-            Outcome::Exited(code)
+        };
+        if !ready {
+            return Gate::SetupFailed(self);
         }
-        (None, Some(sig)) => Outcome::Exited(128 + sig),
-        (None, None) => {
-            let first = messages
-                .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("no message")
-                .trim();
-            Outcome::SetupFailed(format!(
-                "{first} (bwrap exit status {})",
-                exit.code().unwrap_or(EXIT_JAIL)
-            ))
+        if let Some(sealer) = self.sealer.take() {
+            if let Err(why) = self.seal(sealer, ops) {
+                return Gate::SealFailed(self, why);
+            }
+            tracing::debug!(mounts = ops.len(), "sealed from outside");
         }
-    })
+        match rustix::io::write(&self.go, &[super::exec::GO]) {
+            Ok(1) => Gate::Opened(self),
+            _ => Gate::SetupFailed(self),
+        }
+    }
+
+    /// Hand the jail's init PID and the mounts to `__seal` and wait for it.
+    fn seal(
+        &self,
+        mut sealer: std::process::Child,
+        ops: &[seal::SealOp],
+    ) -> std::result::Result<(), String> {
+        let bwrap = self.child.id();
+        // bwrap's only child is the jail's init; the helper is waiting, so it exists.
+        let init = std::fs::read_to_string(format!("/proc/{bwrap}/task/{bwrap}/children"))
+            .ok()
+            .and_then(|c| c.split_whitespace().next()?.parse::<i32>().ok())
+            .ok_or_else(|| "cannot find the jail's init process".to_string())?;
+        let request = seal::SealRequest {
+            pid: init,
+            ops: ops.to_vec(),
+        };
+        let text = serde_json::to_vec(&request).map_err(|e| e.to_string())?;
+        if let Some(mut stdin) = sealer.stdin.take() {
+            let _ = stdin.write_all(&text);
+        }
+        let out = sealer.wait_with_output().map_err(|e| e.to_string())?;
+        if out.status.success() {
+            return Ok(());
+        }
+        let msg = String::from_utf8_lossy(&out.stderr);
+        Err(msg
+            .lines()
+            .next()
+            .unwrap_or("no message")
+            .trim()
+            .to_string())
+    }
+
+    /// Shut the gate for good (the command never runs) and wait for bwrap to go.
+    fn abort(self) {
+        let _ = self.wait();
+    }
+
+    /// Wait for bwrap; the command's exit status, or bwrap's setup failure.
+    fn wait(self) -> Result<i32> {
+        let Jail {
+            mut child,
+            status,
+            reader,
+            bwrap_messages,
+            forwarder,
+            signals,
+            ready,
+            go,
+            sealer,
+        } = self;
+        // Closing our ends: a helper still at the gate sees end of file and exits.
+        drop((ready, go));
+        if let Some(mut s) = sealer {
+            let _ = s.kill();
+            let _ = s.wait();
+        }
+        let exit = child
+            .wait()
+            .map_err(|e| Error::io("waiting for bwrap", e))?;
+        let _ = reader.join();
+        signals.close();
+        let _ = forwarder.join();
+        let messages = bwrap_messages.join().unwrap_or_default();
+        let exit_code = status.lock().map(|s| s.exit_code).unwrap_or(None);
+        match (exit_code, exit.signal()) {
+            (Some(code), _) => {
+                if !messages.is_empty() {
+                    eprint!("{messages}");
+                }
+                Ok(code)
+            }
+            (None, Some(sig)) => Ok(128 + sig),
+            (None, None) => {
+                let first = messages
+                    .lines()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("no message")
+                    .trim();
+                Err(Error::Jail(format!(
+                    "{first} (bwrap exit status {})",
+                    exit.code().unwrap_or(EXIT_JAIL)
+                )))
+            }
+        }
+    }
 }
 
 /// In the child after fork: move fds to fixed numbers without CLOEXEC. No allocation here.
-fn place_fds(map: &[(i32, i32); 4]) -> std::io::Result<()> {
+fn place_fds(map: &[(i32, i32); 6]) -> std::io::Result<()> {
     use rustix::fd::BorrowedFd;
     use std::os::fd::FromRawFd;
     // First lift every source above the targets, so no dup2 clobbers a source not yet moved.
-    let mut lifted: [Option<OwnedFd>; 4] = [None, None, None, None];
+    let mut lifted: [Option<OwnedFd>; 6] = Default::default();
     for (i, (src, _)) in map.iter().enumerate() {
         // SAFETY: the fd numbers are open in the parent and inherited by this child.
         lifted[i] = Some(rustix::io::fcntl_dupfd_cloexec(

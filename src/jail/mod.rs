@@ -7,6 +7,7 @@
 //! - `placeholders`: stubs for missing entry points, created and removed safely across sessions;
 //! - `home`: the session-private `$HOME` and `~/.claude.json`;
 //! - `exec`: the first process in the jail, which restores signal defaults and runs the command;
+//! - `seal`: the seals, anchors and masks mounted from outside while the jail's first process waits;
 //! - `launch`: `run` itself.
 
 pub mod args;
@@ -16,4 +17,5 @@ pub mod launch;
 pub mod placeholders;
 pub mod plan;
 pub mod policy;
+pub mod seal;
 pub mod seccomp;
