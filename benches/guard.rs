@@ -382,9 +382,22 @@ fn main() {
         .unwrap_or(1);
     println!("claude-sandbox benchmark ({cores} cores)\n");
     Table::header();
-    launch_overhead();
-    launch_by_repos();
-    for n in [1_000, 10_000, 100_000] {
+    // `cargo bench --bench guard -- launch poll`: only the sections named (launch, baseline,
+    // detection, prompt, rest); all by default.
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let wanted =
+        |section: &str| only.is_empty() || only.iter().any(|o| section.contains(o.as_str()));
+    if wanted("launch") {
+        launch_overhead();
+        launch_by_repos();
+    }
+    for n in [1_000, 10_000, 100_000]
+        .into_iter()
+        .filter(|_| wanted("baseline"))
+    {
         let (med, max) = baseline_time(n);
         Table::row(
             &format!("baseline, {n} executables"),
@@ -395,6 +408,18 @@ fn main() {
             5,
         );
     }
+    if wanted("detection") {
+        detection_rows();
+    }
+    if wanted("prompt") {
+        prompt_rows();
+    }
+    if wanted("rest") {
+        rest_rows();
+    }
+}
+
+fn detection_rows() {
     let ino = detection(false, 60);
     Table::row(
         "detection latency, inotify (p50 / p99)",
@@ -413,6 +438,9 @@ fn main() {
         String::new(),
         poll.len(),
     );
+}
+
+fn prompt_rows() {
     let (hook, bare) = prompt_cost(5000);
     Table::row(
         "prompt hook, nothing new (per prompt)",
@@ -430,6 +458,9 @@ fn main() {
         String::new(),
         5000,
     );
+}
+
+fn rest_rows() {
     let (cpu, rss) = at_rest(false, 1000, 5);
     Table::row(
         "watcher at rest, inotify, 10 dirs/10k entries",

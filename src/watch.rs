@@ -97,6 +97,43 @@ struct Watched {
     state: BTreeMap<String, Entry>,
     /// The entries at the baseline: only these can "change"; anything else is new.
     origin: BTreeMap<String, Entry>,
+    /// Sweep mode: the directory as it was when last listed, if it had settled (see `sweep_dir`).
+    listed_at: Option<DirStamp>,
+    /// Sweep mode: ticks so far, to spread the baseline's executables over `ROLL` ticks.
+    turn: usize,
+}
+
+/// A directory's identity and change time. Any entry created, removed or renamed in it moves its
+/// ctime, so an unchanged stamp means unchanged names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct DirStamp {
+    dev: u64,
+    ino: u64,
+    ctime_ns: i64,
+}
+
+/// A stamp is trusted only when its ctime is this old: timestamps are coarse (a clock tick), so a
+/// change in the same tick as the previous one could leave ctime where it was.
+const SETTLE_NS: i64 = 1_000_000_000;
+
+/// In sweep mode, each executable that was there at the baseline is re-read every `ROLL` ticks
+/// (it can only "change", which is alerted, never quarantined as a plant); names are checked every
+/// tick, and everything else that could become an executable too.
+const ROLL: usize = 5;
+
+fn settled_stamp(dir: &Path) -> Option<DirStamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(dir).ok()?;
+    let ctime_ns = m.ctime() * 1_000_000_000 + m.ctime_nsec();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_nanos() as i64;
+    (now - ctime_ns >= SETTLE_NS).then_some(DirStamp {
+        dev: m.dev(),
+        ino: m.ino(),
+        ctime_ns,
+    })
 }
 
 pub struct Watcher {
@@ -115,6 +152,8 @@ pub struct Watcher {
     started: i64,
     /// In sweep mode, where the workspace's `.git` and `HEAD` entries were at the last tick.
     last_markers: Vec<PathBuf>,
+    /// In sweep mode, each workspace directory's listing as of its last settled stamp.
+    tree_cache: HashMap<PathBuf, Listing>,
     /// The events this watcher acted on: (path, when) — for tests and the benchmark.
     pub actions: Vec<(PathBuf, Instant)>,
     /// Baseline executables not hashed yet: (directory index, name). Hashed a few at a time between
@@ -188,6 +227,7 @@ impl Watcher {
             known_git_dirs: BTreeSet::new(),
             tree_watches: 0,
             last_markers: Vec::new(),
+            tree_cache: HashMap::new(),
             started: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_nanos() as i64)
@@ -293,6 +333,8 @@ impl Watcher {
             wd,
             state,
             origin,
+            listed_at: None,
+            turn: 0,
         });
         idx
     }
@@ -633,17 +675,69 @@ impl Watcher {
     fn sweep_polled(&mut self) {
         for idx in 0..self.dirs.len() {
             if matches!(self.dirs[idx].mode, Mode::Poll(_)) && self.dirs[idx].role != Role::Tree {
-                self.rescan(idx);
+                self.sweep_dir(idx);
             }
         }
         if self.inotify_error.is_some() {
             // A cheap listing first (names only, no stat): the full discovery walk runs only when a
             // `.git` or `HEAD` appeared, moved or went away.
-            let markers = git_markers(&self.cfg.workspace);
+            let markers = git_markers(&self.cfg.workspace, &mut self.tree_cache);
             if markers != self.last_markers {
                 self.last_markers = markers;
                 self.walk_tree_for_repos();
             }
+        }
+    }
+
+    /// One tick for one swept directory. Names are listed again only when the directory changed
+    /// (or has not settled); otherwise its entries are re-read: every one that is not an
+    /// executable (it could become one), and a `ROLL`th of the baseline's executables in turn.
+    /// Executables new this session were judged when they appeared and are not re-read.
+    fn sweep_dir(&mut self, idx: usize) {
+        if !matches!(
+            self.dirs[idx].role,
+            Role::PathDir { .. } | Role::Hooks { .. }
+        ) {
+            self.rescan(idx);
+            return;
+        }
+        let stamp = settled_stamp(&self.dirs[idx].path);
+        let d = &mut self.dirs[idx];
+        d.turn += 1;
+        if stamp.is_none() || stamp != d.listed_at {
+            d.listed_at = stamp;
+            self.rescan(idx);
+            return;
+        }
+        let turn = d.turn % ROLL;
+        // One open directory, one `fstatat` per entry, compared in place: no path, no allocation
+        // unless something differs (then the ordinary reconcile judges it).
+        let Ok(dirfd) = rustix::fs::open(
+            &d.path,
+            rustix::fs::OFlags::RDONLY
+                | rustix::fs::OFlags::DIRECTORY
+                | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        ) else {
+            self.rescan(idx);
+            return;
+        };
+        // Every tick: what could become an executable. In turn: the baseline's executables.
+        let could_become = d.state.iter().filter(|(_, e)| !e.is_executable());
+        let in_turn = d
+            .origin
+            .iter()
+            .filter(|(_, o)| o.is_executable())
+            .enumerate()
+            .filter(|(i, _)| i % ROLL == turn)
+            .filter_map(|(_, (name, _))| d.state.get_key_value(name));
+        let differs: Vec<String> = could_become
+            .chain(in_turn)
+            .filter(|(name, e)| !unchanged_at(&dirfd, name, e))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in differs {
+            self.reconcile(idx, &name);
         }
     }
 
@@ -966,26 +1060,89 @@ impl Watcher {
     }
 }
 
+/// Whether `name` in the open directory still has the attributes of `e` (an `fstatat`, no
+/// allocation). A symlink's target is not compared: replacing a symlink makes a new inode.
+// The `stat` field types differ between architectures (nlink is 32 bits on aarch64): cast them all.
+#[allow(clippy::unnecessary_cast)]
+fn unchanged_at(dirfd: &OwnedFd, name: &str, e: &Entry) -> bool {
+    let Ok(st) = rustix::fs::statat(dirfd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) else {
+        return false;
+    };
+    let kind = match rustix::fs::FileType::from_raw_mode(st.st_mode) {
+        rustix::fs::FileType::Symlink => "symlink",
+        rustix::fs::FileType::RegularFile => "file",
+        rustix::fs::FileType::Directory => "dir",
+        _ => "other",
+    };
+    st.st_ctime as i64 * 1_000_000_000 + st.st_ctime_nsec as i64 == e.ctime_ns
+        && st.st_ino as u64 == e.ino
+        && st.st_mtime as i64 * 1_000_000_000 + st.st_mtime_nsec as i64 == e.mtime_ns
+        && st.st_size as u64 == e.size
+        && st.st_mode as u32 & 0o7777 == e.mode
+        && st.st_dev as u64 == e.dev
+        && st.st_nlink as u64 == e.nlink
+        && st.st_uid as u32 == e.uid
+        && st.st_gid as u32 == e.gid
+        && kind == e.kind
+}
+
+/// What `git_markers` keeps of one directory: its stamp, subdirectories and markers.
+#[derive(Debug)]
+struct Listing {
+    stamp: DirStamp,
+    subdirs: Vec<PathBuf>,
+    markers: Vec<PathBuf>,
+}
+
 /// Every entry named `.git` or `HEAD` under `root` (not inside `.git` or `node_modules`), from
-/// directory listings alone.
-fn git_markers(root: &Path) -> Vec<PathBuf> {
+/// directory listings alone. A directory whose settled stamp has not moved is not listed again:
+/// its subdirectories and markers come from `cache` (a new `.git` moves its parent's ctime).
+fn git_markers(root: &Path, cache: &mut HashMap<PathBuf, Listing>) -> Vec<PathBuf> {
     use std::os::unix::ffi::OsStrExt;
     let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
+        let stamp = settled_stamp(&dir);
+        seen.insert(dir.clone());
+        if let Some(l) = cache.get(&dir).filter(|l| Some(l.stamp) == stamp) {
+            out.extend(l.markers.iter().cloned());
+            stack.extend(l.subdirs.iter().cloned());
+            continue;
+        }
         let Ok(rd) = std::fs::read_dir(&dir) else {
+            cache.remove(&dir);
             continue;
         };
+        let (mut subdirs, mut markers) = (Vec::new(), Vec::new());
         for e in rd.flatten() {
             let name = e.file_name();
             match name.as_bytes() {
-                b".git" | b"HEAD" => out.push(e.path()),
+                b".git" | b"HEAD" => markers.push(e.path()),
                 b"node_modules" => {}
-                _ if e.file_type().is_ok_and(|t| t.is_dir()) => stack.push(e.path()),
+                _ if e.file_type().is_ok_and(|t| t.is_dir()) => subdirs.push(e.path()),
                 _ => {}
             }
         }
+        out.extend(markers.iter().cloned());
+        stack.extend(subdirs.iter().cloned());
+        match stamp {
+            Some(stamp) => {
+                cache.insert(
+                    dir,
+                    Listing {
+                        stamp,
+                        subdirs,
+                        markers,
+                    },
+                );
+            }
+            None => {
+                cache.remove(&dir);
+            }
+        }
     }
+    cache.retain(|d, _| seen.contains(d));
     out.sort();
     out
 }
