@@ -182,6 +182,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
             "run: no COMMAND given; usage: claude-sandbox run [--] COMMAND [ARGS...]".into(),
         ));
     };
+    let t_start = std::time::Instant::now();
     let session = placeholders::SessionId::current();
     let (input, _config) = plan_input(opts, &session.id)?;
     let resolved = resolve_command(cmd, &input.path_env, &input.cwd)?;
@@ -195,6 +196,10 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         home::sweep_dead(&runtime, session_alive, &input.home);
         Some(runtime)
     };
+    tracing::debug!(
+        ms = t_start.elapsed().as_secs_f64() * 1e3,
+        "resolved, dead sessions swept"
+    );
     let t0 = std::time::Instant::now();
     let plan = plan(&input)?;
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "planned");
@@ -333,12 +338,17 @@ fn execute(
         }
     }
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "final sweep done");
+    let t0 = std::time::Instant::now();
     if let Err(e) = placeholders::release(runtime, session) {
         eprintln!("claude-sandbox: {e}");
     }
     for note in home::finish(&session_dir, &plan.policy.home, &plan.policy.workspace) {
         eprintln!("claude-sandbox: {note}");
     }
+    tracing::debug!(
+        ms = t0.elapsed().as_secs_f64() * 1e3,
+        "placeholders removed, session home merged back"
+    );
     result
 }
 
