@@ -250,25 +250,39 @@ fn execute(
         &plan.policy.home,
         record.to_string().as_bytes(),
     )?;
-    let t0 = std::time::Instant::now();
-    if let Err(e) = placeholders::acquire(runtime, session, &plan.placeholders) {
+    let mut sealing = match std::env::var(ENV_SEAL).as_deref() {
+        Ok("bwrap") => Sealing::InBwrap,
+        _ => Sealing::ByLauncher,
+    };
+    // What bwrap binds must exist before it starts: the state directories it binds writable, and,
+    // when it makes the seals, every placeholder. `__seal` needs the seals' placeholders only once
+    // the jail is up, so those are made while bwrap sets up (making an inode can wait on the disk:
+    // 2 to 50 ms for 40 of them here).
+    let (for_bwrap, for_sealer): (Vec<_>, Vec<_>) = plan
+        .placeholders
+        .iter()
+        .cloned()
+        .partition(|p| p.state_dir || sealing == Sealing::InBwrap);
+    let make_placeholders = |which: &[super::plan::Placeholder]| {
+        let t0 = std::time::Instant::now();
+        let made = placeholders::acquire(runtime, session, which);
+        tracing::debug!(
+            ms = t0.elapsed().as_secs_f64() * 1e3,
+            n = which.len(),
+            "placeholders created"
+        );
+        made
+    };
+    if let Err(e) = make_placeholders(&for_bwrap) {
         home::finish(&session_dir, &plan.policy.home, &plan.policy.workspace);
         return Err(e);
     }
-    tracing::debug!(
-        ms = t0.elapsed().as_secs_f64() * 1e3,
-        n = plan.placeholders.len(),
-        "placeholders created"
-    );
+    let mut placeholders_made = for_sealer.is_empty();
     let cleanup = |plan: &Plan| {
         let _ = placeholders::release(runtime, session);
         home::finish(&session_dir, &plan.policy.home, &plan.policy.workspace);
     };
     let t0 = std::time::Instant::now();
-    let mut sealing = match std::env::var(ENV_SEAL).as_deref() {
-        Ok("bwrap") => Sealing::InBwrap,
-        _ => Sealing::ByLauncher,
-    };
     let mut watcher: Option<(watch::Running, std::thread::JoinHandle<Result<()>>)> = None;
     let mut retried = false;
     let result = loop {
@@ -287,8 +301,24 @@ fn execute(
         tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "bwrap started");
         // The baseline and the watcher are made while bwrap builds the jail: the command cannot run
         // before the gate opens, so nothing the agent does can precede them.
-        if watcher.is_none() {
-            match start_watcher(&plan, runtime, session, &session_dir) {
+        let (made, started) = std::thread::scope(|scope| {
+            let made = (!placeholders_made).then(|| scope.spawn(|| make_placeholders(&for_sealer)));
+            let started = watcher
+                .is_none()
+                .then(|| start_watcher(&plan, runtime, session, &session_dir));
+            let made = made.map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::Jail("creating placeholders panicked".into())))
+            });
+            (made, started)
+        });
+        placeholders_made = true;
+        if let Some(started) = started {
+            tracing::debug!(
+                ms = t0.elapsed().as_secs_f64() * 1e3,
+                "baseline taken, watcher started"
+            );
+            match started {
                 Ok(w) => watcher = Some(w),
                 Err(e) => {
                     jail.abort();
@@ -296,10 +326,12 @@ fn execute(
                     return Err(e);
                 }
             }
-            tracing::debug!(
-                ms = t0.elapsed().as_secs_f64() * 1e3,
-                "baseline taken, watcher started"
-            );
+        }
+        if let Some(Err(e)) = made {
+            jail.abort();
+            drop(watcher);
+            cleanup(&plan);
+            return Err(e);
         }
         let ops = seal::seal_ops(&plan.policy);
         match jail.open_gate(&ops) {
@@ -331,20 +363,26 @@ fn execute(
     // The final sweep runs before `run` returns: a script checking right after sees every alert.
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "jail ended");
     let t0 = std::time::Instant::now();
-    if let Some((w, writer)) = watcher {
+    let writer = watcher.map(|(w, writer)| {
         w.finish();
-        if let Ok(Err(e)) = writer.join() {
-            eprintln!("claude-sandbox: the baseline's record was not kept: {e}");
-        }
-    }
+        writer
+    });
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "final sweep done");
     let t0 = std::time::Instant::now();
-    if let Err(e) = placeholders::release(runtime, session) {
-        eprintln!("claude-sandbox: {e}");
-    }
-    for note in home::finish(&session_dir, &plan.policy.home, &plan.policy.workspace) {
-        eprintln!("claude-sandbox: {note}");
-    }
+    // Placeholders go (after the final sweep, which must not see them go) while the session home is
+    // merged back (after the baseline's record is written, since its directory is removed).
+    std::thread::scope(|scope| {
+        let released = scope.spawn(|| placeholders::release(runtime, session));
+        if let Some(Ok(Err(e))) = writer.map(|w| w.join()) {
+            eprintln!("claude-sandbox: the baseline's record was not kept: {e}");
+        }
+        for note in home::finish(&session_dir, &plan.policy.home, &plan.policy.workspace) {
+            eprintln!("claude-sandbox: {note}");
+        }
+        if let Ok(Err(e)) = released.join() {
+            eprintln!("claude-sandbox: {e}");
+        }
+    });
     tracing::debug!(
         ms = t0.elapsed().as_secs_f64() * 1e3,
         "placeholders removed, session home merged back"
