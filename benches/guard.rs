@@ -195,6 +195,20 @@ fn launch_overhead() {
     match Command::new("sh").args(["-c", "command -v srt"]).output() {
         Ok(o) if o.status.success() => {
             let srt = String::from_utf8_lossy(&o.stdout).trim().to_string();
+            // A failing srt (it needs ripgrep and socat) must not be timed as if it worked.
+            let probe = Command::new(&srt)
+                .arg("true")
+                .current_dir(&ws)
+                .output()
+                .unwrap();
+            if !probe.status.success() {
+                let why = String::from_utf8_lossy(&probe.stderr);
+                println!(
+                    "  srt installed but `srt true` fails ({}): no side-by-side figure",
+                    why.lines().next().unwrap_or("no message").trim()
+                );
+                return;
+            }
             let s = time_runs(10, || {
                 let _ = Command::new(&srt)
                     .arg("true")
@@ -211,6 +225,29 @@ fn launch_overhead() {
                 format!("{:.1}", pct(&s, 0.5) / bm),
                 s.len(),
             );
+            if let Ok(out) = Command::new("/usr/bin/time")
+                .args(["-f", "%M"])
+                .arg(&srt)
+                .arg("true")
+                .current_dir(&ws)
+                .output()
+            {
+                let err = String::from_utf8_lossy(&out.stderr);
+                if let Some(kb) = err
+                    .lines()
+                    .last()
+                    .and_then(|l| l.trim().parse::<f64>().ok())
+                {
+                    Table::row(
+                        "  srt peak RSS",
+                        format!("{:.1} MB", kb / 1024.0),
+                        String::new(),
+                        "",
+                        String::new(),
+                        1,
+                    );
+                }
+            }
         }
         _ => {
             println!("  srt (@anthropic-ai/sandbox-runtime) not installed: no side-by-side figure")

@@ -247,7 +247,7 @@ fn check_jail() -> Vec<Check> {
         )];
     };
     let out = std::process::Command::new(&exe)
-        .args(["run", "--workspace"])
+        .args(["-v", "run", "--workspace"])
         .arg(&dir)
         .args(["--", "true"])
         .current_dir(&dir)
@@ -255,7 +255,18 @@ fn check_jail() -> Vec<Check> {
         .output();
     let _ = std::fs::remove_dir_all(&dir);
     match out {
-        Ok(o) if o.status.success() => vec![pass("jail", "`claude-sandbox run -- true` works")],
+        Ok(o) if o.status.success() => {
+            let log = String::from_utf8_lossy(&o.stderr);
+            let sealing = match log.lines().find_map(|l| l.split_once("sealing from outside failed ")) {
+                Some((_, why)) => warn(
+                    "sealing",
+                    format!("seals are made by bwrap, ~0.4 ms per mount: sealing from outside failed {why}"),
+                    "Linux 5.12+ (mount_setattr) and a bwrap that is not setuid; the jail is the same either way",
+                ),
+                None => pass("sealing", "seals mounted from outside the jail (~1 ms for all)"),
+            };
+            vec![pass("jail", "`claude-sandbox run -- true` works"), sealing]
+        }
         Ok(o) => vec![fail(
             "jail",
             format!(

@@ -607,3 +607,28 @@ fn sealing_from_outside_matches_bwraps_own_sealing() {
     assert!(a.ends_with("END\n"), "{a}");
     assert_eq!(a, b, "outside (left) and bwrap (right) differ");
 }
+
+/// When sealing from outside fails halfway, the command must not have run in the half-sealed jail:
+/// it runs once, in a jail bwrap sealed, and the seals hold.
+#[test]
+fn a_failed_seal_from_outside_falls_back_without_running_the_command_twice() {
+    let f = Fixture::new();
+    let count = f.ws.join("ran");
+    let script = format!(
+        "echo ran >> {c}; echo x > .envrc 2>/dev/null && echo WROTE; echo END",
+        c = count.display()
+    );
+    let out = f
+        .cmd(["-v", "run", "--", "bash", "-c", &script])
+        .env("CLAUDE_SANDBOX_SEAL", "fail-halfway")
+        .output()
+        .unwrap();
+    let text = ok(&out);
+    assert_eq!(text, "END\n", "{text}");
+    assert!(
+        stderr(&out).contains("bwrap makes the seals instead"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read_to_string(&count).unwrap(), "ran\n");
+}

@@ -29,6 +29,10 @@ use std::path::{Path, PathBuf};
 /// argv[1] that selects the sealer.
 pub const SUBCOMMAND: &str = "__seal";
 
+/// `CLAUDE_SANDBOX_SEAL=fail-halfway` (tests): `__seal` makes half the mounts, then fails, so that
+/// the fallback to bwrap's own sealing can be exercised on a machine where sealing works.
+pub const FAIL_HALFWAY: &str = "fail-halfway";
+
 /// One mount made into the jail, in order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "op", content = "path")]
@@ -95,7 +99,23 @@ pub fn main() -> i32 {
             return crate::error::EXIT_JAIL;
         }
     };
-    match enter(req.pid).and_then(|()| apply(&req.ops)) {
+    // For the tests of the fallback: half the mounts, then a failure.
+    let fail_halfway = std::env::var("CLAUDE_SANDBOX_SEAL").is_ok_and(|v| v == FAIL_HALFWAY);
+    let ops = if fail_halfway {
+        &req.ops[..req.ops.len() / 2]
+    } else {
+        &req.ops[..]
+    };
+    let sealed = enter(req.pid).and_then(|()| apply(ops)).and_then(|()| {
+        if fail_halfway {
+            Err(SealError::Enter(format!(
+                "CLAUDE_SANDBOX_SEAL={FAIL_HALFWAY}"
+            )))
+        } else {
+            Ok(())
+        }
+    });
+    match sealed {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("{e}");
