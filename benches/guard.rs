@@ -313,6 +313,7 @@ fn start_watcher(scene: &Path, path_env: &str, rt: &Path, ws: PathBuf, poll: boo
         hidden_globs: Vec::new(),
         tree_dirs: Vec::new(),
         catch_up: true,
+        placeholders: Default::default(),
     };
     Running::start(cfg, &base).unwrap()
 }
@@ -350,7 +351,7 @@ fn detection(poll: bool, count: usize) -> Vec<f64> {
         }
         out.push(t.elapsed().as_secs_f64() * 1e3);
     }
-    running.finish();
+    drop(running.finish());
     out
 }
 
@@ -377,7 +378,7 @@ fn at_rest(poll: bool, per_dir: usize, secs: u64) -> (f64, f64) {
         .find(|l| l.starts_with("VmRSS:"))
         .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
         .unwrap_or(0.0);
-    running.finish();
+    drop(running.finish());
     (pct_core, rss_kb / 1024.0)
 }
 

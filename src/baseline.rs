@@ -53,11 +53,11 @@ impl Entry {
     /// `lstat` (and the link target of a symlink), without hashing.
     pub fn metadata(path: &Path) -> Option<Entry> {
         let m = std::fs::symlink_metadata(path).ok()?;
-        Some(Entry::from_metadata(&m, path))
+        Some(Entry::from_metadata(&m, || path.to_path_buf()))
     }
 
-    /// From an `lstat` result; `path` is read only for a symlink's target.
-    pub fn from_metadata(m: &std::fs::Metadata, path: &Path) -> Entry {
+    /// From an `lstat` result; `path` is asked for only for a symlink, to read its target.
+    pub fn from_metadata(m: &std::fs::Metadata, path: impl FnOnce() -> PathBuf) -> Entry {
         let ft = m.file_type();
         let kind = if ft.is_symlink() {
             "symlink"
@@ -83,7 +83,7 @@ impl Entry {
             link_target: None,
         };
         if ft.is_symlink() {
-            e.link_target = std::fs::read_link(path).ok();
+            e.link_target = std::fs::read_link(path()).ok();
         }
         e
     }
@@ -214,7 +214,7 @@ pub fn scan_dir(dir: &Path) -> BTreeMap<String, Entry> {
         let entry = e
             .metadata()
             .ok()
-            .map(|m| Entry::from_metadata(&m, &e.path()));
+            .map(|m| Entry::from_metadata(&m, || e.path()));
         if let (Some(s), Some(entry)) = (name.to_str(), entry) {
             out.insert(s.to_string(), entry);
         }
@@ -231,21 +231,26 @@ pub fn take(
     repos: &[entrypoints::Repo],
 ) -> Baseline {
     let all = path_entries(path_env, cwd);
-    // Each PATH directory listed once, so "what does this name shadow" is a set lookup, not a stat
-    // of the name in every later directory.
+    // The writable directories read in full (their entries are the baseline), the others' names
+    // only: "what does this name shadow" is then a set lookup, not a stat of the name in every
+    // later directory.
+    let scanned: Vec<Option<BTreeMap<String, Entry>>> = all
+        .iter()
+        .map(|(p, _)| (writable(p) && p.is_dir()).then(|| scan_dir(p)))
+        .collect();
     let listed: Vec<std::collections::HashSet<String>> = all
         .iter()
-        .map(|(p, _)| list_names(p).into_iter().collect())
+        .zip(&scanned)
+        .map(|((p, _), s)| match s {
+            Some(entries) => entries.keys().cloned().collect(),
+            None => list_names(p).into_iter().collect(),
+        })
         .collect();
     let mut dirs = Vec::new();
-    for (index, (path, relative)) in all.iter().enumerate() {
+    for ((index, (path, relative)), scanned) in all.iter().enumerate().zip(scanned) {
         let exists = path.is_dir();
         let is_writable = writable(path);
-        let entries = if is_writable && exists {
-            scan_dir(path)
-        } else {
-            BTreeMap::new()
-        };
+        let entries = scanned.unwrap_or_default();
         let shadows = entries
             .iter()
             .filter(|(_, e)| e.is_executable())

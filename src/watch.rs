@@ -62,6 +62,9 @@ pub struct WatchConfig {
     /// may have changed since the baseline (the `watch` command); not when the jail's command is
     /// still held at the gate, since then nothing of the agent's can have happened yet.
     pub catch_up: bool,
+    /// Placeholders the launcher makes while the watcher starts (read-only in the jail): their
+    /// creation is not news.
+    pub placeholders: std::collections::HashSet<PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -166,6 +169,10 @@ pub struct Watcher {
 
 /// Baseline executables hashed per turn of the event loop (~15 µs each for small files).
 const HASH_BATCH: usize = 32;
+
+/// Hashing starts this long after the watcher: not while the jail is being built and the agent is
+/// starting, on the same cores. Until an executable is hashed, a change is judged by attributes.
+const HASH_DELAY: Duration = Duration::from_millis(250);
 
 fn mask_for(role: &Role) -> WatchMask {
     let base =
@@ -462,12 +469,14 @@ impl Watcher {
     /// Run until `stop` becomes readable (or its write end is closed), then do the final sweep.
     pub fn run(&mut self, stop: OwnedFd) {
         let mut last_sweep = Instant::now();
+        let hash_from = Instant::now() + HASH_DELAY;
         let mut buf = vec![0u8; 64 * 1024];
         loop {
+            let until_tick = TICK.saturating_sub(last_sweep.elapsed());
             let wait = if self.unhashed.is_empty() {
-                TICK.saturating_sub(last_sweep.elapsed())
+                until_tick
             } else {
-                Duration::ZERO
+                until_tick.min(hash_from.saturating_duration_since(Instant::now()))
             };
             let (ino_ready, stop_ready) = self.wait(&stop, wait);
             if stop_ready {
@@ -480,7 +489,9 @@ impl Watcher {
                 self.sweep_polled();
                 last_sweep = Instant::now();
             }
-            self.hash_origins(HASH_BATCH);
+            if Instant::now() >= hash_from {
+                self.hash_origins(HASH_BATCH);
+            }
         }
         self.final_sweep();
     }
@@ -571,6 +582,12 @@ impl Watcher {
             },
             Role::Tree => {
                 let dir = self.dirs[idx].path.clone();
+                if name
+                    .as_deref()
+                    .is_some_and(|n| self.cfg.placeholders.contains(&dir.join(n)))
+                {
+                    return; // the launcher's own, made while the watcher starts; sealed read-only
+                }
                 if let Some(n) = name.as_deref() {
                     self.check_hidden_glob(&dir.join(n));
                 }
@@ -780,6 +797,19 @@ impl Watcher {
             if Entry::metadata(&path).is_some_and(|e| e.ctime_ns >= started) {
                 self.check_hidden_glob(&path);
             }
+        }
+    }
+
+    /// Remove every watch (the session is over); the instance itself is closed by the caller.
+    fn release_watches(&mut self) {
+        let Some(ino) = self.inotify.as_mut() else {
+            return;
+        };
+        for wd in std::mem::take(&mut self.by_wd).into_keys() {
+            let _ = ino.watches().remove(wd);
+        }
+        for d in &mut self.dirs {
+            d.wd = None;
         }
     }
 
@@ -1158,8 +1188,13 @@ fn describe_links(e: &Entry) -> String {
 /// A watcher thread for `run`: set up synchronously, then run until stopped.
 pub struct Running {
     stop: Option<OwnedFd>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    thread: Option<std::thread::JoinHandle<Option<Inotify>>>,
 }
+
+/// The inotify instance of a finished watcher, its watches already removed. Closing an instance
+/// waits for the kernel to free its watches (an SRCU grace period: 0.2 to 15 ms here); removing them
+/// first and closing later lets that happen while the launcher cleans up.
+pub struct Closing(#[allow(dead_code)] Option<Inotify>);
 
 impl Running {
     pub fn start(cfg: WatchConfig, base: &Baseline) -> std::io::Result<Running> {
@@ -1167,19 +1202,21 @@ impl Running {
         let mut watcher = Watcher::new(cfg, base);
         let thread = std::thread::Builder::new()
             .name("watcher".into())
-            .spawn(move || watcher.run(stop_r))?;
+            .spawn(move || {
+                watcher.run(stop_r);
+                watcher.release_watches();
+                watcher.inotify.take()
+            })?;
         Ok(Running {
             stop: Some(stop_w),
             thread: Some(thread),
         })
     }
 
-    /// Stop and wait for the final sweep.
-    pub fn finish(mut self) {
+    /// Stop and wait for the final sweep. Drop what it returns as late as possible.
+    pub fn finish(mut self) -> Closing {
         self.stop.take(); // closing the write end makes the read end readable (POLLHUP)
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        Closing(self.thread.take().and_then(|t| t.join().ok().flatten()))
     }
 }
 
@@ -1217,6 +1254,7 @@ pub fn foreground(workspace: Option<PathBuf>) -> crate::Result<i32> {
         quarantine_new: false,
         hidden_globs: Vec::new(),
         catch_up: true,
+        placeholders: Default::default(),
         tree_dirs: Vec::new(),
     };
     let mut watcher = Watcher::new(cfg, &base);

@@ -231,6 +231,31 @@ fn a_changed_executable_is_quarantined_and_a_harmless_new_one_only_alerted() {
     }
 }
 
+/// The baseline hashes its executables in the background, a quarter of a second in: after that, a
+/// `touch` (new times, same bytes) is not a change, in both modes.
+#[test]
+fn touching_an_executable_is_not_a_change_once_it_is_hashed() {
+    for mode in MODES {
+        let f = Fixture::new();
+        let tool = f.home.join(".local/bin/mytool");
+        std::fs::write(&tool, "#!/bin/sh\necho v1\n").unwrap();
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let out = ok(&jail_in(
+            &f,
+            mode,
+            &[],
+            "sleep 1; touch ~/.local/bin/mytool; sleep 1.5; echo DONE",
+        ));
+        assert!(out.contains("DONE"), "[{mode}] {out}");
+        assert!(
+            tool.exists(),
+            "[{mode}] a touched executable was taken away"
+        );
+        let all = alerts(&f);
+        assert!(alerts_for(&all, &tool).is_empty(), "[{mode}] {all:#?}");
+    }
+}
+
 #[test]
 fn queue_overflow_with_a_plant_in_the_middle() {
     let f = Fixture::new();

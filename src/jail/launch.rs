@@ -273,7 +273,12 @@ fn execute(
         );
         made
     };
-    if let Err(e) = make_placeholders(&for_bwrap) {
+    let made = if for_bwrap.is_empty() {
+        Ok(())
+    } else {
+        make_placeholders(&for_bwrap)
+    };
+    if let Err(e) = made {
         home::finish(&session_dir, &plan.policy.home, &plan.policy.workspace);
         return Err(e);
     }
@@ -283,7 +288,7 @@ fn execute(
         home::finish(&session_dir, &plan.policy.home, &plan.policy.workspace);
     };
     let t0 = std::time::Instant::now();
-    let mut watcher: Option<(watch::Running, std::thread::JoinHandle<Result<()>>)> = None;
+    let mut watcher: Option<(watch::Running, Record)> = None;
     let mut retried = false;
     let result = loop {
         // A socket that went away since planning (a server stopped) cannot be bound over; dropping
@@ -363,17 +368,17 @@ fn execute(
     // The final sweep runs before `run` returns: a script checking right after sees every alert.
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "jail ended");
     let t0 = std::time::Instant::now();
-    let writer = watcher.map(|(w, writer)| {
-        w.finish();
-        writer
-    });
+    let (closing, writer) = match watcher {
+        Some((w, writer)) => (Some(w.finish()), Some(writer)),
+        None => (None, None),
+    };
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "final sweep done");
     let t0 = std::time::Instant::now();
     // Placeholders go (after the final sweep, which must not see them go) while the session home is
     // merged back (after the baseline's record is written, since its directory is removed).
     std::thread::scope(|scope| {
         let released = scope.spawn(|| placeholders::release(runtime, session));
-        if let Some(Ok(Err(e))) = writer.map(|w| w.join()) {
+        if let Some(Err(e)) = writer.map(Record::finish) {
             eprintln!("claude-sandbox: the baseline's record was not kept: {e}");
         }
         for note in home::finish(&session_dir, &plan.policy.home, &plan.policy.workspace) {
@@ -387,18 +392,20 @@ fn execute(
         ms = t0.elapsed().as_secs_f64() * 1e3,
         "placeholders removed, session home merged back"
     );
+    drop(closing); // last: the kernel has had the cleanup's time to free the watches
     result
 }
 
 /// Baseline the writable PATH directories and the repositories, then start the watcher. The
-/// baseline's record (`baseline.json` in the session directory, hidden from the jail) is written by
-/// a thread of its own: nothing reads it back during the session, so it need not hold the command.
+/// baseline's record (`baseline.json` in the session directory, hidden from the jail, removed with
+/// it) is for a human looking during the session: nothing reads it back, so a thread of its own
+/// writes it, a quarter of a second in, and not at all for a session that is over by then.
 fn start_watcher(
     plan: &Plan,
     runtime: &Path,
     session: &placeholders::SessionId,
     session_dir: &Path,
-) -> Result<(watch::Running, std::thread::JoinHandle<Result<()>>)> {
+) -> Result<(watch::Running, Record)> {
     let path_env = std::env::var_os("PATH").unwrap_or_default();
     let cwd = std::env::current_dir().unwrap_or_else(|_| plan.policy.workspace.clone());
     let t0 = std::time::Instant::now();
@@ -419,12 +426,39 @@ fn start_watcher(
         hidden_globs: plan.hidden_globs.clone(),
         tree_dirs: plan.workspace_dirs.clone(),
         catch_up: false,
+        placeholders: plan.placeholders.iter().map(|p| p.path.clone()).collect(),
     };
     let running =
         watch::Running::start(cfg, &base).map_err(|e| Error::io("starting the watcher", e))?;
     let file = session_dir.join("baseline.json");
-    let writer = std::thread::spawn(move || base.write(&file));
-    Ok((running, writer))
+    let (over, wait) = std::sync::mpsc::channel::<()>();
+    let writer = std::thread::spawn(move || {
+        // Not while the agent starts on the same cores; not at all for a session over by then.
+        match wait.recv_timeout(RECORD_DELAY) {
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => base.write(&file),
+            _ => Ok(()),
+        }
+    });
+    Ok((running, Record { over, writer }))
+}
+
+/// The baseline's record is written this long into the session (see `start_watcher`).
+const RECORD_DELAY: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// The thread that writes the baseline's record, and the way to tell it the session is over.
+struct Record {
+    over: std::sync::mpsc::Sender<()>,
+    writer: std::thread::JoinHandle<Result<()>>,
+}
+
+impl Record {
+    /// Wait for the record (written, or not needed: the session ended before it was due).
+    fn finish(self) -> Result<()> {
+        drop(self.over);
+        self.writer
+            .join()
+            .unwrap_or_else(|_| Err(Error::Jail("writing the baseline's record panicked".into())))
+    }
 }
 
 fn session_alive(record: &[u8]) -> bool {
