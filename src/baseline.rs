@@ -23,10 +23,69 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+/// What a directory entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    File,
+    Symlink,
+    Dir,
+    Other,
+}
+
+/// A SHA-256 digest: 32 bytes in memory (the watcher keeps two per executable for the whole
+/// session; as a hex `String` each took three times that), hex in JSON.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Sha256(pub [u8; 32]);
+
+impl Sha256 {
+    /// The digest of a regular file, read through a no-follow fd (`None` for anything else, or
+    /// past the size cap).
+    pub fn of_path(path: &Path) -> Option<Sha256> {
+        Sha256::from_hex(&crate::quarantine::sha256_path(path)?)
+    }
+
+    pub fn from_hex(hex: &str) -> Option<Sha256> {
+        let bytes = hex.as_bytes();
+        if bytes.len() != 64 {
+            return None;
+        }
+        let mut out = [0u8; 32];
+        for (i, pair) in bytes.chunks(2).enumerate() {
+            let text = std::str::from_utf8(pair).ok()?;
+            out[i] = u8::from_str_radix(text, 16).ok()?;
+        }
+        Some(Sha256(out))
+    }
+
+    pub fn hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+impl std::fmt::Debug for Sha256 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.hex())
+    }
+}
+
+impl Serialize for Sha256 {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(&self.hex())
+    }
+}
+
+impl<'de> Deserialize<'de> for Sha256 {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Sha256::from_hex(&text).ok_or_else(|| serde::de::Error::custom("not a SHA-256 in hex"))
+    }
+}
+
 /// The attributes compared for one directory entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {
-    pub kind: String,
+    pub kind: Kind,
     pub mode: u32,
     pub uid: u32,
     pub gid: u32,
@@ -36,7 +95,7 @@ pub struct Entry {
     pub dev: u64,
     pub ino: u64,
     pub nlink: u64,
-    pub sha256: Option<String>,
+    pub sha256: Option<Sha256>,
     pub link_target: Option<PathBuf>,
 }
 
@@ -44,8 +103,8 @@ impl Entry {
     /// `lstat` and, for an executable regular file, hash it (through a no-follow fd).
     pub fn read(path: &Path) -> Option<Entry> {
         let mut e = Entry::metadata(path)?;
-        if e.kind == "file" && e.is_executable() {
-            e.sha256 = crate::quarantine::sha256_path(path);
+        if e.kind == Kind::File && e.is_executable() {
+            e.sha256 = Sha256::of_path(path);
         }
         Some(e)
     }
@@ -60,16 +119,16 @@ impl Entry {
     pub fn from_metadata(m: &std::fs::Metadata, path: impl FnOnce() -> PathBuf) -> Entry {
         let ft = m.file_type();
         let kind = if ft.is_symlink() {
-            "symlink"
+            Kind::Symlink
         } else if ft.is_file() {
-            "file"
+            Kind::File
         } else if ft.is_dir() {
-            "dir"
+            Kind::Dir
         } else {
-            "other"
+            Kind::Other
         };
         let mut e = Entry {
-            kind: kind.into(),
+            kind,
             mode: m.mode() & 0o7777,
             uid: m.uid(),
             gid: m.gid(),
@@ -108,7 +167,7 @@ impl Entry {
     /// Could run when looked up by name: a symlink (judged by name: its target can change), or a
     /// regular file with an exec bit.
     pub fn is_executable(&self) -> bool {
-        self.kind == "symlink" || (self.kind == "file" && self.mode & 0o111 != 0)
+        self.kind == Kind::Symlink || (self.kind == Kind::File && self.mode & 0o111 != 0)
     }
 
     /// Whether an executable changed in a way that matters: content, mode, link target, identity.
@@ -423,7 +482,11 @@ impl Baseline {
             .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
             .open(&tmp)
             .map_err(|e| Error::io(format!("writing {}", tmp.display()), e))?;
-        f.write_all(&serde_json::to_vec(self).expect("baseline serialises"))
+        // Streamed: no copy of the whole record in memory (2 MB for 10 000 entries).
+        let mut out = std::io::BufWriter::new(&mut f);
+        serde_json::to_writer(&mut out, self)
+            .map_err(std::io::Error::other)
+            .and_then(|_| out.flush())
             .and_then(|_| std::fs::rename(&tmp, file))
             .map_err(|e| Error::io(format!("writing {}", file.display()), e))
     }
@@ -471,6 +534,19 @@ pub fn key_name(key: &str) -> OsString {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn digests_and_kinds_keep_their_json_shape() {
+        let hex = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+        let sha = Sha256::from_hex(hex).unwrap();
+        assert_eq!(sha.hex(), hex);
+        assert!(Sha256::from_hex("9f86").is_none());
+        assert!(Sha256::from_hex(&"zz".repeat(32)).is_none());
+        let json = serde_json::to_string(&(Kind::Symlink, Some(sha))).unwrap();
+        assert_eq!(json, format!("[\"symlink\",\"{hex}\"]"));
+        let back: (Kind, Option<Sha256>) = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, (Kind::Symlink, Some(sha)));
+    }
 
     #[test]
     fn exec_keys_are_recognised() {

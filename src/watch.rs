@@ -17,7 +17,7 @@
 //!   `run` returns, so every alert and quarantine of the session is on disk by then.
 
 use crate::alerts::{self, Alert, Severity, Store};
-use crate::baseline::{self, Baseline, Entry, RepoBaseline};
+use crate::baseline::{self, Baseline, Entry, Kind, RepoBaseline, Sha256};
 use crate::entrypoints;
 use crate::quarantine;
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
@@ -279,7 +279,9 @@ impl Watcher {
             .flat_map(|(idx, d)| {
                 d.origin
                     .iter()
-                    .filter(|(_, e)| e.kind == "file" && e.is_executable() && e.sha256.is_none())
+                    .filter(|(_, e)| {
+                        e.kind == Kind::File && e.is_executable() && e.sha256.is_none()
+                    })
                     .map(move |(name, _)| (idx, name.clone()))
             })
             .collect();
@@ -293,7 +295,7 @@ impl Watcher {
         let start = self.unhashed.len().saturating_sub(n);
         for (idx, name) in self.unhashed.split_off(start) {
             let path = self.dirs[idx].path.join(&name);
-            let Some(sha) = quarantine::sha256_path(&path) else {
+            let Some(sha) = Sha256::of_path(&path) else {
                 continue;
             };
             let Some(after) = Entry::metadata(&path) else {
@@ -302,7 +304,7 @@ impl Watcher {
             let dir = &mut self.dirs[idx];
             for map in [&mut dir.origin, &mut dir.state] {
                 if let Some(e) = map.get_mut(&name).filter(|e| e.same_metadata(&after)) {
-                    e.sha256 = Some(sha.clone());
+                    e.sha256 = Some(sha);
                 }
             }
         }
@@ -840,12 +842,10 @@ impl Watcher {
         }
         let role = self.dirs[idx].role.clone();
         let current = meta.map(|mut c| {
-            if c.kind == "file" && c.is_executable() {
+            if c.kind == Kind::File && c.is_executable() {
                 c.sha256 = match self.dirs[idx].state.get(name) {
-                    Some(prev) if prev.same_metadata(&c) && prev.sha256.is_some() => {
-                        prev.sha256.clone()
-                    }
-                    _ => crate::quarantine::sha256_path(&path),
+                    Some(prev) if prev.same_metadata(&c) && prev.sha256.is_some() => prev.sha256,
+                    _ => Sha256::of_path(&path),
                 };
             }
             c
@@ -1000,7 +1000,7 @@ impl Watcher {
             detail,
             action: action.into(),
             quarantine_id: qid,
-            sha256: e.sha256.clone(),
+            sha256: e.sha256.map(|s| s.hex()),
             session: self.cfg.session.clone(),
             fingerprint: format!(
                 "{kind}:{}:{}:{}:{}",
@@ -1099,10 +1099,10 @@ fn unchanged_at(dirfd: &OwnedFd, name: &str, e: &Entry) -> bool {
         return false;
     };
     let kind = match rustix::fs::FileType::from_raw_mode(st.st_mode) {
-        rustix::fs::FileType::Symlink => "symlink",
-        rustix::fs::FileType::RegularFile => "file",
-        rustix::fs::FileType::Directory => "dir",
-        _ => "other",
+        rustix::fs::FileType::Symlink => Kind::Symlink,
+        rustix::fs::FileType::RegularFile => Kind::File,
+        rustix::fs::FileType::Directory => Kind::Dir,
+        _ => Kind::Other,
     };
     st.st_ctime as i64 * 1_000_000_000 + st.st_ctime_nsec as i64 == e.ctime_ns
         && st.st_ino as u64 == e.ino

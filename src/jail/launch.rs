@@ -220,8 +220,8 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         exec_helper: Some((EXEC_FD, STDERR_FD)),
         gate: Some((READY_FD, GO_FD)),
     };
-    // `--dry-run` prints the jail as bwrap alone would build it: the same mounts, one argv.
-    let args = bwrap_args(&plan.policy, fds, Sealing::InBwrap);
+    // `--dry-run` prints the jail as bwrap alone would build it: the same mounts, one argv, no gate.
+    let args = bwrap_args(&plan.policy, Fds { gate: None, ..fds }, Sealing::InBwrap);
     let Some(runtime) = runtime else {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{}", shell_quote(plan.policy.bwrap.as_os_str()));
@@ -434,10 +434,15 @@ fn start_watcher(
     let (over, wait) = std::sync::mpsc::channel::<()>();
     let writer = std::thread::spawn(move || {
         // Not while the agent starts on the same cores; not at all for a session over by then.
-        match wait.recv_timeout(RECORD_DELAY) {
+        let written = match wait.recv_timeout(RECORD_DELAY) {
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => base.write(&file),
             _ => Ok(()),
-        }
+        };
+        drop(base);
+        // The watcher keeps its own copy for the whole session: give back what the set-up used.
+        // SAFETY: malloc_trim only releases free heap memory.
+        unsafe { libc::malloc_trim(0) };
+        written
     });
     Ok((running, Record { over, writer }))
 }
