@@ -226,64 +226,124 @@ impl Discovery {
 /// Directories never descended into while looking for repositories and existing entry points.
 const PRUNED: &[&str] = &["node_modules", ".git"];
 
+/// What the workspace walk reports about one entry.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    Dir,
+    File,
+    Other,
+}
+
+/// Visit every entry under `root` (`root` itself excluded) without descending into directories
+/// named in `PRUNED` or into symlinks: `visit(dir, name, kind)` returns whether to descend into a
+/// directory. One `getdents` buffer for the whole walk and no allocation per file: only directories'
+/// paths are built (the workspace can hold tens of thousands of files and the walk is on the launch
+/// path). Directories that cannot be read are reported through `unreadable`.
+fn walk_tree(
+    root: &Path,
+    visit: &mut dyn FnMut(&Path, &std::ffi::OsStr, Seen) -> bool,
+    unreadable: &mut dyn FnMut(&Path, std::io::Error),
+) {
+    use rustix::fs::{FileType, Mode, OFlags, RawDir};
+    use std::os::unix::ffi::OsStrExt;
+    let mut buf = vec![std::mem::MaybeUninit::<u8>::uninit(); 32 * 1024];
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = match rustix::fs::open(&dir, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(e) => {
+                unreadable(&dir, e.into());
+                continue;
+            }
+        };
+        let mut entries = RawDir::new(&fd, &mut buf);
+        while let Some(entry) = entries.next() {
+            let entry = match entry {
+                Ok(e) => e,
+                Err(e) => {
+                    unreadable(&dir, e.into());
+                    break;
+                }
+            };
+            let name = std::ffi::OsStr::from_bytes(entry.file_name().to_bytes());
+            if name == "." || name == ".." {
+                continue;
+            }
+            let kind = match entry.file_type() {
+                FileType::Directory => Seen::Dir,
+                FileType::RegularFile => Seen::File,
+                FileType::Unknown => {
+                    match rustix::fs::statat(&fd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+                        Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {
+                            Seen::Dir
+                        }
+                        Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile => {
+                            Seen::File
+                        }
+                        _ => Seen::Other,
+                    }
+                }
+                _ => Seen::Other,
+            };
+            if visit(&dir, name, kind) && kind == Seen::Dir {
+                stack.push(dir.join(name));
+            }
+        }
+    }
+}
+
 /// Walk the workspace and collect entry points and repositories.
 pub fn discover_workspace(ws: &Path) -> Discovery {
     let mut d = Discovery::default();
     let mut git_dirs: Vec<PathBuf> = Vec::new();
     add_per_directory(&mut d, ws);
-    let walker = walkdir::WalkDir::new(ws).follow_links(false).into_iter();
-    let mut it = walker.filter_entry(|e| {
-        e.depth() == 0
-            || !(e.file_type().is_dir() && PRUNED.contains(&e.file_name().to_str().unwrap_or("")))
-            || e.file_name() == ".git"
-    });
-    while let Some(entry) = it.next() {
-        let entry = match entry {
-            Ok(e) => e,
-            Err(e) => {
-                d.warnings.push(format!("scanning the workspace: {e}"));
-                continue;
-            }
-        };
-        if entry.file_type().is_dir() && entry.file_name() != ".git" {
-            d.dirs.push(entry.path().to_path_buf());
-        }
-        if entry.depth() == 0 {
-            continue;
-        }
-        let name = entry.file_name().to_string_lossy();
-        let path = entry.path();
-        if name == ".git" {
-            if entry.file_type().is_dir() {
-                it.skip_current_dir();
-                git_dirs.push(path.to_path_buf());
-            } else if entry.file_type().is_file() {
-                d.seal(
-                    path.to_path_buf(),
-                    Stub::Dir,
-                    "git: `.git` pointer file names the git directory",
-                );
-                match read_gitdir_pointer(path) {
-                    Some(target) => git_dirs.push(target),
-                    None => d
-                        .warnings
-                        .push(format!("{}: unreadable `gitdir:` pointer", path.display())),
+    d.dirs.push(ws.to_path_buf());
+    let mut warnings = Vec::new();
+    walk_tree(
+        ws,
+        &mut |dir, name, kind| {
+            if name == ".git" {
+                let path = dir.join(name);
+                match kind {
+                    Seen::Dir => git_dirs.push(path),
+                    Seen::File => {
+                        d.seal(
+                            path.clone(),
+                            Stub::Dir,
+                            "git: `.git` pointer file names the git directory",
+                        );
+                        match read_gitdir_pointer(&path) {
+                            Some(target) => git_dirs.push(target),
+                            None => d
+                                .warnings
+                                .push(format!("{}: unreadable `gitdir:` pointer", path.display())),
+                        }
+                    }
+                    Seen::Other => {}
                 }
+                return false;
             }
-            continue;
-        }
-        if name == "HEAD" && entry.file_type().is_file() {
-            if let Some(parent) = path.parent() {
-                if parent.join("objects").is_dir() && parent.join("refs").is_dir() {
-                    git_dirs.push(parent.to_path_buf());
+            if kind == Seen::Dir {
+                if PRUNED.iter().any(|p| name == *p) {
+                    return false;
                 }
+                d.dirs.push(dir.join(name));
             }
-            continue;
-        }
-        if let Some(c) = PER_DIRECTORY.iter().find(|c| c.name == name) {
-            d.seal(path.to_path_buf(), c.stub, c.runs);
-        }
-    }
+            if name == "HEAD" && kind == Seen::File {
+                if dir.join("objects").is_dir() && dir.join("refs").is_dir() {
+                    git_dirs.push(dir.to_path_buf());
+                }
+                return false;
+            }
+            if let Some(c) = PER_DIRECTORY.iter().find(|c| name == c.name) {
+                d.seal(dir.join(name), c.stub, c.runs);
+            }
+            true
+        },
+        &mut |dir, e| warnings.push(format!("scanning the workspace: {}: {e}", dir.display())),
+    );
+    d.warnings.extend(warnings);
     let mut seen = std::collections::BTreeSet::new();
     while let Some(g) = git_dirs.pop() {
         let g = std::fs::canonicalize(&g).unwrap_or(g);
