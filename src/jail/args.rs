@@ -142,62 +142,9 @@ pub fn shell_quote(arg: &std::ffi::OsStr) -> String {
 mod tests {
     use super::super::policy::*;
     use super::*;
-    use std::path::PathBuf;
 
     fn policy() -> Policy {
-        Policy {
-            bwrap: "/usr/bin/bwrap".into(),
-            workspace: "/w".into(),
-            home: "/h".into(),
-            session_home: "/run/cs/1/s/home".into(),
-            home_entries: vec![
-                HomeEntry {
-                    name: ".bashrc".into(),
-                    bind: HomeBind::ReadOnly,
-                },
-                HomeEntry {
-                    name: ".claude".into(),
-                    bind: HomeBind::Writable,
-                },
-                HomeEntry {
-                    name: ".vimrc".into(),
-                    bind: HomeBind::Symlink("dot/vimrc".into()),
-                },
-            ],
-            writable: vec!["/w".into()],
-            anchors: vec!["/w/.git".into()],
-            sealed: vec![
-                Sealed {
-                    path: "/w/.git/hooks".into(),
-                    runs: "git".into(),
-                    placeholder: false,
-                },
-                Sealed {
-                    path: "/w/.envrc".into(),
-                    runs: "direnv".into(),
-                    placeholder: true,
-                },
-            ],
-            masks: vec![
-                Mask {
-                    path: "/run/docker.sock".into(),
-                    kind: MaskKind::File,
-                    why: "docker".into(),
-                },
-                Mask {
-                    path: "/run/podman".into(),
-                    kind: MaskKind::Dir,
-                    why: "podman".into(),
-                },
-            ],
-            private: vec!["/tmp".into()],
-            hook_bin: Some("/usr/local/bin/claude-sandbox".into()),
-            hidden: vec!["/run/cs".into()],
-            setenv: vec![("CLAUDE_SANDBOX".into(), "1".into())],
-            unsetenv: vec!["SSH_AUTH_SOCK".into()],
-            chdir: "/w/sub".into(),
-            command: vec!["claude".into(), "--flag with space".into()],
-        }
+        Policy::example()
     }
 
     #[test]
@@ -274,6 +221,5 @@ mod tests {
         assert_eq!(shell_quote("a/b".as_ref()), "a/b");
         assert_eq!(shell_quote("it's".as_ref()), "'it'\\''s'");
         assert_eq!(shell_quote("".as_ref()), "''");
-        let _ = PathBuf::new();
     }
 }

@@ -257,52 +257,19 @@ fn restrict(p: &Path, read_only: bool) -> Result<(), SealError> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::policy::*;
     use super::*;
 
     #[test]
     fn ops_follow_bwraps_order() {
-        let policy = Policy {
-            bwrap: "/usr/bin/bwrap".into(),
-            workspace: "/w".into(),
-            home: "/h".into(),
-            session_home: "/s".into(),
-            home_entries: vec![],
-            writable: vec!["/w".into()],
-            anchors: vec!["/w/.git".into()],
-            sealed: vec![Sealed {
-                path: "/w/.git/hooks".into(),
-                runs: "git".into(),
-                placeholder: false,
-            }],
-            masks: vec![
-                Mask {
-                    path: "/run/docker.sock".into(),
-                    kind: MaskKind::File,
-                    why: "docker".into(),
-                },
-                Mask {
-                    path: "/run/user/1/vscode".into(),
-                    kind: MaskKind::Dir,
-                    why: "vscode".into(),
-                },
-            ],
-            private: vec!["/tmp".into()],
-            hidden: vec!["/run/claude-sandbox".into()],
-            hook_bin: None,
-            setenv: vec![],
-            unsetenv: vec![],
-            chdir: "/w".into(),
-            command: vec!["true".into()],
-        };
         assert_eq!(
-            seal_ops(&policy),
+            seal_ops(&Policy::example()),
             vec![
                 SealOp::Anchor("/w/.git".into()),
-                SealOp::Hide("/run/claude-sandbox".into()),
+                SealOp::Hide("/run/cs".into()),
                 SealOp::ReadOnly("/w/.git/hooks".into()),
+                SealOp::ReadOnly("/w/.envrc".into()),
                 SealOp::MaskFile("/run/docker.sock".into()),
-                SealOp::MaskDir("/run/user/1/vscode".into()),
+                SealOp::MaskDir("/run/podman".into()),
             ]
         );
     }
