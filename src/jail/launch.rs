@@ -365,8 +365,20 @@ fn execute(
             }
         }
     };
-    // The final sweep runs before `run` returns: a script checking right after sees every alert.
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "jail ended");
+    end_session(&plan, runtime, session, &session_dir, watcher);
+    result
+}
+
+/// After the jail: the final sweep (before `run` returns, so that a script checking right after
+/// sees every alert), then the placeholders and the session directory go.
+fn end_session(
+    plan: &Plan,
+    runtime: &Path,
+    session: &placeholders::SessionId,
+    session_dir: &Path,
+    watcher: Option<(watch::Running, Record)>,
+) {
     let t0 = std::time::Instant::now();
     let (closing, writer) = match watcher {
         Some((w, writer)) => (Some(w.finish()), Some(writer)),
@@ -381,7 +393,7 @@ fn execute(
         if let Some(Err(e)) = writer.map(Record::finish) {
             eprintln!("claude-sandbox: the baseline's record was not kept: {e}");
         }
-        for note in home::finish(&session_dir, &plan.policy.home, &plan.policy.workspace) {
+        for note in home::finish(session_dir, &plan.policy.home, &plan.policy.workspace) {
             eprintln!("claude-sandbox: {note}");
         }
         if let Ok(Err(e)) = released.join() {
@@ -393,7 +405,6 @@ fn execute(
         "placeholders removed, session home merged back"
     );
     drop(closing); // last: the kernel has had the cleanup's time to free the watches
-    result
 }
 
 /// Baseline the writable PATH directories and the repositories, then start the watcher. The
