@@ -246,6 +246,7 @@ fn doctor_passes_here_and_fails_clearly() {
         "bwrap",
         "user namespaces",
         "jail",
+        "sealing",
         "inotify",
         "TIOCSTI",
         "prompt hook",
@@ -266,6 +267,21 @@ fn doctor_passes_here_and_fails_clearly() {
     assert!(
         text.contains("[✗] bwrap") && text.contains("fix: apt-get install bubblewrap"),
         "{text}"
+    );
+    // Sealing from outside works here; when it cannot, doctor says so (a warning: the jail is the
+    // same, only slower) with the reason.
+    let sealing = checks.iter().find(|c| c["name"] == "sealing").unwrap();
+    assert_eq!(sealing["mark"], "pass", "{sealing:#?}");
+    let out = f
+        .cmd(["doctor"])
+        .env("CLAUDE_SANDBOX_SEAL", "fail-halfway")
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&out).contains("[!] sealing: seals are made by bwrap")
+            && stdout(&out).contains("CLAUDE_SANDBOX_SEAL=fail-halfway"),
+        "{}",
+        stdout(&out)
     );
     // A hook that was loaded but never ran (PROMPT_COMMAND replaced later) is a failure.
     let out = f
