@@ -12,6 +12,10 @@
 //! background once the command runs, and kept only where the attributes (ctime included) are still
 //! the baseline's after hashing — so a hash always describes the content the baseline saw, and an
 //! entry changed before it was hashed is judged by its attributes.
+//!
+//! For `run`, even the attributes of the PATH directories' entries wait (`Depth::Names`): the launch
+//! lists names only, and the watcher reads each entry once its inotify watch is in place — a name
+//! with an event queued before it was read is taken as changed in the session (see `watch.rs`).
 
 use crate::entrypoints;
 use crate::error::{Error, Result};
@@ -97,6 +101,10 @@ pub struct Entry {
     pub nlink: u64,
     pub sha256: Option<Sha256>,
     pub link_target: Option<PathBuf>,
+    /// Read after the session started and changed by then (see `Depth::Names`): the attributes are
+    /// the changed ones, so the entry counts as changed whatever they say.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub changed_in_session: bool,
 }
 
 impl Entry {
@@ -140,6 +148,7 @@ impl Entry {
             nlink: m.nlink(),
             sha256: None,
             link_target: None,
+            changed_in_session: false,
         };
         if ft.is_symlink() {
             e.link_target = std::fs::read_link(path()).ok();
@@ -172,7 +181,8 @@ impl Entry {
 
     /// Whether an executable changed in a way that matters: content, mode, link target, identity.
     pub fn exec_changed(&self, new: &Entry) -> bool {
-        self.kind != new.kind
+        self.changed_in_session
+            || self.kind != new.kind
             || self.mode != new.mode
             || self.link_target != new.link_target
             || self.ino != new.ino
@@ -196,8 +206,22 @@ pub struct PathDir {
     /// Writable from inside the jail (so watched).
     pub writable: bool,
     pub entries: BTreeMap<String, Entry>,
-    /// For each executable name here: what it shadows later on PATH, if anything.
+    /// `Depth::Names`: the names that were here, attributes not read yet (then `entries` is empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deferred: Vec<String>,
+    /// For each executable name here: what it shadows later on PATH, if anything (`Depth::Attributes`
+    /// only).
     pub shadows: BTreeMap<String, PathBuf>,
+}
+
+/// How much of each writable PATH directory `take` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Depth {
+    /// Every entry's attributes (`lstat`), and what each executable shadows.
+    Attributes,
+    /// Names only (one `getdents` pass): for a watcher that reads the attributes itself once its
+    /// watches are in place, before anything of the session can have run.
+    Names,
 }
 
 /// One repository's hooks and exec-capable config.
@@ -288,48 +312,34 @@ pub fn take(
     cwd: &Path,
     writable: &dyn Fn(&Path) -> bool,
     repos: &[entrypoints::Repo],
+    depth: Depth,
 ) -> Baseline {
     let all = path_entries(path_env, cwd);
-    // The writable directories read in full (their entries are the baseline), the others' names
-    // only: "what does this name shadow" is then a set lookup, not a stat of the name in every
-    // later directory.
-    let scanned: Vec<Option<BTreeMap<String, Entry>>> = all
+    let mut dirs: Vec<PathDir> = all
         .iter()
-        .map(|(p, _)| (writable(p) && p.is_dir()).then(|| scan_dir(p)))
-        .collect();
-    let listed: Vec<std::collections::HashSet<String>> = all
-        .iter()
-        .zip(&scanned)
-        .map(|((p, _), s)| match s {
-            Some(entries) => entries.keys().cloned().collect(),
-            None => list_names(p).into_iter().collect(),
+        .enumerate()
+        .map(|(index, (path, relative))| {
+            let writable = writable(path);
+            let exists = path.is_dir();
+            let (entries, deferred) = match (writable && exists, depth) {
+                (false, _) => (BTreeMap::new(), Vec::new()),
+                (true, Depth::Attributes) => (scan_dir(path), Vec::new()),
+                (true, Depth::Names) => (BTreeMap::new(), list_names(path)),
+            };
+            PathDir {
+                path: path.clone(),
+                index,
+                relative: *relative,
+                exists,
+                writable,
+                entries,
+                deferred,
+                shadows: BTreeMap::new(),
+            }
         })
         .collect();
-    let mut dirs = Vec::new();
-    for ((index, (path, relative)), scanned) in all.iter().enumerate().zip(scanned) {
-        let exists = path.is_dir();
-        let is_writable = writable(path);
-        let entries = scanned.unwrap_or_default();
-        let shadows = entries
-            .iter()
-            .filter(|(_, e)| e.is_executable())
-            .filter_map(|(name, _)| {
-                let later = (index + 1..all.len()).filter(|j| listed[*j].contains(name));
-                later
-                    .map(|j| all[j].0.join(name))
-                    .find(|p| is_exec_file(p))
-                    .map(|p| (name.clone(), p))
-            })
-            .collect();
-        dirs.push(PathDir {
-            path: path.clone(),
-            index,
-            relative: *relative,
-            exists,
-            writable: is_writable,
-            entries,
-            shadows,
-        });
+    if depth == Depth::Attributes {
+        add_shadows(&mut dirs);
     }
     let repos = repos.iter().map(repo_baseline).collect();
     Baseline {
@@ -338,6 +348,34 @@ pub fn take(
         path_env: path_env.to_string_lossy().into_owned(),
         dirs,
         repos,
+    }
+}
+
+/// For each executable read in full: the first executable of the same name later on PATH. The
+/// other directories' names are listed once, so "what does this shadow" is a set lookup, not a stat
+/// of the name in every later directory.
+fn add_shadows(dirs: &mut [PathDir]) {
+    let listed: Vec<std::collections::HashSet<String>> = dirs
+        .iter()
+        .map(|d| match d.writable && d.exists {
+            true => d.entries.keys().cloned().collect(),
+            false => list_names(&d.path).into_iter().collect(),
+        })
+        .collect();
+    for i in 0..dirs.len() {
+        let shadows = dirs[i]
+            .entries
+            .iter()
+            .filter(|(_, e)| e.is_executable())
+            .filter_map(|(name, _)| {
+                (i + 1..dirs.len())
+                    .filter(|j| listed[*j].contains(name))
+                    .map(|j| dirs[j].path.join(name))
+                    .find(|p| is_exec_file(p))
+                    .map(|p| (name.clone(), p))
+            })
+            .collect();
+        dirs[i].shadows = shadows;
     }
 }
 

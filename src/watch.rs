@@ -65,7 +65,13 @@ pub struct WatchConfig {
     /// Placeholders the launcher makes while the watcher starts (read-only in the jail): their
     /// creation is not news.
     pub placeholders: std::collections::HashSet<PathBuf>,
+    /// How long after the start deferred names are read (`RESOLVE_DELAY`; tests stretch it to make
+    /// sure a change comes first).
+    pub resolve_delay: Duration,
 }
+
+/// Environment variable setting `WatchConfig::resolve_delay` for `run`, in milliseconds.
+pub const ENV_RESOLVE_DELAY: &str = "CLAUDE_SANDBOX_RESOLVE_DELAY_MS";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Role {
@@ -100,6 +106,11 @@ struct Watched {
     state: BTreeMap<String, Entry>,
     /// The entries at the baseline: only these can "change"; anything else is new.
     origin: BTreeMap<String, Entry>,
+    /// Names at the baseline whose attributes are not read yet (`baseline::Depth::Names`): each is
+    /// read before anything is judged about it (see `resolve`).
+    deferred: std::collections::HashSet<String>,
+    /// The directory's (dev, ino) when the watch was added.
+    dir_id: Option<(u64, u64)>,
     /// Sweep mode: the directory as it was when last listed, if it had settled (see `sweep_dir`).
     listed_at: Option<DirStamp>,
     /// Sweep mode: ticks so far, to spread the baseline's executables over `ROLL` ticks.
@@ -123,6 +134,26 @@ const SETTLE_NS: i64 = 1_000_000_000;
 /// (it can only "change", which is alerted, never quarantined as a plant); names are checked every
 /// tick, and everything else that could become an executable too.
 const ROLL: usize = 5;
+
+/// One tick of the coarse realtime clock, which the kernel stamps ctime with: a change made after
+/// an instant read from the fine clock can carry a ctime up to one tick before it.
+fn coarse_tick_ns() -> i64 {
+    let mut res = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_getres only writes the timespec it is given.
+    let ok = unsafe { libc::clock_getres(libc::CLOCK_REALTIME_COARSE, &mut res) } == 0;
+    match ok {
+        true => res.tv_sec * 1_000_000_000 + res.tv_nsec,
+        false => 10_000_000, // HZ=100, the coarsest Linux tick
+    }
+}
+
+fn dir_id(dir: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(dir).ok().map(|m| (m.dev(), m.ino()))
+}
 
 fn settled_stamp(dir: &Path) -> Option<DirStamp> {
     use std::os::unix::fs::MetadataExt;
@@ -165,7 +196,33 @@ pub struct Watcher {
     /// Events may have been missed (queue overflow, tree budget spent, a tree directory swept):
     /// the final sweep must then walk everything.
     lost_events: bool,
+    /// The buffer inotify events are read into (64 KiB, kept between reads).
+    event_buf: Vec<u8>,
+    /// Deferred names still to read in the background: (directory index, name).
+    unresolved: Vec<(usize, String)>,
+    /// Any entry whose ctime is at or after this (ns since the epoch) was changed after the watcher
+    /// started: its start, less one tick of the coarse clock the kernel stamps ctime with.
+    changed_since: i64,
 }
+
+/// How a deferred name is read (see `Watcher::resolve`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Resolve {
+    /// Before the session's command can run: as it is, it is the baseline.
+    Quiet,
+    /// An event for it was queued before it was read: changed in the session.
+    Event,
+    /// Events may have been lost: changed if its ctime is the session's.
+    Ctime,
+}
+
+/// Deferred names read per turn of the event loop, between two looks at the queue.
+const RESOLVE_BATCH: usize = 128;
+
+/// Deferred names are read from this long after the watcher starts: not while the jail's command
+/// starts, and not at all in a session shorter than that (its final sweep reads only what events
+/// name).
+pub const RESOLVE_DELAY: Duration = Duration::from_millis(20);
 
 /// Baseline executables hashed per turn of the event loop (~15 µs each for small files).
 const HASH_BATCH: usize = 32;
@@ -222,6 +279,10 @@ impl Watcher {
         let cwd = std::env::current_dir().unwrap_or_else(|_| cfg.workspace.clone());
         let path = baseline::path_entries(OsStr::new(&base.path_env), &cwd);
         let store = Store::new(&cfg.runtime);
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as i64)
+            .unwrap_or(0);
         let mut w = Watcher {
             cfg,
             inotify,
@@ -235,22 +296,27 @@ impl Watcher {
             tree_watches: 0,
             last_markers: Vec::new(),
             tree_cache: HashMap::new(),
-            started: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as i64)
-                .unwrap_or(0),
+            started,
             store,
             actions: Vec::new(),
             unhashed: Vec::new(),
             lost_events: false,
+            event_buf: Vec::new(),
+            unresolved: Vec::new(),
+            changed_since: started - coarse_tick_ns(),
         };
         for d in base.dirs.iter().filter(|d| d.writable) {
             if d.exists {
-                w.add(
+                let idx = w.add(
                     d.path.clone(),
                     Role::PathDir { index: d.index },
                     d.entries.clone(),
                 );
+                w.dirs[idx].deferred = d.deferred.iter().cloned().collect();
+                if matches!(w.dirs[idx].mode, Mode::Poll(_)) {
+                    // No events to go by: the sweep compares attributes, so read them now.
+                    w.resolve_all(idx, Resolve::Quiet);
+                }
             } else {
                 w.add_pending(d.index);
             }
@@ -285,7 +351,102 @@ impl Watcher {
                     .map(move |(name, _)| (idx, name.clone()))
             })
             .collect();
+        w.unresolved = w
+            .dirs
+            .iter()
+            .enumerate()
+            .flat_map(|(idx, d)| d.deferred.iter().map(move |n| (idx, n.clone())))
+            .collect();
         w
+    }
+
+    /// Read a deferred name: its attributes become its baseline, or, when it was changed in the
+    /// session by then, a baseline that counts as changed whatever comes next.
+    fn resolve(&mut self, idx: usize, name: &str, how: Resolve) {
+        if !self.dirs[idx].deferred.remove(name) {
+            return;
+        }
+        if let Some(e) = Entry::metadata(&self.dirs[idx].path.join(name)) {
+            let changed = match how {
+                Resolve::Quiet => false,
+                Resolve::Event => true,
+                Resolve::Ctime => self.changed_by_ctime(&e),
+            };
+            self.settle(idx, name, e, changed);
+        }
+    }
+
+    fn resolve_all(&mut self, idx: usize, how: Resolve) {
+        let names: Vec<String> = self.dirs[idx].deferred.iter().cloned().collect();
+        for name in names {
+            self.resolve(idx, &name, how);
+        }
+    }
+
+    fn settle(&mut self, idx: usize, name: &str, mut e: Entry, changed: bool) {
+        let d = &mut self.dirs[idx];
+        if changed {
+            // Left out of `state`: the next look at it judges it against this origin.
+            e.changed_in_session = true;
+            d.origin.insert(name.to_string(), e);
+            return;
+        }
+        if e.kind == Kind::File && e.is_executable() {
+            self.unhashed.push((idx, name.to_string()));
+        }
+        d.state.insert(name.to_string(), e.clone());
+        d.origin.insert(name.to_string(), e);
+    }
+
+    /// ctime moves on every change (content, mode, owner, links, rename) and userland cannot set
+    /// it. A filesystem with whole-second timestamps rounds down: then the second counts.
+    fn changed_by_ctime(&self, e: &Entry) -> bool {
+        const SEC: i64 = 1_000_000_000;
+        e.ctime_ns >= self.changed_since
+            || (e.ctime_ns % SEC == 0
+                && e.ctime_ns >= self.changed_since - self.changed_since % SEC)
+    }
+
+    /// Read up to `n` deferred names in the background, then look at the queue: a name with an
+    /// event queued by then may have been read after it changed, so it counts as changed. Exact:
+    /// inotify queues inside the system call that makes the change, and the watch predates the
+    /// session's command. After a lost event, ctime decides.
+    fn resolve_batch(&mut self, n: usize) {
+        let start = self.unresolved.len().saturating_sub(n);
+        let batch: Vec<(usize, String, Option<Entry>)> = self
+            .unresolved
+            .split_off(start)
+            .into_iter()
+            .filter(|(idx, name)| self.dirs[*idx].deferred.contains(name))
+            .map(|(idx, name)| {
+                let e = Entry::metadata(&self.dirs[idx].path.join(&name));
+                (idx, name, e)
+            })
+            .collect();
+        let (dirty, overflow) = self.read_events();
+        let evented: std::collections::HashSet<(usize, &str)> = dirty
+            .iter()
+            .filter_map(|(idx, name, _)| name.as_deref().map(|n| (*idx, n)))
+            .collect();
+        let mut settled = Vec::with_capacity(batch.len());
+        for (idx, name, e) in batch {
+            let Some(e) = e else {
+                continue;
+            };
+            let changed = if overflow {
+                self.changed_by_ctime(&e)
+            } else {
+                evented.contains(&(idx, name.as_str()))
+            };
+            settled.push((idx, name, e, changed));
+        }
+        drop(evented);
+        for (idx, name, e, changed) in settled {
+            if self.dirs[idx].deferred.remove(&name) {
+                self.settle(idx, &name, e, changed);
+            }
+        }
+        self.dispatch(dirty, overflow);
     }
 
     /// Hash up to `n` baseline executables. A hash is kept only if the file's attributes are still
@@ -322,6 +483,10 @@ impl Watcher {
     fn add(&mut self, path: PathBuf, role: Role, state: BTreeMap<String, Entry>) -> usize {
         let (mode, wd) = self.watch(&path, &role);
         let idx = self.dirs.len();
+        // Only a PATH directory's names are ever deferred (see `rescan`).
+        let dir_id = matches!(role, Role::PathDir { .. })
+            .then(|| dir_id(&path))
+            .flatten();
         match (&mode, &wd) {
             (Mode::Inotify, Some(wd)) => {
                 self.by_wd.entry(wd.clone()).or_default().push(idx);
@@ -342,6 +507,8 @@ impl Watcher {
             wd,
             state,
             origin,
+            deferred: Default::default(),
+            dir_id,
             listed_at: None,
             turn: 0,
         });
@@ -471,27 +638,30 @@ impl Watcher {
     /// Run until `stop` becomes readable (or its write end is closed), then do the final sweep.
     pub fn run(&mut self, stop: OwnedFd) {
         let mut last_sweep = Instant::now();
+        let resolve_from = Instant::now() + self.cfg.resolve_delay;
         let hash_from = Instant::now() + HASH_DELAY;
-        let mut buf = vec![0u8; 64 * 1024];
         loop {
-            let until_tick = TICK.saturating_sub(last_sweep.elapsed());
-            let wait = if self.unhashed.is_empty() {
-                until_tick
-            } else {
-                until_tick.min(hash_from.saturating_duration_since(Instant::now()))
-            };
+            let mut wait = TICK.saturating_sub(last_sweep.elapsed());
+            if !self.unresolved.is_empty() {
+                wait = wait.min(resolve_from.saturating_duration_since(Instant::now()));
+            }
+            if !self.unhashed.is_empty() {
+                wait = wait.min(hash_from.saturating_duration_since(Instant::now()));
+            }
             let (ino_ready, stop_ready) = self.wait(&stop, wait);
             if stop_ready {
                 break;
             }
             if ino_ready {
-                self.drain(&mut buf);
+                self.drain();
             }
             if last_sweep.elapsed() >= TICK {
                 self.sweep_polled();
                 last_sweep = Instant::now();
             }
-            if Instant::now() >= hash_from {
+            if !self.unresolved.is_empty() && Instant::now() >= resolve_from {
+                self.resolve_batch(RESOLVE_BATCH);
+            } else if Instant::now() >= hash_from {
                 self.hash_origins(HASH_BATCH);
             }
         }
@@ -522,12 +692,24 @@ impl Watcher {
         }
     }
 
-    /// Read every queued event (one read returns one buffer's worth: loop until it would block).
-    fn drain(&mut self, buf: &mut [u8]) {
+    /// Read every queued event and act on it.
+    fn drain(&mut self) {
+        let (dirty, overflow) = self.read_events();
+        self.dispatch(dirty, overflow);
+    }
+
+    /// Read every queued event (one read returns one buffer's worth: loop until it would block):
+    /// (directory index, name, mask) for each, and whether the queue overflowed.
+    #[allow(clippy::type_complexity)]
+    fn read_events(&mut self) -> (Vec<(usize, Option<String>, EventMask)>, bool) {
         let mut dirty: Vec<(usize, Option<String>, EventMask)> = Vec::new();
         let mut overflow = false;
+        let mut buf = std::mem::take(&mut self.event_buf);
+        if buf.is_empty() {
+            buf = vec![0u8; 64 * 1024];
+        }
         while let Some(ino) = self.inotify.as_mut() {
-            let events = match ino.read_events(buf) {
+            let events = match ino.read_events(&mut buf) {
                 Ok(ev) => ev,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(e) => {
@@ -552,6 +734,11 @@ impl Watcher {
                 break;
             }
         }
+        self.event_buf = buf;
+        (dirty, overflow)
+    }
+
+    fn dispatch(&mut self, dirty: Vec<(usize, Option<String>, EventMask)>, overflow: bool) {
         if overflow {
             self.lost_events = true;
             tracing::warn!("inotify queue overflowed: rescanning everything");
@@ -573,6 +760,7 @@ impl Watcher {
         match self.dirs[idx].role.clone() {
             Role::PathDir { .. } | Role::Hooks { .. } => {
                 if let Some(n) = name {
+                    self.resolve(idx, &n, Resolve::Event);
                     self.reconcile(idx, &n);
                 }
             }
@@ -610,6 +798,9 @@ impl Watcher {
     /// A watched directory was moved or deleted: re-resolve it and rescan.
     fn root_changed(&mut self, idx: usize) {
         self.unwatch(idx);
+        // Not the directory whose names were listed: whatever is there now under those names is
+        // not the baseline's.
+        self.resolve_all(idx, Resolve::Event);
         let (path, role) = (self.dirs[idx].path.clone(), self.dirs[idx].role.clone());
         tracing::warn!(dir = %path.display(), "watched directory replaced or removed; re-watching");
         if let Role::PathDir { index } = role {
@@ -668,6 +859,12 @@ impl Watcher {
     fn rescan(&mut self, idx: usize) {
         match self.dirs[idx].role.clone() {
             Role::PathDir { .. } | Role::Hooks { .. } => {
+                if !self.dirs[idx].deferred.is_empty()
+                    && dir_id(&self.dirs[idx].path) != self.dirs[idx].dir_id
+                {
+                    // Replaced, its events perhaps lost: see `root_changed`.
+                    self.resolve_all(idx, Resolve::Event);
+                }
                 let current = baseline::list_names(&self.dirs[idx].path);
                 for n in &current {
                     self.reconcile(idx, n);
@@ -720,6 +917,10 @@ impl Watcher {
             self.rescan(idx);
             return;
         }
+        if !self.dirs[idx].deferred.is_empty() {
+            // Swept from now on (re-watching failed): the sweep needs every attribute.
+            self.resolve_all(idx, Resolve::Ctime);
+        }
         let stamp = settled_stamp(&self.dirs[idx].path);
         let d = &mut self.dirs[idx];
         d.turn += 1;
@@ -771,8 +972,7 @@ impl Watcher {
     /// is complete. Otherwise: everything once more, repositories found afresh.
     pub fn final_sweep(&mut self) {
         if self.is_live_complete() {
-            let mut buf = vec![0u8; 64 * 1024];
-            self.drain(&mut buf);
+            self.drain();
             if !self.lost_events {
                 self.sweep_polled();
                 for repo in 0..self.repos.len() {
@@ -831,6 +1031,8 @@ impl Watcher {
         if name.contains(NEUTRALISED_MARK) {
             return;
         }
+        // Reached without an event for it (a rescan): whether it changed is the ctime's to say.
+        self.resolve(idx, name, Resolve::Ctime);
         let path = self.dirs[idx].path.join(name);
         let meta = Entry::metadata(&path);
         // The sweep's common case: nothing changed. Same attributes (ctime included) means the
@@ -1236,7 +1438,14 @@ pub fn foreground(workspace: Option<PathBuf>) -> crate::Result<i32> {
         rustix::fs::access(existing, rustix::fs::Access::WRITE_OK).is_ok()
     };
     let repos = entrypoints::discover_workspace(&ws).repos;
-    let base = baseline::take(&session, &path_env, &cwd, &user_can_write, &repos);
+    let base = baseline::take(
+        &session,
+        &path_env,
+        &cwd,
+        &user_can_write,
+        &repos,
+        baseline::Depth::Attributes,
+    );
     let (stop_r, stop_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
         .map_err(|e| crate::Error::io("pipe", e.into()))?;
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -1256,6 +1465,7 @@ pub fn foreground(workspace: Option<PathBuf>) -> crate::Result<i32> {
         catch_up: true,
         placeholders: Default::default(),
         tree_dirs: Vec::new(),
+        resolve_delay: RESOLVE_DELAY,
     };
     let mut watcher = Watcher::new(cfg, &base);
     for (dir, mode) in watcher.modes() {

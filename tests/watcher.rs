@@ -256,9 +256,60 @@ fn touching_an_executable_is_not_a_change_once_it_is_hashed() {
     }
 }
 
+/// `run` reads the attributes of the PATH directories' entries only once the session runs (here:
+/// never, the delay is stretched). A change made before they are read must still count as one: the
+/// inotify event queued for it says it happened in the session. An entry nothing touched is left
+/// alone.
+#[test]
+fn changes_before_the_baseline_attributes_are_read_still_count() {
+    let f = Fixture::new();
+    let bin = f.home.join(".local/bin");
+    for (name, mode) in [
+        ("mytool", 0o755),
+        ("notes", 0o644),
+        ("old-a", 0o755),
+        ("old-b", 0o755),
+        ("steady", 0o755),
+    ] {
+        std::fs::write(bin.join(name), format!("#!/bin/sh\necho {name}\n")).unwrap();
+        std::fs::set_permissions(bin.join(name), std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let mut c = f.cmd([
+        "run",
+        "--",
+        "bash",
+        "-c",
+        "cd ~/.local/bin && echo 'echo pwned' >> mytool && chmod +x notes && mv old-a old-b",
+    ]);
+    c.env(
+        "PATH",
+        format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display()),
+    )
+    .env("CLAUDE_SANDBOX_RESOLVE_DELAY_MS", "600000");
+    ok(&c.output().unwrap());
+    let all = alerts(&f);
+    for name in ["mytool", "notes", "old-b"] {
+        let a = alerts_for(&all, &bin.join(name));
+        assert_eq!(a.len(), 1, "{name}: {all:#?}");
+        assert_eq!(
+            (a[0]["kind"].as_str(), a[0]["action"].as_str()),
+            (Some("path-changed"), Some("quarantined")),
+            "{name}"
+        );
+        assert!(!bin.join(name).exists(), "{name} is still on PATH");
+    }
+    assert!(alerts_for(&all, &bin.join("steady")).is_empty(), "{all:#?}");
+    assert!(bin.join("steady").exists());
+}
+
 #[test]
 fn queue_overflow_with_a_plant_in_the_middle() {
     let f = Fixture::new();
+    // Its attributes are not read before the overflow (the delay is stretched): after it, ctime
+    // tells that it changed.
+    let tool = f.home.join(".local/bin/mytool");
+    std::fs::write(&tool, "#!/bin/sh\necho v1\n").unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
     // The launcher (and its watcher thread) is stopped while the jail floods the directory with far
     // more events than fs.inotify.max_queued_events (16384 by default): the queue overflows for sure.
     let script = r#"touch ready; while [ ! -e go ]; do sleep 0.02; done
@@ -269,9 +320,13 @@ for i in range(12000):
     open(os.path.join(d, f'f{i}'), 'w').close()
     if i == 6000:
         shutil.copy('/bin/true', os.path.join(d, 'git'))
+    if i == 7000:
+        with open(os.path.join(d, 'mytool'), 'a') as f:
+            f.write('echo pwned\\n')
 EOF
 touch flooded; while [ ! -e done ]; do sleep 0.02; done"#;
     let mut c = f.cmd(["-v", "run", "--", "bash", "-c", script]);
+    c.env("CLAUDE_SANDBOX_RESOLVE_DELAY_MS", "600000");
     c.env(
         "PATH",
         format!(
@@ -316,10 +371,12 @@ touch flooded; while [ ! -e done ]; do sleep 0.02; done"#;
         "no overflow happened: {}",
         stderr(&out).lines().last().unwrap_or("")
     );
-    assert_eq!(
-        alerts_for(&alerts(&f), &f.home.join(".local/bin/git")).len(),
-        1
-    );
+    let all = alerts(&f);
+    assert_eq!(alerts_for(&all, &f.home.join(".local/bin/git")).len(), 1);
+    let changed = alerts_for(&all, &tool);
+    assert_eq!(changed.len(), 1, "{all:#?}");
+    assert_eq!(changed[0]["kind"].as_str(), Some("path-changed"));
+    assert!(!tool.exists(), "the changed executable is still on PATH");
 }
 
 #[test]

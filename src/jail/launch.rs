@@ -339,7 +339,7 @@ fn execute(
             return Err(e);
         }
         let ops = seal::seal_ops(&plan.policy);
-        match jail.open_gate(&ops) {
+        match jail.open_gate(&ops, t0) {
             Gate::Opened(jail) => {
                 tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "gate opened");
                 break jail.wait();
@@ -426,6 +426,7 @@ fn start_watcher(
         &cwd,
         &|p| plan.jail_can_write(p),
         &plan.repos,
+        baseline::Depth::Names,
     );
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "baseline taken");
     let cfg = watch::WatchConfig {
@@ -438,9 +439,16 @@ fn start_watcher(
         tree_dirs: plan.workspace_dirs.clone(),
         catch_up: false,
         placeholders: plan.placeholders.iter().map(|p| p.path.clone()).collect(),
+        resolve_delay: std::env::var(watch::ENV_RESOLVE_DELAY)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map(std::time::Duration::from_millis)
+            .unwrap_or(watch::RESOLVE_DELAY),
     };
+    let t0 = std::time::Instant::now();
     let running =
         watch::Running::start(cfg, &base).map_err(|e| Error::io("starting the watcher", e))?;
+    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "watches added");
     let file = session_dir.join("baseline.json");
     let (over, wait) = std::sync::mpsc::channel::<()>();
     let writer = std::thread::spawn(move || {
@@ -633,7 +641,7 @@ impl Jail {
     }
 
     /// Wait until bwrap's setup is done, seal from outside if asked, and let the command run.
-    fn open_gate(mut self, ops: &[seal::SealOp]) -> Gate {
+    fn open_gate(mut self, ops: &[seal::SealOp], t0: std::time::Instant) -> Gate {
         let mut byte = [0u8; 1];
         let ready = loop {
             match rustix::io::read(&self.ready, &mut byte) {
@@ -644,11 +652,19 @@ impl Jail {
         if !ready {
             return Gate::SetupFailed(self);
         }
+        tracing::debug!(
+            ms = t0.elapsed().as_secs_f64() * 1e3,
+            "jail set up, held at the gate"
+        );
         if let Some(sealer) = self.sealer.take() {
             if let Err(why) = self.seal(sealer, ops) {
                 return Gate::SealFailed(self, why);
             }
-            tracing::debug!(mounts = ops.len(), "sealed from outside");
+            tracing::debug!(
+                ms = t0.elapsed().as_secs_f64() * 1e3,
+                mounts = ops.len(),
+                "sealed from outside"
+            );
         }
         match rustix::io::write(&self.go, &[super::exec::GO]) {
             Ok(1) => Gate::Opened(self),

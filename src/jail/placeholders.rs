@@ -76,19 +76,23 @@ const LOCK: &str = "placeholders.lock";
 fn with_registry<T>(runtime: &Path, f: impl FnOnce(&mut Registry) -> Result<T>) -> Result<T> {
     let _lock = crate::runtime::lock(runtime, LOCK)?;
     let path = runtime.join(FILE);
-    let mut reg: Registry = match std::fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+    let read = std::fs::read(&path).ok();
+    let mut reg: Registry = match &read {
+        Some(bytes) => serde_json::from_slice(bytes).unwrap_or_else(|e| {
             tracing::warn!(
                 "{}: unreadable ({e}); starting a new registry",
                 path.display()
             );
             Registry::default()
         }),
-        Err(_) => Registry::default(),
+        None => Registry::default(),
     };
     let out = f(&mut reg)?;
-    let tmp = runtime.join(format!("{FILE}.{}", std::process::id()));
     let bytes = serde_json::to_vec_pretty(&reg).expect("registry serialises");
+    if read.as_ref() == Some(&bytes) {
+        return Ok(out); // unchanged (the common sweep): no new file
+    }
+    let tmp = runtime.join(format!("{FILE}.{}", std::process::id()));
     std::fs::write(&tmp, bytes)
         .and_then(|_| std::fs::rename(&tmp, &path))
         .map_err(|e| Error::io("saving the placeholder registry", e))?;
@@ -189,11 +193,18 @@ fn remove_unheld(reg: &mut Registry) {
         }
         if still_ours(e) {
             let res = match e.content {
+                // `rmdir` itself refuses a directory that is not empty any more.
                 None => std::fs::remove_dir(&e.path),
                 Some(_) => std::fs::remove_file(&e.path),
             };
-            if let Err(err) = res {
-                tracing::warn!("cannot remove placeholder {}: {err}", e.path.display());
+            match res {
+                Ok(()) => {}
+                Err(err) if err.raw_os_error() == Some(libc::ENOTEMPTY) => {
+                    tracing::info!("{} has content now; left in place", e.path.display())
+                }
+                Err(err) => {
+                    tracing::warn!("cannot remove placeholder {}: {err}", e.path.display())
+                }
             }
         } else {
             tracing::info!(
@@ -205,7 +216,8 @@ fn remove_unheld(reg: &mut Registry) {
     });
 }
 
-/// Same inode, and still empty or holding exactly our content.
+/// Same inode, and still a directory (whose emptiness `rmdir` checks) or holding exactly our
+/// content.
 fn still_ours(e: &Entry) -> bool {
     let Ok(m) = std::fs::symlink_metadata(&e.path) else {
         return false;
@@ -214,18 +226,14 @@ fn still_ours(e: &Entry) -> bool {
         return false;
     }
     match &e.content {
-        None => {
-            m.is_dir()
-                && std::fs::read_dir(&e.path)
-                    .map(|mut d| d.next().is_none())
-                    .unwrap_or(false)
-        }
+        None => m.is_dir(),
         Some(c) => {
             m.is_file()
                 && m.len() == c.len() as u64
-                && std::fs::read(&e.path)
-                    .map(|b| b == c.as_bytes())
-                    .unwrap_or(false)
+                && (c.is_empty()
+                    || std::fs::read(&e.path)
+                        .map(|b| b == c.as_bytes())
+                        .unwrap_or(false))
         }
     }
 }
@@ -239,8 +247,13 @@ fn create(p: &Placeholder) -> std::io::Result<(u64, u64)> {
                 [".claude", ".codex", ".gemini", ".cursor"].contains(&n.to_str().unwrap_or(""))
             });
             let mode = if agent_state { 0o700 } else { 0o755 };
-            std::fs::DirBuilder::new().mode(0o700).create(&p.path)?;
-            std::fs::set_permissions(&p.path, std::fs::Permissions::from_mode(mode))?;
+            std::fs::DirBuilder::new().mode(mode).create(&p.path)?;
+            let m = std::fs::symlink_metadata(&p.path)?;
+            if m.mode() & 0o7777 != mode {
+                // A umask narrower than 022.
+                std::fs::set_permissions(&p.path, std::fs::Permissions::from_mode(mode))?;
+            }
+            return Ok((m.dev(), m.ino()));
         }
         Stub::File(content) => {
             let mut f = std::fs::OpenOptions::new()
