@@ -11,10 +11,41 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn tmp() -> tempfile::TempDir {
+    tmp_in(Path::new("/var/tmp"))
+}
+
+fn tmp_in(base: &Path) -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix("cs-bench-")
-        .tempdir_in("/var/tmp")
+        .tempdir_in(base)
         .unwrap()
+}
+
+/// The filesystem under `path`, and for ext4 whether it has a journal: without one, ext4 skips
+/// inodes freed in the last 5–10 s when it allocates, one lookup each, so back-to-back launches
+/// (each makes and removes its placeholders) slow each other down there.
+fn describe_fs(path: &Path) -> String {
+    let out = Command::new("findmnt")
+        .args(["-no", "SOURCE,FSTYPE", "-T"])
+        .arg(path)
+        .output();
+    let text = out
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let mut parts = text.split_whitespace();
+    let (source, fstype) = (parts.next().unwrap_or("?"), parts.next().unwrap_or("?"));
+    if fstype != "ext4" {
+        return format!("{fstype} ({source})");
+    }
+    let dev = Path::new(source)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    match std::fs::read_to_string(format!("/sys/fs/ext4/{dev}/journal_task")) {
+        Ok(t) if t.trim() == "<none>" => format!("ext4 without a journal ({source})"),
+        Ok(_) => format!("ext4 with a journal ({source})"),
+        Err(_) => format!("ext4 ({source})"),
+    }
 }
 
 fn exe(path: &Path) {
@@ -48,7 +79,16 @@ fn ms(v: f64) -> String {
 /// A workspace with `repos` repositories and `dirs` writable PATH directories holding `per_dir`
 /// executables each. Returns (scene, workspace, PATH).
 fn fixture(repos: usize, dirs: usize, per_dir: usize) -> (tempfile::TempDir, PathBuf, String) {
-    let d = tmp();
+    fixture_in(Path::new("/var/tmp"), repos, dirs, per_dir)
+}
+
+fn fixture_in(
+    base: &Path,
+    repos: usize,
+    dirs: usize,
+    per_dir: usize,
+) -> (tempfile::TempDir, PathBuf, String) {
+    let d = tmp_in(base);
     let ws = d.path().join("ws");
     std::fs::create_dir_all(d.path().join("home/.local/bin")).unwrap();
     std::fs::create_dir_all(&ws).unwrap();
@@ -109,8 +149,8 @@ fn launch(scene: &Path, ws: &Path, path: &str) -> Command {
     c
 }
 
-fn launch_overhead() {
-    let (d, ws, path) = fixture(5, 10, 200);
+/// Bare bwrap and the guarded launch of `true`, alternating, after three of each to warm up.
+fn bare_and_guarded(d: &Path, ws: &Path, path: &str) -> (Vec<f64>, Vec<f64>) {
     let bare = || {
         let ok = Command::new("/usr/bin/bwrap")
             .args([
@@ -129,7 +169,7 @@ fn launch_overhead() {
             .success();
         assert!(ok);
     };
-    let guarded = || assert!(launch(d.path(), &ws, &path).status().unwrap().success());
+    let guarded = || assert!(launch(d, ws, path).status().unwrap().success());
     for _ in 0..3 {
         bare();
         guarded();
@@ -139,6 +179,13 @@ fn launch_overhead() {
         b.extend(time_runs(1, bare));
         g.extend(time_runs(1, guarded));
     }
+    (b, g)
+}
+
+fn launch_overhead() {
+    let (d, ws, path) = fixture(5, 10, 200);
+    println!("  (workspace on {})", describe_fs(d.path()));
+    let (b, g) = bare_and_guarded(d.path(), &ws, &path);
     let (bm, gm) = (pct(&b, 0.5), pct(&g, 0.5));
     Table::row(
         "bare bwrap, true",
@@ -253,6 +300,43 @@ fn launch_overhead() {
             println!("  srt (@anthropic-ai/sandbox-runtime) not installed: no side-by-side figure")
         }
     }
+}
+
+/// The same launch with the workspace (and runtime directory) on tmpfs: the launcher's own cost,
+/// without the disk filesystem's.
+fn launch_on_tmpfs() {
+    let shm = Path::new("/dev/shm");
+    if !describe_fs(shm).starts_with("tmpfs") {
+        println!("  /dev/shm is not a tmpfs here: no tmpfs figure");
+        return;
+    }
+    let (d, ws, path) = fixture_in(shm, 5, 10, 200);
+    let (b, g) = bare_and_guarded(d.path(), &ws, &path);
+    let (bm, gm) = (pct(&b, 0.5), pct(&g, 0.5));
+    Table::row(
+        "  same, workspace on tmpfs: bare bwrap",
+        ms(bm),
+        ms(pct(&b, 0.99)),
+        "reference",
+        "1.0".into(),
+        b.len(),
+    );
+    Table::row(
+        "  same, workspace on tmpfs: run -- true",
+        ms(gm),
+        ms(pct(&g, 0.99)),
+        "",
+        format!("{:.1}", gm / bm),
+        g.len(),
+    );
+    Table::row(
+        "  same, workspace on tmpfs: overhead",
+        ms(gm - bm),
+        String::new(),
+        "<= 15 ms",
+        String::new(),
+        g.len(),
+    );
 }
 
 fn launch_by_repos() {
@@ -452,6 +536,7 @@ fn main() {
         |section: &str| only.is_empty() || only.iter().any(|o| section.contains(o.as_str()));
     if wanted("launch") {
         launch_overhead();
+        launch_on_tmpfs();
         launch_by_repos();
     }
     for n in [1_000, 10_000, 100_000]
