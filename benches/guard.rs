@@ -186,30 +186,14 @@ fn launch_overhead() {
     let (d, ws, path) = fixture(5, 10, 200);
     println!("  (workspace on {})", describe_fs(d.path()));
     let (b, g) = bare_and_guarded(d.path(), &ws, &path);
-    let (bm, gm) = (pct(&b, 0.5), pct(&g, 0.5));
-    Table::row(
-        "bare bwrap, true",
-        ms(bm),
-        ms(pct(&b, 0.99)),
-        "reference",
-        "1.0".into(),
-        b.len(),
-    );
-    Table::row(
-        "claude-sandbox run -- true (5 repos, 2000 exe)",
-        ms(gm),
-        ms(pct(&g, 0.99)),
-        "",
-        format!("{:.1}", gm / bm),
-        g.len(),
-    );
-    Table::row(
-        "  launch overhead (median difference)",
-        ms(gm - bm),
-        String::new(),
-        "<= 15 ms",
-        String::new(),
-        g.len(),
+    let bm = overhead_rows(
+        &b,
+        &g,
+        [
+            "bare bwrap, true",
+            "claude-sandbox run -- true (5 repos, 2000 exe)",
+            "  launch overhead (median difference)",
+        ],
     );
     if Path::new("/usr/bin/time").exists() {
         let out = Command::new("/usr/bin/time")
@@ -312,31 +296,45 @@ fn launch_on_tmpfs() {
     }
     let (d, ws, path) = fixture_in(shm, 5, 10, 200);
     let (b, g) = bare_and_guarded(d.path(), &ws, &path);
-    let (bm, gm) = (pct(&b, 0.5), pct(&g, 0.5));
+    overhead_rows(
+        &b,
+        &g,
+        [
+            "  same, workspace on tmpfs: bare bwrap",
+            "  same, workspace on tmpfs: run -- true",
+            "  same, workspace on tmpfs: overhead",
+        ],
+    );
+}
+
+/// Three rows: bare bwrap, the guarded launch, the difference of the medians. Returns bare's median.
+fn overhead_rows(b: &[f64], g: &[f64], labels: [&str; 3]) -> f64 {
+    let (bm, gm) = (pct(b, 0.5), pct(g, 0.5));
     Table::row(
-        "  same, workspace on tmpfs: bare bwrap",
+        labels[0],
         ms(bm),
-        ms(pct(&b, 0.99)),
+        ms(pct(b, 0.99)),
         "reference",
         "1.0".into(),
         b.len(),
     );
     Table::row(
-        "  same, workspace on tmpfs: run -- true",
+        labels[1],
         ms(gm),
-        ms(pct(&g, 0.99)),
+        ms(pct(g, 0.99)),
         "",
         format!("{:.1}", gm / bm),
         g.len(),
     );
     Table::row(
-        "  same, workspace on tmpfs: overhead",
+        labels[2],
         ms(gm - bm),
         String::new(),
         "<= 15 ms",
         String::new(),
         g.len(),
     );
+    bm
 }
 
 fn launch_by_repos() {
