@@ -556,10 +556,14 @@ impl Watcher {
         }
     }
 
+    /// Watch the nearest existing ancestor of a PATH directory that does not exist (yet), then look
+    /// again: whatever was created between finding that ancestor and watching it sends no event
+    /// (`mkdir -p node_modules/.bin` makes both in microseconds).
     fn add_pending(&mut self, index: usize) {
         let target = self.path_dirs[index].path.clone();
         if let Some(a) = target.ancestors().skip(1).find(|a| a.is_dir()) {
-            self.add(a.to_path_buf(), Role::Pending { index }, BTreeMap::new());
+            let idx = self.add(a.to_path_buf(), Role::Pending { index }, BTreeMap::new());
+            self.pending_changed(idx, index);
         }
     }
 
@@ -883,8 +887,22 @@ impl Watcher {
     }
 
     fn rescan_all(&mut self) {
-        for idx in 0..self.dirs.len() {
+        // Directories added on the way (a PATH directory that appeared) are rescanned too.
+        let mut idx = 0;
+        while idx < self.dirs.len() {
             self.rescan(idx);
+            idx += 1;
+        }
+    }
+
+    /// Look once more at every PATH directory still awaited (the final sweep's cheap check).
+    fn check_pending(&mut self) {
+        let mut idx = 0;
+        while idx < self.dirs.len() {
+            if let Role::Pending { index } = self.dirs[idx].role {
+                self.pending_changed(idx, index);
+            }
+            idx += 1;
         }
     }
 
@@ -975,6 +993,7 @@ impl Watcher {
             self.drain();
             if !self.lost_events {
                 self.sweep_polled();
+                self.check_pending();
                 for repo in 0..self.repos.len() {
                     self.check_keys(repo);
                 }
@@ -1479,4 +1498,59 @@ pub fn foreground(workspace: Option<PathBuf>) -> crate::Result<i32> {
     }
     watcher.run(stop_r);
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// `mkdir -p node_modules/.bin && cp … .bin/ls` can outrun the watcher: `.bin` is made after the
+    /// watcher saw it missing and before it watches `node_modules`, so no event ever names it. The
+    /// watcher must look again once the watch is in place. (Found as a rare miss of the battery's
+    /// `path-node-modules-bin` and of `a_hard_link_and_a_path_dir_created_during_the_session`.)
+    #[test]
+    fn a_path_directory_made_before_its_parent_is_watched_is_still_scanned() {
+        let t = tempfile::tempdir().unwrap();
+        let ws = t.path().join("ws");
+        let runtime = t.path().join("rt");
+        std::fs::create_dir(&ws).unwrap();
+        std::fs::create_dir(&runtime).unwrap();
+        let late = ws.join("node_modules/.bin");
+        let path_env = std::env::join_paths([late.clone(), PathBuf::from("/usr/bin")]).unwrap();
+        let in_ws = |p: &Path| p.starts_with(&ws);
+        let base = baseline::take(
+            "s",
+            &path_env,
+            &ws,
+            &in_ws,
+            &[],
+            baseline::Depth::Attributes,
+        );
+        let index = base.dirs.iter().find(|d| d.path == late).unwrap().index;
+        let cfg = WatchConfig {
+            runtime,
+            session: "s".into(),
+            workspace: ws.clone(),
+            force_poll: false,
+            quarantine_new: false,
+            hidden_globs: Vec::new(),
+            tree_dirs: vec![ws.clone()],
+            catch_up: false,
+            placeholders: Default::default(),
+            resolve_delay: RESOLVE_DELAY,
+        };
+        let mut w = Watcher::new(cfg, &base);
+        assert!(w.inotify.is_some(), "this test needs inotify");
+        // The whole chain exists before the watch moves down to `node_modules`.
+        std::fs::create_dir_all(&late).unwrap();
+        let plant = late.join("ls");
+        std::fs::write(&plant, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&plant, std::fs::Permissions::from_mode(0o755)).unwrap();
+        w.add_pending(index);
+        assert!(
+            !plant.exists(),
+            "a plant in a PATH directory that appeared unseen was not quarantined"
+        );
+    }
 }
