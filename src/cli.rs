@@ -167,13 +167,19 @@ fn init_logging(verbose: u8) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let color = color_on(std::io::stderr());
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(color)
-        .without_time()
-        .with_target(false)
-        .try_init();
+        .with_target(false);
+    // `-vv` is for finding where time goes: each line carries the time since start (seconds).
+    let _ = if verbose >= 2 {
+        builder
+            .with_timer(tracing_subscriber::fmt::time::uptime())
+            .try_init()
+    } else {
+        builder.without_time().try_init()
+    };
 }
 
 /// Parse arguments, run, and return the process exit status.

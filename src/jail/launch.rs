@@ -12,7 +12,7 @@
 //! the init's children and signals them.
 
 use super::args::{bwrap_args, shell_quote};
-use super::plan::{plan, Plan, PlanInput};
+use super::plan::{add_seals, plan, plan_jail, Plan, PlanInput};
 use super::policy::{Fds, Sealing};
 use super::{home, placeholders, seal, seccomp};
 use crate::config::{Config, ConfigPaths};
@@ -25,7 +25,6 @@ use signal_hook::low_level::siginfo::Cause;
 use std::ffi::OsString;
 use std::io::{BufRead, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -200,17 +199,23 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         ms = t_start.elapsed().as_secs_f64() * 1e3,
         "resolved, dead sessions swept"
     );
+    let sealing = match std::env::var(ENV_SEAL).as_deref() {
+        Ok("bwrap") => Sealing::InBwrap,
+        _ => Sealing::ByLauncher,
+    };
     let t0 = std::time::Instant::now();
-    let plan = plan(&input)?;
+    // When the launcher seals, bwrap needs only the cheap part of the plan: the walk of the
+    // workspace for entry points runs while bwrap builds the jail (the gate keeps the command
+    // waiting until the seals are in).
+    let seals_pending = runtime.is_some() && sealing == Sealing::ByLauncher;
+    let plan = if seals_pending {
+        plan_jail(&input)?
+    } else {
+        let plan = plan(&input)?;
+        refuse_masked_command(&plan, cmd, &resolved)?;
+        plan
+    };
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "planned");
-    if let Ok(real) = std::fs::canonicalize(&resolved) {
-        if let Some(m) = plan.policy.masks.iter().find(|m| m.path == real) {
-            return Err(Error::NotExecutable(
-                cmd.to_string_lossy().into_owned(),
-                format!(": {} is masked in the jail ({})", real.display(), m.why),
-            ));
-        }
-    }
     for w in &plan.warnings {
         tracing::warn!("{w}");
     }
@@ -230,11 +235,52 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         }
         return Ok(0);
     };
-    execute(plan, fds, &runtime, &session)
+    let pending = seals_pending.then_some(PendingSeals {
+        input: &input,
+        command: cmd,
+        resolved: &resolved,
+    });
+    execute(plan, pending, sealing, fds, &runtime, &session)
+}
+
+/// A command that is masked in the jail (`sudo`, bwrap itself) would fail there with a confusing
+/// error: refuse it before anything runs.
+fn refuse_masked_command(plan: &Plan, cmd: &std::ffi::OsStr, resolved: &Path) -> Result<()> {
+    let Ok(real) = std::fs::canonicalize(resolved) else {
+        return Ok(());
+    };
+    match plan.policy.masks.iter().find(|m| m.path == real) {
+        Some(m) => Err(Error::NotExecutable(
+            cmd.to_string_lossy().into_owned(),
+            format!(": {} is masked in the jail ({})", real.display(), m.why),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The part of the plan still to do once bwrap has started (see `plan::add_seals`).
+struct PendingSeals<'a> {
+    input: &'a PlanInput,
+    command: &'a std::ffi::OsStr,
+    resolved: &'a Path,
+}
+
+impl PendingSeals<'_> {
+    fn complete(self, plan: &mut Plan) -> Result<()> {
+        let t0 = std::time::Instant::now();
+        add_seals(plan, self.input);
+        tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "seals planned");
+        for w in &plan.warnings {
+            tracing::warn!("{w}");
+        }
+        refuse_masked_command(plan, self.command, self.resolved)
+    }
 }
 
 fn execute(
     mut plan: Plan,
+    mut pending: Option<PendingSeals>,
+    mut sealing: Sealing,
     fds: Fds,
     runtime: &Path,
     session: &placeholders::SessionId,
@@ -250,19 +296,16 @@ fn execute(
         &plan.policy.home,
         record.to_string().as_bytes(),
     )?;
-    let mut sealing = match std::env::var(ENV_SEAL).as_deref() {
-        Ok("bwrap") => Sealing::InBwrap,
-        _ => Sealing::ByLauncher,
-    };
     // What bwrap binds must exist before it starts: the state directories it binds writable, and,
     // when it makes the seals, every placeholder. `__seal` needs the seals' placeholders only once
     // the jail is up, so those are made while bwrap sets up (making an inode can wait on the disk:
     // 2 to 50 ms for 40 of them here).
-    let (for_bwrap, for_sealer): (Vec<_>, Vec<_>) = plan
+    let for_bwrap: Vec<_> = plan
         .placeholders
         .iter()
+        .filter(|p| p.state_dir || sealing == Sealing::InBwrap)
         .cloned()
-        .partition(|p| p.state_dir || sealing == Sealing::InBwrap);
+        .collect();
     let make_placeholders = |which: &[super::plan::Placeholder]| {
         let t0 = std::time::Instant::now();
         let made = placeholders::acquire(runtime, session, which);
@@ -282,7 +325,7 @@ fn execute(
         home::finish(&session_dir, &plan.policy.home, &plan.policy.workspace);
         return Err(e);
     }
-    let mut placeholders_made = for_sealer.is_empty();
+    let mut placeholders_made = false;
     let cleanup = |plan: &Plan| {
         let _ = placeholders::release(runtime, session);
         home::finish(&session_dir, &plan.policy.home, &plan.policy.workspace);
@@ -304,10 +347,24 @@ fn execute(
             }
         };
         tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "bwrap started");
-        // The baseline and the watcher are made while bwrap builds the jail: the command cannot run
-        // before the gate opens, so nothing the agent does can precede them.
+        // The rest of the plan, the baseline and the watcher are made while bwrap builds the jail:
+        // the command cannot run before the gate opens, so nothing the agent does can precede them.
+        if let Some(p) = pending.take() {
+            if let Err(e) = p.complete(&mut plan) {
+                jail.abort();
+                cleanup(&plan);
+                return Err(e);
+            }
+        }
+        let for_sealer: Vec<_> = plan
+            .placeholders
+            .iter()
+            .filter(|p| !placeholders_made && !for_bwrap.contains(p))
+            .cloned()
+            .collect();
         let (made, started) = std::thread::scope(|scope| {
-            let made = (!placeholders_made).then(|| scope.spawn(|| make_placeholders(&for_sealer)));
+            let made =
+                (!for_sealer.is_empty()).then(|| scope.spawn(|| make_placeholders(&for_sealer)));
             let started = watcher
                 .is_none()
                 .then(|| start_watcher(&plan, runtime, session, &session_dir));
@@ -522,7 +579,7 @@ fn pipe() -> Result<(OwnedFd, OwnedFd)> {
 
 /// A started bwrap whose first process waits at the gate.
 struct Jail {
-    child: std::process::Child,
+    child: rustix::process::Pid,
     status: Arc<Mutex<Status>>,
     reader: std::thread::JoinHandle<()>,
     bwrap_messages: std::thread::JoinHandle<String>,
@@ -530,8 +587,60 @@ struct Jail {
     signals: signal_hook::iterator::Handle,
     ready: OwnedFd,
     go: OwnedFd,
-    /// `__seal`, started with bwrap so that its start-up overlaps bwrap's; waits for its request.
-    sealer: Option<std::process::Child>,
+    /// The sealer, started with bwrap; waits for its request.
+    sealer: Option<Sealer>,
+    /// A forked sealer that has answered, to be reaped.
+    reap: Option<rustix::process::Pid>,
+}
+
+/// A process that seals the jail from outside (see `seal`).
+enum Sealer {
+    /// Forked from the launcher (the usual case).
+    Forked(seal::Forked),
+    /// `claude-sandbox __seal`, when the launcher already runs threads and must not fork.
+    Executed(std::process::Child),
+}
+
+/// Start `program` with `args`, the fds in `map` placed at fixed numbers and `stderr` as its
+/// stderr, without waiting for the exec (the launcher has better things to do meanwhile; an exec
+/// failure is reported on `stderr` and ends the child with 127, which the gate sees as a failed
+/// setup).
+fn fork_exec(
+    program: &Path,
+    args: &[OsString],
+    map: &[(i32, i32); 6],
+    stderr: OwnedFd,
+) -> std::io::Result<rustix::process::Pid> {
+    use std::os::unix::ffi::OsStrExt;
+    let cstring = |s: &std::ffi::OsStr| {
+        std::ffi::CString::new(s.as_bytes())
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))
+    };
+    let program = cstring(program.as_os_str())?;
+    let mut owned = vec![program.clone()];
+    for a in args {
+        owned.push(cstring(a)?);
+    }
+    let mut argv: Vec<*const libc::c_char> = owned.iter().map(|c| c.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    let stderr_fd = stderr.as_raw_fd();
+    // SAFETY: between fork and exec the child makes only async-signal-safe calls (fcntl, dup2,
+    // sigaction, execv, write, _exit) on memory prepared before the fork.
+    match unsafe { libc::fork() } {
+        -1 => Err(std::io::Error::last_os_error()),
+        0 => unsafe {
+            let placed = place_fds(map).is_ok()
+                && libc::dup2(stderr_fd, 2) == 2
+                && super::exec::ignore_terminal_signals().is_ok();
+            if placed {
+                libc::execv(program.as_ptr(), argv.as_ptr());
+            }
+            const MSG: &[u8] = b"claude-sandbox: cannot execute bwrap\n";
+            libc::write(2, MSG.as_ptr().cast(), MSG.len());
+            libc::_exit(127)
+        },
+        pid => Ok(rustix::process::Pid::from_raw(pid).expect("fork returns a positive pid")),
+    }
 }
 
 /// How opening the gate went.
@@ -551,7 +660,11 @@ impl Jail {
             .map_err(|e| Error::io("finding the claude-sandbox binary", e))?;
         let sealer = match sealing {
             Sealing::InBwrap => None,
-            Sealing::ByLauncher => Some(
+            // Forked while this process has one thread (the first attempt); executed otherwise.
+            Sealing::ByLauncher if seal::single_threaded() => Some(Sealer::Forked(
+                seal::Forked::start().map_err(|e| Error::io("starting the sealer", e))?,
+            )),
+            Sealing::ByLauncher => Some(Sealer::Executed(
                 std::process::Command::new(&self_exe)
                     .arg(seal::SUBCOMMAND)
                     .stdin(std::process::Stdio::piped())
@@ -559,7 +672,7 @@ impl Jail {
                     .stderr(std::process::Stdio::piped())
                     .spawn()
                     .map_err(|e| Error::io("starting the sealer", e))?,
-            ),
+            )),
         };
         let (seccomp_r, seccomp_w) = pipe()?;
         let (status_r, status_w) = pipe()?;
@@ -582,8 +695,6 @@ impl Jail {
             .map_err(|e| Error::io("registering signal handlers", e))?;
         let handle = signals.handle();
 
-        let mut command = std::process::Command::new(&plan.policy.bwrap);
-        command.args(args).stderr(std::process::Stdio::from(err_w));
         let map = [
             (seccomp_r.as_raw_fd(), SECCOMP_FD),
             (status_w.as_raw_fd(), STATUS_FD),
@@ -592,16 +703,7 @@ impl Jail {
             (ready_w.as_raw_fd(), READY_FD),
             (go_r.as_raw_fd(), GO_FD),
         ];
-        // SAFETY: only async-signal-safe syscalls (fcntl, dup2, sigaction) run between fork and exec.
-        unsafe {
-            command.pre_exec(move || {
-                place_fds(&map)?;
-                super::exec::ignore_terminal_signals()
-            });
-        }
-        let spawned = command.spawn();
-        drop(command); // closes our copy of the stderr pipe's write end
-        let child = spawned.map_err(|e| {
+        let child = fork_exec(&plan.policy.bwrap, args, &map, err_w).map_err(|e| {
             Error::Jail(format!("cannot start {}: {e}", plan.policy.bwrap.display()))
         })?;
         drop((seccomp_r, status_w, helper, real_stderr, ready_w, go_r));
@@ -637,6 +739,7 @@ impl Jail {
             ready: ready_r,
             go: go_w,
             sealer,
+            reap: None,
         })
     }
 
@@ -672,37 +775,41 @@ impl Jail {
         }
     }
 
-    /// Hand the jail's init PID and the mounts to `__seal` and wait for it.
-    fn seal(
-        &self,
-        mut sealer: std::process::Child,
-        ops: &[seal::SealOp],
-    ) -> std::result::Result<(), String> {
-        let bwrap = self.child.id();
+    /// Hand the jail's init PID and the mounts to the sealer and wait for its answer.
+    fn seal(&mut self, sealer: Sealer, ops: &[seal::SealOp]) -> std::result::Result<(), String> {
+        let bwrap = self.child.as_raw_nonzero();
         // bwrap's only child is the jail's init; the helper is waiting, so it exists.
         let init = std::fs::read_to_string(format!("/proc/{bwrap}/task/{bwrap}/children"))
             .ok()
             .and_then(|c| c.split_whitespace().next()?.parse::<i32>().ok())
-            .ok_or_else(|| "cannot find the jail's init process".to_string())?;
-        let request = seal::SealRequest {
-            pid: init,
+            .ok_or_else(|| "cannot find the jail's init process".to_string());
+        let request = |pid| seal::SealRequest {
+            pid,
             ops: ops.to_vec(),
         };
-        let text = serde_json::to_vec(&request).map_err(|e| e.to_string())?;
-        if let Some(mut stdin) = sealer.stdin.take() {
-            let _ = stdin.write_all(&text);
+        match sealer {
+            Sealer::Forked(forked) => {
+                self.reap = Some(forked.pid);
+                forked.seal(&request(init?))
+            }
+            Sealer::Executed(mut child) => {
+                let text = serde_json::to_vec(&request(init?)).map_err(|e| e.to_string())?;
+                if let Some(mut stdin) = child.stdin.take() {
+                    let _ = stdin.write_all(&text);
+                }
+                let out = child.wait_with_output().map_err(|e| e.to_string())?;
+                if out.status.success() {
+                    return Ok(());
+                }
+                let msg = String::from_utf8_lossy(&out.stderr);
+                Err(msg
+                    .lines()
+                    .next()
+                    .unwrap_or("no message")
+                    .trim()
+                    .to_string())
+            }
         }
-        let out = sealer.wait_with_output().map_err(|e| e.to_string())?;
-        if out.status.success() {
-            return Ok(());
-        }
-        let msg = String::from_utf8_lossy(&out.stderr);
-        Err(msg
-            .lines()
-            .next()
-            .unwrap_or("no message")
-            .trim()
-            .to_string())
     }
 
     /// Shut the gate for good (the command never runs) and wait for bwrap to go.
@@ -713,7 +820,7 @@ impl Jail {
     /// Wait for bwrap; the command's exit status, or bwrap's setup failure.
     fn wait(self) -> Result<i32> {
         let Jail {
-            mut child,
+            child,
             status,
             reader,
             bwrap_messages,
@@ -722,22 +829,39 @@ impl Jail {
             ready,
             go,
             sealer,
+            reap,
         } = self;
         // Closing our ends: a helper still at the gate sees end of file and exits.
         drop((ready, go));
-        if let Some(mut s) = sealer {
-            let _ = s.kill();
-            let _ = s.wait();
+        let unused = match sealer {
+            Some(Sealer::Forked(f)) => Some(f.pid),
+            Some(Sealer::Executed(mut c)) => {
+                let _ = c.kill();
+                let _ = c.wait();
+                None
+            }
+            None => None,
+        };
+        if let Some(pid) = unused {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
         }
-        let exit = child
-            .wait()
-            .map_err(|e| Error::io("waiting for bwrap", e))?;
+        for pid in unused.into_iter().chain(reap) {
+            let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty());
+        }
+        let exit = loop {
+            match rustix::process::waitpid(Some(child), rustix::process::WaitOptions::empty()) {
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(Error::io("waiting for bwrap", e.into())),
+                Ok(None) => continue,
+                Ok(Some((_, status))) => break status,
+            }
+        };
         let _ = reader.join();
         signals.close();
         let _ = forwarder.join();
         let messages = bwrap_messages.join().unwrap_or_default();
         let exit_code = status.lock().map(|s| s.exit_code).unwrap_or(None);
-        match (exit_code, exit.signal()) {
+        match (exit_code, exit.terminating_signal()) {
             (Some(code), _) => {
                 if !messages.is_empty() {
                     eprint!("{messages}");
@@ -753,7 +877,7 @@ impl Jail {
                     .trim();
                 Err(Error::Jail(format!(
                     "{first} (bwrap exit status {})",
-                    exit.code().unwrap_or(EXIT_JAIL)
+                    exit.exit_status().unwrap_or(EXIT_JAIL)
                 )))
             }
         }

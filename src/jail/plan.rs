@@ -121,6 +121,9 @@ pub struct Plan {
     /// The workspace's directories, as discovery walked them (for the watcher).
     #[serde(skip)]
     pub workspace_dirs: Vec<PathBuf>,
+    /// `$HOME`'s writable holes (top-level or deeper, plus configured writable paths).
+    #[serde(skip)]
+    pub holes: Vec<PathBuf>,
 }
 
 impl Plan {
@@ -156,6 +159,16 @@ impl PlanInput {
 
 /// Resolve the policy for one launch.
 pub fn plan(input: &PlanInput) -> Result<Plan> {
+    let mut plan = plan_jail(input)?;
+    add_seals(&mut plan, input);
+    Ok(plan)
+}
+
+/// The part of the plan bwrap itself needs when the launcher seals from outside: `$HOME`, its
+/// writable holes, the writable roots, the private directories, the environment. Cheap (no walk of
+/// the workspace), so bwrap can start while `add_seals` does the rest. The plan has no seals, anchors,
+/// masks or repositories until `add_seals` has run.
+pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
     let ws = canonical(&input.workspace)?;
     let home = canonical(&input.home)?;
     if ws == Path::new("/") || home.starts_with(&ws) {
@@ -227,52 +240,7 @@ pub fn plan(input: &PlanInput) -> Result<Plan> {
             writable.push(h.clone());
         }
     }
-    let writable_roots: Vec<PathBuf> = writable
-        .iter()
-        .chain(top_level_holes.iter())
-        .cloned()
-        .collect();
-
-    // Entry points.
-    let discovery = entrypoints::discover_workspace(&ws);
-    warnings.extend(discovery.warnings.iter().cloned());
-    let mut findings = discovery.findings.clone();
-    findings.extend(entrypoints::discover_state(&home, &holes));
-    for p in input.config_paths.all() {
-        findings.push(Finding {
-            path: p.to_path_buf(),
-            stub: Stub::Dir,
-            runs: "claude-sandbox: configuration of the next session".into(),
-        });
-    }
-    for p in &input.config.read_only {
-        findings.push(Finding {
-            path: p.clone(),
-            stub: Stub::Dir,
-            runs: "configured read-only path".into(),
-        });
-    }
-    let (sealed, stubs) = seal(findings, &writable_roots, &mut warnings);
-    placeholders.extend(stubs);
-
-    let anchors = anchors(&ws, &discovery.repos, &sealed);
     let private = private_dirs(input);
-    let mut hidden = Vec::new();
-    let runtime_dir =
-        std::fs::canonicalize(&input.runtime_dir).unwrap_or_else(|_| input.runtime_dir.clone());
-    if !private.iter().any(|p| runtime_dir.starts_with(p)) {
-        hidden.push(runtime_dir.clone());
-    }
-    if let Some(base) = crate::runtime::shared_base() {
-        if base.is_dir() && !hidden.iter().any(|h| h == &base) && !runtime_dir.starts_with(&base) {
-            hidden.push(base);
-        } else if base.is_dir() && runtime_dir.starts_with(&base) {
-            hidden.retain(|h| h != &runtime_dir);
-            hidden.push(base);
-        }
-    }
-    let masks = masks(input, &home, &private, &hidden);
-
     let mut unsetenv: Vec<String> = UNSET_ENV.iter().map(|s| s.to_string()).collect();
     if !input.config.allow_ssh_agent {
         unsetenv.insert(0, "SSH_AUTH_SOCK".into());
@@ -290,11 +258,11 @@ pub fn plan(input: &PlanInput) -> Result<Plan> {
         session_home: input.session_home.clone(),
         home_entries,
         writable,
-        anchors,
-        sealed,
-        masks,
+        anchors: Vec::new(),
+        sealed: Vec::new(),
+        masks: Vec::new(),
         private,
-        hidden,
+        hidden: Vec::new(),
         hook_bin: input.self_exe.clone(),
         setenv: vec![
             ("CLAUDE_SANDBOX".into(), "1".into()),
@@ -307,12 +275,11 @@ pub fn plan(input: &PlanInput) -> Result<Plan> {
         chdir,
         command: input.command.clone(),
     };
-    let repos = discovery.repos.clone();
     Ok(Plan {
         policy,
         placeholders,
         warnings,
-        repos,
+        repos: Vec::new(),
         quarantine_new: input.config.quarantine_new_executables,
         hidden_globs: input
             .config
@@ -321,8 +288,66 @@ pub fn plan(input: &PlanInput) -> Result<Plan> {
             .filter(|h| crate::secrets::is_glob(h))
             .cloned()
             .collect(),
-        workspace_dirs: discovery.dirs.clone(),
+        workspace_dirs: Vec::new(),
+        holes,
     })
+}
+
+/// The rest of the plan: the workspace's entry points (sealed, or placeholders where missing), the
+/// anchors, the hidden runtime directory, the masks, the repositories for the watcher.
+pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
+    let ws = plan.policy.workspace.clone();
+    let home = plan.policy.home.clone();
+    let mut warnings = Vec::new();
+    let writable_roots = plan.writable_roots();
+
+    // Entry points.
+    let discovery = entrypoints::discover_workspace(&ws);
+    warnings.extend(discovery.warnings.iter().cloned());
+    let mut findings = discovery.findings.clone();
+    findings.extend(entrypoints::discover_state(&home, &plan.holes));
+    for p in input.config_paths.all() {
+        findings.push(Finding {
+            path: p.to_path_buf(),
+            stub: Stub::Dir,
+            runs: "claude-sandbox: configuration of the next session".into(),
+        });
+    }
+    for p in &input.config.read_only {
+        findings.push(Finding {
+            path: p.clone(),
+            stub: Stub::Dir,
+            runs: "configured read-only path".into(),
+        });
+    }
+    let (sealed, stubs) = seal(findings, &writable_roots, &mut warnings);
+    plan.placeholders.extend(stubs);
+
+    let anchors = anchors(&ws, &discovery.repos, &sealed);
+    let private = &plan.policy.private;
+    let mut hidden = Vec::new();
+    let runtime_dir =
+        std::fs::canonicalize(&input.runtime_dir).unwrap_or_else(|_| input.runtime_dir.clone());
+    if !private.iter().any(|p| runtime_dir.starts_with(p)) {
+        hidden.push(runtime_dir.clone());
+    }
+    if let Some(base) = crate::runtime::shared_base() {
+        if base.is_dir() && !hidden.iter().any(|h| h == &base) && !runtime_dir.starts_with(&base) {
+            hidden.push(base);
+        } else if base.is_dir() && runtime_dir.starts_with(&base) {
+            hidden.retain(|h| h != &runtime_dir);
+            hidden.push(base);
+        }
+    }
+    let masks = masks(input, &home, private, &hidden);
+    let policy = &mut plan.policy;
+    policy.anchors = anchors;
+    policy.sealed = sealed;
+    policy.masks = masks;
+    policy.hidden = hidden;
+    plan.warnings.extend(warnings);
+    plan.repos = discovery.repos;
+    plan.workspace_dirs = discovery.dirs;
 }
 
 fn canonical(p: &Path) -> Result<PathBuf> {
@@ -526,6 +551,11 @@ fn private_dirs(input: &PlanInput) -> Vec<PathBuf> {
 fn masks(input: &PlanInput, home: &Path, private: &[PathBuf], hidden: &[PathBuf]) -> Vec<Mask> {
     let mut out: Vec<Mask> = Vec::new();
     let add = |path: PathBuf, why: String, out: &mut Vec<Mask>| {
+        // Most candidates do not exist (sudo in every PATH directory): one lstat says so, where
+        // `canonicalize` would first read every component of the path as a link.
+        if std::fs::symlink_metadata(&path).is_err() {
+            return;
+        }
         let Ok(real) = std::fs::canonicalize(&path) else {
             return;
         };
@@ -604,7 +634,11 @@ fn masks(input: &PlanInput, home: &Path, private: &[PathBuf], hidden: &[PathBuf]
     .iter()
     .map(PathBuf::from)
     .collect();
-    bin_dirs.extend(std::env::split_paths(&input.path_env).filter(|p| p.is_absolute()));
+    for dir in std::env::split_paths(&input.path_env).filter(|p| p.is_absolute()) {
+        if !bin_dirs.contains(&dir) {
+            bin_dirs.push(dir);
+        }
+    }
     for dir in &bin_dirs {
         for name in PRIVILEGED {
             add(
