@@ -305,6 +305,23 @@ fn launch_on_tmpfs() {
             "  same, workspace on tmpfs: overhead",
         ],
     );
+    // A lived-in `$HOME`: bwrap binds each top-level entry into the session's home, and each of its
+    // binds re-reads the mount table (see docs/performance.md).
+    let home = d.path().join("home");
+    for i in 0..10 {
+        std::fs::write(home.join(format!(".rc{i}")), "x\n").unwrap();
+        std::fs::create_dir_all(home.join(format!(".dir{i}"))).unwrap();
+    }
+    let (b, g) = bare_and_guarded(d.path(), &ws, &path);
+    overhead_rows(
+        &b,
+        &g,
+        [
+            "  same, $HOME with 21 entries: bare bwrap",
+            "  same, $HOME with 21 entries: run -- true",
+            "  same, $HOME with 21 entries: overhead",
+        ],
+    );
 }
 
 /// Three rows: bare bwrap, the guarded launch, the difference of the medians. Returns bare's median.

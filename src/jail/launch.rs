@@ -437,26 +437,30 @@ fn end_session(
     watcher: Option<(watch::Running, Record)>,
 ) {
     let t0 = std::time::Instant::now();
-    let (closing, writer) = match watcher {
-        Some((w, writer)) => (Some(w.finish()), Some(writer)),
+    let (running, writer) = match watcher {
+        Some((w, writer)) => (Some(w), Some(writer)),
         None => (None, None),
     };
-    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "final sweep done");
-    let t0 = std::time::Instant::now();
-    // Placeholders go (after the final sweep, which must not see them go) while the session home is
-    // merged back (after the baseline's record is written, since its directory is removed).
-    std::thread::scope(|scope| {
-        let released = scope.spawn(|| placeholders::release(runtime, session));
-        if let Some(Err(e)) = writer.map(Record::finish) {
-            eprintln!("claude-sandbox: the baseline's record was not kept: {e}");
-        }
-        for note in home::finish(session_dir, &plan.policy.home, &plan.policy.workspace) {
+    // The session home is merged back (after the baseline's record, since its directory goes) while
+    // the watcher sweeps; the placeholders go after the sweep, which must not see them go.
+    let closing = std::thread::scope(|scope| {
+        let merged = scope.spawn(|| {
+            if let Some(Err(e)) = writer.map(Record::finish) {
+                eprintln!("claude-sandbox: the baseline's record was not kept: {e}");
+            }
+            home::finish(session_dir, &plan.policy.home, &plan.policy.workspace)
+        });
+        let closing = running.map(watch::Running::finish);
+        tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "final sweep done");
+        for note in merged.join().unwrap_or_default() {
             eprintln!("claude-sandbox: {note}");
         }
-        if let Ok(Err(e)) = released.join() {
-            eprintln!("claude-sandbox: {e}");
-        }
+        closing
     });
+    let t0 = std::time::Instant::now();
+    if let Err(e) = placeholders::release(runtime, session) {
+        eprintln!("claude-sandbox: {e}");
+    }
     tracing::debug!(
         ms = t0.elapsed().as_secs_f64() * 1e3,
         "placeholders removed, session home merged back"
