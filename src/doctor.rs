@@ -260,10 +260,10 @@ fn check_jail() -> Vec<Check> {
             let sealing = match log.lines().find_map(|l| l.split_once("sealing from outside failed ")) {
                 Some((_, why)) => warn(
                     "sealing",
-                    format!("seals are made by bwrap, ~0.4 ms per mount: sealing from outside failed {why}"),
+                    format!("$HOME, the workspace and the seals are mounted by bwrap, ~0.4 ms per mount: sealing from outside failed {why}"),
                     "Linux 5.12+ (mount_setattr) and a bwrap that is not setuid; the jail is the same either way",
                 ),
-                None => pass("sealing", "seals mounted from outside the jail (~1 ms for all)"),
+                None => pass("sealing", "$HOME, the workspace and the seals mounted from outside the jail (~1.5 ms for all)"),
             };
             vec![pass("jail", "`claude-sandbox run -- true` works"), sealing]
         }

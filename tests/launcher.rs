@@ -579,10 +579,16 @@ fn sealing_from_outside_matches_bwraps_own_sealing() {
     std::fs::create_dir_all(f.ws.join("sub/nested")).unwrap();
     f.git(&f.ws.join("sub/nested"), &["init", "-q"]);
     std::fs::write(f.ws.join(".envrc"), "export A=1\n").unwrap();
-    // Mount point, and the flags that matter, of every mount under the workspace and home; plus
-    // what a write through the working directory (the workspace: an anchor covers it) does.
+    std::os::unix::fs::symlink(".config/vimrc", f.home.join(".vimrc")).unwrap();
+    // Mount point, and the flags that matter, of every mount under the workspace and home; what
+    // `$HOME` looks like and where it can be written; plus what a write through the working
+    // directory (the workspace: an anchor covers it) does.
     let script = "awk '{print $5, $6}' /proc/self/mountinfo | grep -E \"^($WS|$HOME)\" \
-        | sed -E 's/,relatime|,noatime//' | sort; echo x >> .envrc 2>/dev/null && echo WROTE-envrc; \
+        | sed -E 's/,relatime|,noatime//' | sort; find ~ -maxdepth 1 -printf '%y %p %l\\n' | sort; \
+        touch ~/.cache/w && echo cache-writable; touch ~/.local/bin/w && echo local-bin-writable; \
+        touch ~/.config/w 2>/dev/null || echo config-read-only; touch ~/new && echo home-top-private; \
+        grep -c claude-sandbox-host /proc/self/mountinfo; echo $PWD; \
+        echo x >> .envrc 2>/dev/null && echo WROTE-envrc; \
         cat /dev/null > sub/nested/.git/config 2>/dev/null && echo WROTE-config; echo END";
     let run = |seal: Option<&str>| {
         let mut c = f.cmd(["-vv", "run", "--", "bash", "-c", script]);
@@ -603,6 +609,19 @@ fn sealing_from_outside_matches_bwraps_own_sealing() {
     assert!(!stderr(&inside).contains("sealed from outside"));
     assert!(a.contains(".envrc ro,nosuid,nodev"), "{a}");
     assert!(a.contains("nested/.git/config ro,nosuid,nodev"), "{a}");
+    for want in [
+        "cache-writable",
+        "local-bin-writable",
+        "config-read-only",
+        "home-top-private",
+        "/.vimrc .config/vimrc",
+    ] {
+        assert!(a.contains(want), "{want} missing from:\n{a}");
+    }
+    assert!(
+        a.contains(&format!("\n0\n{}\n", f.ws.display())),
+        "the staging tree is still mounted, or the working directory is wrong:\n{a}"
+    );
     assert!(!a.contains("WROTE"), "{a}");
     assert!(a.ends_with("END\n"), "{a}");
     assert_eq!(a, b, "outside (left) and bwrap (right) differ");
@@ -631,4 +650,49 @@ fn a_failed_seal_from_outside_falls_back_without_running_the_command_twice() {
         stderr(&out)
     );
     assert_eq!(std::fs::read_to_string(&count).unwrap(), "ran\n");
+}
+
+/// A workspace under a directory the jail gets fresh (`/dev` is bwrap's own tmpfs, `/tmp` a private
+/// one) is not visible to the sealer inside the jail: it binds it from the host's tree, which bwrap
+/// shows it at a staging point that is gone before the command runs.
+#[test]
+fn a_workspace_the_jail_does_not_see_by_itself_is_still_bound_and_sealed() {
+    let f = Fixture::new();
+    let shm = tempfile::Builder::new()
+        .prefix("cs-test-ws-")
+        .tempdir_in("/dev/shm")
+        .expect("a directory in /dev/shm");
+    let ws = std::fs::canonicalize(shm.path()).unwrap();
+    f.git(&ws, &["init", "-q"]);
+    std::fs::write(ws.join(".envrc"), "export A=1\n").unwrap();
+    let out = f
+        .cmd([
+            "-vv",
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "pwd; echo new > file && echo wrote-file; echo x >> .envrc 2>/dev/null || echo envrc-sealed; \
+             grep -c claude-sandbox-host /proc/self/mountinfo; exit 0",
+        ])
+        .current_dir(&ws)
+        .output()
+        .unwrap();
+    let text = ok(&out);
+    assert!(
+        stderr(&out).contains("sealed from outside"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        text,
+        format!("{}\nwrote-file\nenvrc-sealed\n0\n", ws.display()),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read_to_string(ws.join("file")).unwrap(), "new\n");
+    assert_eq!(
+        std::fs::read_to_string(ws.join(".envrc")).unwrap(),
+        "export A=1\n"
+    );
 }

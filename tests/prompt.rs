@@ -278,7 +278,8 @@ fn doctor_passes_here_and_fails_clearly() {
         .output()
         .unwrap();
     assert!(
-        stdout(&out).contains("[!] sealing: seals are made by bwrap")
+        stdout(&out)
+            .contains("[!] sealing: $HOME, the workspace and the seals are mounted by bwrap")
             && stdout(&out).contains("CLAUDE_SANDBOX_SEAL=fail-halfway"),
         "{}",
         stdout(&out)

@@ -58,21 +58,11 @@ pub fn bwrap_args(policy: &Policy, fds: Fds, sealing: Sealing) -> Vec<OsString> 
             .path(&dir.join("claude-sandbox"));
         a.flag("--remount-ro").path(dir);
     }
-    a.flag("--bind")
-        .path(&policy.session_home)
-        .path(&policy.home);
-    for e in &policy.home_entries {
-        let dest = policy.home.join(&e.name);
-        match &e.bind {
-            HomeBind::ReadOnly => a.same("--ro-bind", &dest),
-            HomeBind::Writable => a.same("--bind", &dest),
-            HomeBind::Symlink(target) => a.flag("--symlink").path(target).path(&dest),
-        };
-    }
-    for p in &policy.writable {
-        a.same("--bind", p);
-    }
-    if sealing == Sealing::InBwrap {
+    if sealing == Sealing::ByLauncher {
+        // `$HOME` and the writable roots are the sealer's: bwrap only shows it the host's tree.
+        a.flag("--bind").flag("/").flag(super::seal::STAGE);
+    } else {
+        home_and_writable(&mut a, policy);
         seals(&mut a, policy);
     }
     if let Some(fd) = fds.seccomp {
@@ -87,19 +77,45 @@ pub fn bwrap_args(policy: &Policy, fds: Fds, sealing: Sealing) -> Vec<OsString> 
     for (k, v) in &policy.setenv {
         a.flag("--setenv").flag(k).flag(v);
     }
-    a.flag("--chdir").path(&policy.chdir);
+    // With the launcher sealing, the working directory may not exist in the jail yet (the workspace
+    // is bound by the sealer): bwrap starts in `/`, the exec helper enters it after the gate.
+    let bwrap_cwd = match sealing {
+        Sealing::ByLauncher => Path::new("/"),
+        Sealing::InBwrap => policy.chdir.as_path(),
+    };
+    a.flag("--chdir").path(bwrap_cwd);
     a.flag("--");
     if let Some((exe, stderr)) = fds.exec_helper {
         a.flag(&format!("/proc/self/fd/{exe}"))
             .flag(crate::jail::exec::SUBCOMMAND);
         a.flag(&exe.to_string()).flag(&stderr.to_string());
         if let Some((ready, go)) = fds.gate {
-            a.flag(&ready.to_string()).flag(&go.to_string());
+            a.flag(&ready.to_string())
+                .flag(&go.to_string())
+                .path(&policy.chdir);
         }
         a.flag("--");
     }
     a.0.extend(policy.command.iter().cloned());
     a.0
+}
+
+/// Steps 4 and 5 (to the writable roots): the session's `$HOME`, its entries, the writable roots.
+fn home_and_writable(a: &mut Argv, policy: &Policy) {
+    a.flag("--bind")
+        .path(&policy.session_home)
+        .path(&policy.home);
+    for e in &policy.home_entries {
+        let dest = policy.home.join(&e.name);
+        match &e.bind {
+            HomeBind::ReadOnly => a.same("--ro-bind", &dest),
+            HomeBind::Writable => a.same("--bind", &dest),
+            HomeBind::Symlink(target) => a.flag("--symlink").path(target).path(&dest),
+        };
+    }
+    for p in &policy.writable {
+        a.same("--bind", p);
+    }
 }
 
 /// Steps 5 (after the writable roots) to 7: anchors, hidden directories, seals, masks.
@@ -204,8 +220,18 @@ mod tests {
         .map(|s| s.into_string().unwrap())
         .collect();
         let text = args.join(" ");
-        assert!(text.contains("--bind /w /w --seccomp 3"), "{text}");
+        // bwrap shows the sealer the host's tree; `$HOME`, the workspace and the seals are its.
+        assert!(
+            text.contains(
+                "--remount-ro /tmp/.claude-sandbox --bind / /tmp/.claude-sandbox-host --seccomp 3"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("--chdir / --"), "{text}");
         for gone in [
+            "/h",
+            "/h/.bashrc",
+            "/w",
             "/w/.git/hooks",
             "/run/docker.sock",
             "/run/podman",
@@ -213,7 +239,9 @@ mod tests {
         ] {
             assert!(!args.iter().any(|a| a == gone), "{gone} in {text}");
         }
-        assert!(text.ends_with("-- /proc/self/fd/5 __exec 5 6 7 8 -- claude --flag with space"));
+        assert!(
+            text.ends_with("-- /proc/self/fd/5 __exec 5 6 7 8 /w/sub -- claude --flag with space")
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@
 use nix::sys::signal::{signal, SigHandler, Signal};
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 
 /// argv[1] that selects the helper.
 pub const SUBCOMMAND: &str = "__exec";
@@ -33,24 +34,25 @@ pub fn ignore_terminal_signals() -> std::io::Result<()> {
     Ok(())
 }
 
-/// `claude-sandbox __exec EXE_FD STDERR_FD [READY_FD GO_FD] -- COMMAND ARGS...`: never returns on
+/// `claude-sandbox __exec EXE_FD STDERR_FD [READY_FD GO_FD CWD] -- COMMAND ARGS...`: never returns on
 /// success.
 ///
 /// With the gate (READY_FD, GO_FD): say "ready" (bwrap's setup is done, the launcher may seal), then
 /// wait for one byte on GO_FD. End of file instead means the launcher gave up (a failed seal, a
-/// failed baseline): exit without running anything.
+/// failed baseline): exit without running anything. Then enter CWD.
 pub fn main(args: &[OsString]) -> i32 {
     let fd = |s: &OsString| s.to_string_lossy().parse::<i32>().ok().filter(|fd| *fd > 2);
     let (exe_fd, stderr_fd, gate, command) = match args {
         [exe, err, sep, cmd @ ..] if sep == "--" && !cmd.is_empty() => {
             (fd(exe), fd(err), None, cmd)
         }
-        [exe, err, ready, go, sep, cmd @ ..] if sep == "--" && !cmd.is_empty() => {
-            (fd(exe), fd(err), fd(ready).zip(fd(go)), cmd)
+        [exe, err, ready, go, cwd, sep, cmd @ ..] if sep == "--" && !cmd.is_empty() => {
+            let gate = fd(ready).zip(fd(go)).map(|(r, g)| (r, g, cwd));
+            (fd(exe), fd(err), gate, cmd)
         }
         _ => {
             eprintln!(
-                "claude-sandbox: __exec is internal: __exec EXE_FD STDERR_FD [READY_FD GO_FD] -- COMMAND [ARGS...]"
+                "claude-sandbox: __exec is internal: __exec EXE_FD STDERR_FD [READY_FD GO_FD CWD] -- COMMAND [ARGS...]"
             );
             return crate::error::EXIT_USAGE;
         }
@@ -58,7 +60,7 @@ pub fn main(args: &[OsString]) -> i32 {
     // SAFETY: the launcher passed these fds for this helper alone; nothing else here uses them.
     let take =
         |fd: i32| unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-    if let Some((ready, go)) = gate {
+    if let Some((ready, go, cwd)) = gate {
         let (ready, go) = (take(ready), take(go));
         let _ = rustix::io::write(&ready, b"R");
         drop(ready);
@@ -66,14 +68,19 @@ pub fn main(args: &[OsString]) -> i32 {
         if !matches!(rustix::io::read(&go, &mut byte), Ok(1)) || byte[0] != GO {
             return crate::error::EXIT_JAIL;
         }
-        // The seals were mounted after bwrap's `--chdir`: this process's working directory still
-        // points into the mount underneath them (an anchor can cover the workspace itself), where a
-        // relative path would reach the unsealed files. Entering it again by name lands on top.
-        let reentered = std::env::current_dir().and_then(std::env::set_current_dir);
-        if let Err(e) = reentered {
-            eprintln!("claude-sandbox: cannot re-enter the working directory after sealing: {e}");
+        // Entered by name only now, after the sealer's mounts: a working directory taken before
+        // them would point into the mount underneath (an anchor can cover the workspace itself),
+        // where a relative path would reach the unsealed files; and the workspace may not even
+        // have been there (the sealer binds it).
+        if let Err(e) = std::env::set_current_dir(cwd) {
+            eprintln!(
+                "claude-sandbox: cannot enter {} after sealing: {e}",
+                Path::new(cwd).display()
+            );
             return crate::error::EXIT_JAIL;
         }
+        // SAFETY: this process is single-threaded (it only reads two fds before this point).
+        unsafe { std::env::set_var("PWD", cwd) };
     }
     if let Some(fd) = stderr_fd {
         let saved = take(fd);
