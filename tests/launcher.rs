@@ -583,7 +583,7 @@ fn sealing_from_outside_matches_bwraps_own_sealing() {
     // Mount point, and the flags that matter, of every mount under the workspace and home; what
     // `$HOME` looks like and where it can be written; plus what a write through the working
     // directory (the workspace: an anchor covers it) does.
-    let script = "awk '{print $5, $6}' /proc/self/mountinfo | grep -E \"^($WS|$HOME)\" \
+    let script = "awk '{print $5, $6}' /proc/self/mountinfo | grep -E \"^($WS|$HOME|/tmp/.claude-sandbox)\" \
         | sed -E 's/,relatime|,noatime//' | sort; find ~ -maxdepth 1 -printf '%y %p %l\\n' | sort; \
         touch ~/.cache/w && echo cache-writable; touch ~/.local/bin/w && echo local-bin-writable; \
         touch ~/.config/w 2>/dev/null || echo config-read-only; touch ~/new && echo home-top-private; \
@@ -615,6 +615,8 @@ fn sealing_from_outside_matches_bwraps_own_sealing() {
         "config-read-only",
         "home-top-private",
         "/.vimrc .config/vimrc",
+        "/tmp/.claude-sandbox ro,nosuid,nodev",
+        "/tmp/.claude-sandbox/claude-sandbox ro,nosuid,nodev",
     ] {
         assert!(a.contains(want), "{want} missing from:\n{a}");
     }

@@ -49,7 +49,7 @@ pub fn bwrap_args(policy: &Policy, fds: Fds, sealing: Sealing) -> Vec<OsString> 
     for p in &policy.private {
         a.flag("--tmpfs").path(p);
     }
-    if let Some(bin) = &policy.hook_bin {
+    if let (Some(bin), Sealing::InBwrap) = (&policy.hook_bin, sealing) {
         // A read-only tmpfs mount point holding only a read-only bind: neither can be replaced.
         let dir = Path::new(crate::hook::HOOK_BIN_DIR);
         a.flag("--tmpfs").path(dir);
@@ -222,13 +222,12 @@ mod tests {
         let text = args.join(" ");
         // bwrap shows the sealer the host's tree; `$HOME`, the workspace and the seals are its.
         assert!(
-            text.contains(
-                "--remount-ro /tmp/.claude-sandbox --bind / /tmp/.claude-sandbox-host --seccomp 3"
-            ),
+            text.contains("--tmpfs /tmp --bind / /tmp/.claude-sandbox-host --seccomp 3"),
             "{text}"
         );
         assert!(text.contains("--chdir / --"), "{text}");
         for gone in [
+            "/tmp/.claude-sandbox",
             "/h",
             "/h/.bashrc",
             "/w",

@@ -56,6 +56,10 @@ pub enum SealOp {
     Symlink { target: PathBuf, dst: PathBuf },
     /// Unmount `STAGE`: from here on nothing of the host's tree is reachable but what was bound.
     Unstage,
+    /// A writable tmpfs (nosuid, nodev, mode 0755), its mount point made when missing.
+    Tmpfs(PathBuf),
+    /// Make one mount read-only (not the ones on top of it), as bwrap's `--remount-ro`.
+    RemountReadOnly(PathBuf),
     /// A writable bind over itself (a mount point cannot be renamed or removed).
     Anchor(PathBuf),
     /// An empty read-only tmpfs (the runtime directory).
@@ -85,7 +89,15 @@ pub fn seal_ops(policy: &Policy) -> Vec<SealOp> {
         dst: dst.to_path_buf(),
         writable,
     };
-    let mut ops = vec![bind(&policy.session_home, &policy.home, true)];
+    let mut ops = Vec::new();
+    if let Some(bin) = &policy.hook_bin {
+        // The prompt hook's binary: a read-only bind alone in a read-only tmpfs.
+        let dir = Path::new(crate::hook::HOOK_BIN_DIR);
+        ops.push(SealOp::Tmpfs(dir.to_path_buf()));
+        ops.push(bind(bin, &dir.join("claude-sandbox"), false));
+        ops.push(SealOp::RemountReadOnly(dir.to_path_buf()));
+    }
+    ops.push(bind(&policy.session_home, &policy.home, true));
     for e in &policy.home_entries {
         let dst = policy.home.join(&e.name);
         ops.push(match &e.bind {
@@ -323,6 +335,37 @@ fn apply_one(op: &SealOp) -> Result<(), SealError> {
         SealOp::Symlink { target, dst } => {
             rustix::fs::symlink(target, dst).map_err(fail(dst, "making the symlink"))
         }
+        SealOp::Tmpfs(p) => {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(p)
+                .map_err(|err| SealError::Mount {
+                    path: p.to_path_buf(),
+                    what: "making the mount point",
+                    err,
+                })?;
+            mount(
+                "tmpfs",
+                p,
+                "tmpfs",
+                MountFlags::NOSUID | MountFlags::NODEV,
+                c"mode=0755",
+            )
+            .map_err(fail(p, "mounting a tmpfs"))
+        }
+        SealOp::RemountReadOnly(p) => {
+            let c = CString::new(p.as_os_str().as_bytes()).map_err(|_| SealError::Mount {
+                path: p.to_path_buf(),
+                what: "remounting read-only",
+                err: std::io::ErrorKind::InvalidInput.into(),
+            })?;
+            set_attrs_one(&c).map_err(|err| SealError::Mount {
+                path: p.to_path_buf(),
+                what: "remounting read-only (mount_setattr)",
+                err,
+            })
+        }
         SealOp::Unstage => {
             rustix::mount::unmount(STAGE, rustix::mount::UnmountFlags::DETACH)
                 .map_err(fail(Path::new(STAGE), "unmounting the host's tree"))?;
@@ -459,6 +502,31 @@ fn restrict(p: &Path, read_only: bool) -> Result<(), SealError> {
     set_attrs(rustix::fs::CWD, &c, libc::AT_SYMLINK_NOFOLLOW, read_only).map_err(fail)
 }
 
+/// Read-only, nosuid, nodev on the one mount at `path` (not recursive).
+fn set_attrs_one(path: &std::ffi::CStr) -> std::io::Result<()> {
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: a valid NUL-terminated path and a correctly sized, initialised mount_attr.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW as libc::c_uint,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// `mount_setattr(2)` on `path` relative to `dir` (`flags` adds to AT_RECURSIVE): nosuid and nodev,
 /// and read-only when asked. Nothing is cleared: a writable bind copies a writable source.
 fn set_attrs(
@@ -503,6 +571,13 @@ mod tests {
         assert_eq!(
             seal_ops(&Policy::example()),
             vec![
+                SealOp::Tmpfs("/tmp/.claude-sandbox".into()),
+                SealOp::Bind {
+                    src: "/usr/local/bin/claude-sandbox".into(),
+                    dst: "/tmp/.claude-sandbox/claude-sandbox".into(),
+                    writable: false
+                },
+                SealOp::RemountReadOnly("/tmp/.claude-sandbox".into()),
                 SealOp::Bind {
                     src: "/run/cs/1/s/home".into(),
                     dst: "/h".into(),
