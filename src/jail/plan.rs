@@ -462,19 +462,23 @@ fn seal(
         });
     }
     // A seal inside another sealed directory is covered by it (and could not be created there).
+    // (Looked up by ancestor: comparing every pair of paths was a third of the planning time.)
     sealed.sort_by(|a, b| a.path.cmp(&b.path));
     let mut kept: Vec<Sealed> = Vec::new();
+    let mut kept_dirs: std::collections::HashSet<PathBuf> = Default::default();
     for s in sealed {
-        if kept
-            .iter()
-            .any(|k| s.path.starts_with(&k.path) && is_dir_like(&k.path, &stubs))
-        {
+        if s.path.ancestors().skip(1).any(|a| kept_dirs.contains(a)) {
             stubs.retain(|p| p.path != s.path);
             continue;
         }
+        if is_dir_like(&s.path, &stubs) {
+            kept_dirs.insert(s.path.clone());
+        }
         kept.push(s);
     }
-    stubs.retain(|p| kept.iter().any(|k| k.path == p.path));
+    let kept_paths: std::collections::HashSet<&Path> =
+        kept.iter().map(|k| k.path.as_path()).collect();
+    stubs.retain(|p| kept_paths.contains(p.path.as_path()));
     (kept, stubs)
 }
 
@@ -529,7 +533,7 @@ fn anchors(ws: &Path, repos: &[entrypoints::Repo], sealed: &[Sealed]) -> Vec<Pat
     // A sealed directory is already a mount point; binding it writable would undo the seal.
     let sealed_paths: BTreeSet<&Path> = sealed.iter().map(|s| s.path.as_path()).collect();
     set.into_iter()
-        .filter(|a| !sealed_paths.iter().any(|s| a.starts_with(s)))
+        .filter(|a| !a.ancestors().any(|x| sealed_paths.contains(x)))
         .collect()
 }
 
