@@ -633,6 +633,14 @@ fn sealing_from_outside_matches_bwraps_own_sealing() {
 /// it runs once, in a jail bwrap sealed, and the seals hold.
 #[test]
 fn a_failed_seal_from_outside_falls_back_without_running_the_command_twice() {
+    // Failing with a reason, and dying without a word (as when Ctrl-C kills the sealer): neither
+    // may be taken for success.
+    for mode in ["fail-halfway", "die-halfway"] {
+        failed_seal_falls_back(mode);
+    }
+}
+
+fn failed_seal_falls_back(mode: &str) {
     let f = Fixture::new();
     let count = f.ws.join("ran");
     let script = format!(
@@ -641,11 +649,11 @@ fn a_failed_seal_from_outside_falls_back_without_running_the_command_twice() {
     );
     let out = f
         .cmd(["-v", "run", "--", "bash", "-c", &script])
-        .env("CLAUDE_SANDBOX_SEAL", "fail-halfway")
+        .env("CLAUDE_SANDBOX_SEAL", mode)
         .output()
         .unwrap();
     let text = ok(&out);
-    assert_eq!(text, "END\n", "{text}");
+    assert_eq!(text, "END\n", "[{mode}] {text}");
     assert!(
         stderr(&out).contains("bwrap makes the seals instead"),
         "{}",

@@ -34,6 +34,10 @@ pub const SUBCOMMAND: &str = "__seal";
 /// the fallback to bwrap's own sealing can be exercised on a machine where sealing works.
 pub const FAIL_HALFWAY: &str = "fail-halfway";
 
+/// `CLAUDE_SANDBOX_SEAL=die-halfway` (tests): half the mounts, then the sealer dies without answering,
+/// as if killed.
+pub const DIE_HALFWAY: &str = "die-halfway";
+
 /// Where bwrap binds the host's whole tree for the sealer (`--bind / STAGE`, in the jail's private
 /// `/tmp`). The sealer takes the sources of `$HOME`'s binds and the writable roots from there (inside
 /// the jail they are hidden: under the session's `$HOME`, or under a private tmpfs) and unmounts it
@@ -159,8 +163,9 @@ pub fn main() -> i32 {
 fn serve(text: &str) -> Result<(), String> {
     let req: SealRequest =
         serde_json::from_str(text).map_err(|e| format!("__seal: bad request: {e}"))?;
-    // For the tests of the fallback: half the mounts, then a failure.
-    let fail_halfway = std::env::var("CLAUDE_SANDBOX_SEAL").is_ok_and(|v| v == FAIL_HALFWAY);
+    // For the tests of the fallback: half the mounts, then a failure (or a death without a word).
+    let mode = std::env::var("CLAUDE_SANDBOX_SEAL").unwrap_or_default();
+    let fail_halfway = mode == FAIL_HALFWAY || mode == DIE_HALFWAY;
     let ops = if fail_halfway {
         &req.ops[..req.ops.len() / 2]
     } else {
@@ -169,15 +174,22 @@ fn serve(text: &str) -> Result<(), String> {
     enter(req.pid)
         .and_then(|()| apply(ops))
         .map_err(|e| e.to_string())?;
+    if mode == DIE_HALFWAY {
+        // SAFETY: ends the process at once, as a kill would.
+        unsafe { libc::_exit(1) };
+    }
     if fail_halfway {
         return Err(SealError::Enter(format!("CLAUDE_SANDBOX_SEAL={FAIL_HALFWAY}")).to_string());
     }
     Ok(())
 }
 
+/// The forked sealer's answer when every mount is in place.
+const ANSWER_SEALED: &str = "sealed";
+
 /// A sealer forked from the launcher (no second exec of this binary: ~1.5 ms of CPU saved on the
-/// cores bwrap needs). It waits for its request on a pipe and answers on another: an empty answer
-/// is success, anything else the reason for the failure.
+/// cores bwrap needs). It waits for its request on a pipe and answers on another: `sealed`, or the
+/// reason for the failure.
 pub struct Forked {
     pub pid: rustix::process::Pid,
     request: OwnedFd,
@@ -219,9 +231,12 @@ impl Forked {
         std::fs::File::from(self.answer)
             .read_to_string(&mut answer)
             .map_err(|e| e.to_string())?;
+        // Success must be said: a sealer killed halfway (Ctrl-C reaches its process group too)
+        // closes the pipe without a word, and that is a failure, not a silence.
         match answer.lines().next() {
-            None => Ok(()),
+            Some(ANSWER_SEALED) => Ok(()),
             Some(line) => Err(line.trim().to_string()),
+            None => Err("the sealer ended without answering".to_string()),
         }
     }
 }
@@ -248,7 +263,10 @@ fn child(request: OwnedFd, answer: OwnedFd) -> ! {
         .and_then(|_| serve(&text));
     let mut answer = std::fs::File::from(answer);
     let code = match outcome {
-        Ok(()) => 0,
+        Ok(()) => {
+            let _ = std::io::Write::write_all(&mut answer, ANSWER_SEALED.as_bytes());
+            0
+        }
         Err(e) => {
             let _ = std::io::Write::write_all(&mut answer, e.as_bytes());
             crate::error::EXIT_JAIL
