@@ -268,9 +268,10 @@ struct PendingSeals<'a> {
 impl PendingSeals<'_> {
     fn complete(self, plan: &mut Plan) -> Result<()> {
         let t0 = std::time::Instant::now();
+        let shown = plan.warnings.len(); // `plan_jail`'s, already shown
         add_seals(plan, self.input);
         tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "seals planned");
-        for w in &plan.warnings {
+        for w in &plan.warnings[shown..] {
             tracing::warn!("{w}");
         }
         refuse_masked_command(plan, self.command, self.resolved)
@@ -296,10 +297,10 @@ fn execute(
         &plan.policy.home,
         record.to_string().as_bytes(),
     )?;
-    // What bwrap binds must exist before it starts: the state directories it binds writable, and,
-    // when it makes the seals, every placeholder. `__seal` needs the seals' placeholders only once
-    // the jail is up, so those are made while bwrap sets up (making an inode can wait on the disk:
-    // 2 to 50 ms for 40 of them here).
+    // The state directories (bound writable) are made before bwrap starts, and every placeholder
+    // too when bwrap makes the seals. The sealer needs the seals' placeholders only once the jail
+    // is up, so those are made while bwrap sets up (making an inode can wait on the disk: 2 to 50 ms
+    // for 40 of them here).
     let for_bwrap: Vec<_> = plan
         .placeholders
         .iter()
@@ -463,7 +464,7 @@ fn end_session(
     }
     tracing::debug!(
         ms = t0.elapsed().as_secs_f64() * 1e3,
-        "placeholders removed, session home merged back"
+        "placeholders removed"
     );
     drop(closing); // last: the kernel has had the cleanup's time to free the watches
 }

@@ -378,7 +378,9 @@ fn apply_one(op: &SealOp) -> Result<(), SealError> {
                 what: "remounting read-only",
                 err: std::io::ErrorKind::InvalidInput.into(),
             })?;
-            set_attrs_one(&c).map_err(|err| SealError::Mount {
+            // One mount, not the ones on top of it (as bwrap's `--remount-ro`).
+            let flags = libc::AT_SYMLINK_NOFOLLOW;
+            set_attrs(rustix::fs::CWD, &c, flags, true).map_err(|err| SealError::Mount {
                 path: p.to_path_buf(),
                 what: "remounting read-only (mount_setattr)",
                 err,
@@ -447,12 +449,11 @@ fn bind_from_host(src: &Path, dst: &Path, writable: bool) -> Result<(), SealErro
             | OpenTreeFlags::AT_EMPTY_PATH,
     )
     .map_err(fail("copying the source's mounts (open_tree)"))?;
-    set_attrs(tree.as_fd(), c"", libc::AT_EMPTY_PATH, !writable).map_err(|err| {
-        SealError::Mount {
-            path: dst.to_path_buf(),
-            what: "setting nosuid, nodev and read-only (mount_setattr)",
-            err,
-        }
+    let flags = libc::AT_EMPTY_PATH | libc::AT_RECURSIVE;
+    set_attrs(tree.as_fd(), c"", flags, !writable).map_err(|err| SealError::Mount {
+        path: dst.to_path_buf(),
+        what: "setting nosuid, nodev and read-only (mount_setattr)",
+        err,
     })?;
     if std::fs::symlink_metadata(dst).is_err() {
         // Missing parents too, as bwrap makes them (a workspace under /dev/shm: the jail's /dev is
@@ -517,36 +518,12 @@ fn restrict(p: &Path, read_only: bool) -> Result<(), SealError> {
     };
     let c = CString::new(p.as_os_str().as_bytes())
         .map_err(|_| fail(std::io::Error::from(std::io::ErrorKind::InvalidInput)))?;
-    set_attrs(rustix::fs::CWD, &c, libc::AT_SYMLINK_NOFOLLOW, read_only).map_err(fail)
+    let flags = libc::AT_SYMLINK_NOFOLLOW | libc::AT_RECURSIVE;
+    set_attrs(rustix::fs::CWD, &c, flags, read_only).map_err(fail)
 }
 
-/// Read-only, nosuid, nodev on the one mount at `path` (not recursive).
-fn set_attrs_one(path: &std::ffi::CStr) -> std::io::Result<()> {
-    let attr = MountAttr {
-        attr_set: MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-        attr_clr: 0,
-        propagation: 0,
-        userns_fd: 0,
-    };
-    // SAFETY: a valid NUL-terminated path and a correctly sized, initialised mount_attr.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW as libc::c_uint,
-            &attr as *const MountAttr,
-            std::mem::size_of::<MountAttr>(),
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// `mount_setattr(2)` on `path` relative to `dir` (`flags` adds to AT_RECURSIVE): nosuid and nodev,
-/// and read-only when asked. Nothing is cleared: a writable bind copies a writable source.
+/// `mount_setattr(2)` on `path` relative to `dir` (`flags`: AT_RECURSIVE and the like): nosuid and
+/// nodev, and read-only when asked. Nothing is cleared: a writable bind copies a writable source.
 fn set_attrs(
     dir: std::os::fd::BorrowedFd<'_>,
     path: &std::ffi::CStr,
@@ -567,7 +544,7 @@ fn set_attrs(
             libc::SYS_mount_setattr,
             dir.as_raw_fd(),
             path.as_ptr(),
-            (libc::AT_RECURSIVE | flags) as libc::c_uint,
+            flags as libc::c_uint,
             &attr as *const MountAttr,
             std::mem::size_of::<MountAttr>(),
         )
