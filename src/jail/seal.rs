@@ -354,15 +354,7 @@ fn apply_one(op: &SealOp) -> Result<(), SealError> {
             rustix::fs::symlink(target, dst).map_err(fail(dst, "making the symlink"))
         }
         SealOp::Tmpfs(p) => {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o755)
-                .create(p)
-                .map_err(|err| SealError::Mount {
-                    path: p.to_path_buf(),
-                    what: "making the mount point",
-                    err,
-                })?;
+            make_dirs(p, p, "making the mount point")?;
             mount(
                 "tmpfs",
                 p,
@@ -459,15 +451,7 @@ fn bind_from_host(src: &Path, dst: &Path, writable: bool) -> Result<(), SealErro
         // Missing parents too, as bwrap makes them (a workspace under /dev/shm: the jail's /dev is
         // a fresh tmpfs).
         if let Some(parent) = dst.parent() {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o755)
-                .create(parent)
-                .map_err(|err| SealError::Mount {
-                    path: dst.to_path_buf(),
-                    what: "making the mount point's parents",
-                    err,
-                })?;
+            make_dirs(parent, dst, "making the mount point's parents")?;
         }
         let is_dir = rustix::fs::fstat(&source)
             .map(|st| rustix::fs::FileType::from_raw_mode(st.st_mode).is_dir())
@@ -492,6 +476,19 @@ fn bind_from_host(src: &Path, dst: &Path, writable: bool) -> Result<(), SealErro
         MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
     )
     .map_err(fail("attaching the copy (move_mount)"))
+}
+
+/// `mkdir -p` with bwrap's mode (0755), a failure reported against `for_mount`.
+fn make_dirs(dir: &Path, for_mount: &Path, what: &'static str) -> Result<(), SealError> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(dir)
+        .map_err(|err| SealError::Mount {
+            path: for_mount.to_path_buf(),
+            what,
+            err,
+        })
 }
 
 /// `struct mount_attr` from linux/mount.h.
