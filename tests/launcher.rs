@@ -94,7 +94,7 @@ fn usage_errors_are_2() {
 fn environment_and_namespaces_inside() {
     let f = Fixture::new();
     let out = ok(&f
-        .cmd(["run", "--", "bash", "-c", "echo $CLAUDE_SANDBOX; echo ${SSH_AUTH_SOCK:-unset}; echo $$; grep CapEff /proc/self/status; touch /usr/x 2>/dev/null || echo ro-root; ls /tmp | wc -l; ls /proc/$$/fd | tr '\\n' ' '"])
+        .cmd(["run", "--", "bash", "-c", "echo $CLAUDE_SANDBOX; echo ${SSH_AUTH_SOCK:-unset}; echo $$; grep CapEff /proc/self/status; touch /usr/x 2>/dev/null || echo ro-root; ls /tmp | wc -l; for fd in /proc/$$/fd/*; do printf '%s ' \"${fd##*/}\"; done"])
         .env("SSH_AUTH_SOCK", "/nonexistent/agent.sock")
         .stdin(inherited_extra_fd())
         .output()
@@ -110,7 +110,9 @@ fn environment_and_namespaces_inside() {
     );
     assert_eq!(lines[4], "ro-root");
     assert_eq!(lines[5], "0", "/tmp is private and empty");
-    // Only stdin/stdout/stderr (and ls's own directory fd): no inherited fd reaches the jail.
+    // Only stdin/stdout/stderr (and the directory fd of the glob): no inherited fd reaches the
+    // jail. Listed by a glob in bash itself: `ls /proc/$$/fd | tr` raced with bash, which holds
+    // both ends of the pipe (fds 3 and 4) until it has started both sides.
     assert_eq!(
         lines[6]
             .split_whitespace()
