@@ -602,7 +602,19 @@ fn sealing_from_outside_matches_bwraps_own_sealing() {
     };
     let outside = run(None);
     let inside = run(Some("bwrap"));
+    // The sealer executed rather than forked (what a second attempt does): the same jail.
+    let executed = run(Some("exec"));
     let (a, b) = (ok(&outside), ok(&inside));
+    assert!(
+        stderr(&executed).contains("sealed from outside"),
+        "{}",
+        stderr(&executed)
+    );
+    assert_eq!(
+        ok(&executed),
+        b,
+        "executed sealer (left) and bwrap (right) differ"
+    );
     assert!(
         stderr(&outside).contains("sealed from outside"),
         "the default launch did not seal from outside:\n{}",

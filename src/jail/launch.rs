@@ -598,6 +598,12 @@ struct Jail {
     reap: Option<rustix::process::Pid>,
 }
 
+/// `CLAUDE_SANDBOX_SEAL=exec` (tests): execute `__seal` even when the launcher could fork it, so
+/// that the path a second attempt takes is tested too.
+fn executed_sealer_asked() -> bool {
+    std::env::var(ENV_SEAL).is_ok_and(|v| v == "exec")
+}
+
 /// A process that seals the jail from outside (see `seal`).
 enum Sealer {
     /// Forked from the launcher (the usual case).
@@ -666,9 +672,11 @@ impl Jail {
         let sealer = match sealing {
             Sealing::InBwrap => None,
             // Forked while this process has one thread (the first attempt); executed otherwise.
-            Sealing::ByLauncher if seal::single_threaded() => Some(Sealer::Forked(
-                seal::Forked::start().map_err(|e| Error::io("starting the sealer", e))?,
-            )),
+            Sealing::ByLauncher if seal::single_threaded() && !executed_sealer_asked() => {
+                Some(Sealer::Forked(
+                    seal::Forked::start().map_err(|e| Error::io("starting the sealer", e))?,
+                ))
+            }
             Sealing::ByLauncher => Some(Sealer::Executed(
                 std::process::Command::new(&self_exe)
                     .arg(seal::SUBCOMMAND)
