@@ -302,9 +302,9 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
     let writable_roots = plan.writable_roots();
 
     // Entry points.
-    let discovery = entrypoints::discover_workspace(&ws);
-    warnings.extend(discovery.warnings.iter().cloned());
-    let mut findings = discovery.findings.clone();
+    let mut discovery = entrypoints::discover_workspace(&ws);
+    warnings.append(&mut discovery.warnings);
+    let mut findings = std::mem::take(&mut discovery.findings);
     findings.extend(entrypoints::discover_state(&home, &plan.holes));
     for p in input.config_paths.all() {
         findings.push(Finding {

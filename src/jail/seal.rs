@@ -321,13 +321,30 @@ const NS_GET_USERNS: libc::c_ulong = 0xb701;
 
 /// Make every mount, in order; stop at the first failure.
 pub fn apply(ops: &[SealOp]) -> Result<(), SealError> {
+    // The staging tree, opened once for all the binds taken from it; closed before it goes.
+    let mut stage: Option<OwnedFd> = None;
     for op in ops {
-        apply_one(op)?;
+        apply_one(op, &mut stage)?;
     }
     Ok(())
 }
 
-fn apply_one(op: &SealOp) -> Result<(), SealError> {
+/// The host's tree as bwrap bound it at `STAGE` (see `SealOp::Bind`).
+fn open_stage() -> Result<OwnedFd, SealError> {
+    use rustix::fs::{Mode, OFlags};
+    rustix::fs::open(
+        STAGE,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| SealError::Mount {
+        path: STAGE.into(),
+        what: "opening the host's tree",
+        err: e.into(),
+    })
+}
+
+fn apply_one(op: &SealOp, stage: &mut Option<OwnedFd>) -> Result<(), SealError> {
     use rustix::mount::{mount, mount_bind, mount_bind_recursive, MountFlags};
     let fail = |path: &Path, what: &'static str| {
         let path = path.to_path_buf();
@@ -349,7 +366,13 @@ fn apply_one(op: &SealOp) -> Result<(), SealError> {
         .map_err(fail(p, "mounting an empty read-only tmpfs"))
     };
     match op {
-        SealOp::Bind { src, dst, writable } => bind_from_host(src, dst, *writable),
+        SealOp::Bind { src, dst, writable } => {
+            let stage = match stage {
+                Some(fd) => fd,
+                None => stage.insert(open_stage()?),
+            };
+            bind_from_host(stage.as_fd(), src, dst, *writable)
+        }
         SealOp::Symlink { target, dst } => {
             rustix::fs::symlink(target, dst).map_err(fail(dst, "making the symlink"))
         }
@@ -364,21 +387,10 @@ fn apply_one(op: &SealOp) -> Result<(), SealError> {
             )
             .map_err(fail(p, "mounting a tmpfs"))
         }
-        SealOp::RemountReadOnly(p) => {
-            let c = CString::new(p.as_os_str().as_bytes()).map_err(|_| SealError::Mount {
-                path: p.to_path_buf(),
-                what: "remounting read-only",
-                err: std::io::ErrorKind::InvalidInput.into(),
-            })?;
-            // One mount, not the ones on top of it (as bwrap's `--remount-ro`).
-            let flags = libc::AT_SYMLINK_NOFOLLOW;
-            set_attrs(rustix::fs::CWD, &c, flags, true).map_err(|err| SealError::Mount {
-                path: p.to_path_buf(),
-                what: "remounting read-only (mount_setattr)",
-                err,
-            })
-        }
+        // One mount, not the ones on top of it (as bwrap's `--remount-ro`).
+        SealOp::RemountReadOnly(p) => set_path_attrs(p, 0, true),
         SealOp::Unstage => {
+            *stage = None;
             rustix::mount::unmount(STAGE, rustix::mount::UnmountFlags::DETACH)
                 .map_err(fail(Path::new(STAGE), "unmounting the host's tree"))?;
             let _ = std::fs::remove_dir(STAGE);
@@ -407,7 +419,12 @@ fn apply_one(op: &SealOp) -> Result<(), SealError> {
 
 /// `SealOp::Bind`: clone the host's `src` (resolved inside `STAGE` as if it were `/`), give the copy
 /// bwrap's flags, and attach it at `dst`.
-fn bind_from_host(src: &Path, dst: &Path, writable: bool) -> Result<(), SealError> {
+fn bind_from_host(
+    stage: std::os::fd::BorrowedFd<'_>,
+    src: &Path,
+    dst: &Path,
+    writable: bool,
+) -> Result<(), SealError> {
     use rustix::fs::{Mode, OFlags, ResolveFlags};
     use rustix::mount::{MoveMountFlags, OpenTreeFlags};
     let fail = |what: &'static str| {
@@ -417,15 +434,9 @@ fn bind_from_host(src: &Path, dst: &Path, writable: bool) -> Result<(), SealErro
             err: e.into(),
         }
     };
-    let stage = rustix::fs::open(
-        STAGE,
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(fail("opening the host's tree"))?;
     let rel = src.strip_prefix("/").unwrap_or(src);
     let source = rustix::fs::openat2(
-        &stage,
+        stage,
         rel,
         OFlags::PATH | OFlags::CLOEXEC,
         Mode::empty(),
@@ -508,6 +519,11 @@ const MOUNT_ATTR_NODEV: u64 = 0x4;
 /// Linux 5.12+): always nosuid and nodev (so `/dev/null` bound over a file cannot even be opened,
 /// exactly as with bwrap's `--ro-bind`), and read-only when asked. Other flags stay as inherited.
 fn restrict(p: &Path, read_only: bool) -> Result<(), SealError> {
+    set_path_attrs(p, libc::AT_RECURSIVE, read_only)
+}
+
+/// `set_attrs` on a path (never following a final symlink); `flags` adds AT_RECURSIVE or not.
+fn set_path_attrs(p: &Path, flags: libc::c_int, read_only: bool) -> Result<(), SealError> {
     let fail = |err| SealError::Mount {
         path: p.to_path_buf(),
         what: "setting nosuid, nodev and read-only (mount_setattr)",
@@ -515,8 +531,13 @@ fn restrict(p: &Path, read_only: bool) -> Result<(), SealError> {
     };
     let c = CString::new(p.as_os_str().as_bytes())
         .map_err(|_| fail(std::io::Error::from(std::io::ErrorKind::InvalidInput)))?;
-    let flags = libc::AT_SYMLINK_NOFOLLOW | libc::AT_RECURSIVE;
-    set_attrs(rustix::fs::CWD, &c, flags, read_only).map_err(fail)
+    set_attrs(
+        rustix::fs::CWD,
+        &c,
+        libc::AT_SYMLINK_NOFOLLOW | flags,
+        read_only,
+    )
+    .map_err(fail)
 }
 
 /// `mount_setattr(2)` on `path` relative to `dir` (`flags`: AT_RECURSIVE and the like): nosuid and
