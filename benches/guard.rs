@@ -138,8 +138,13 @@ fn bin() -> PathBuf {
 }
 
 fn launch(scene: &Path, ws: &Path, path: &str) -> Command {
+    launch_of(scene, ws, path, &["true"])
+}
+
+fn launch_of(scene: &Path, ws: &Path, path: &str, command: &[&str]) -> Command {
     let mut c = Command::new(bin());
-    c.args(["run", "--", "true"])
+    c.args(["run", "--"])
+        .args(command)
         .current_dir(ws)
         .env("HOME", scene.join("home"))
         .env("CLAUDE_SANDBOX_RUNTIME_DIR", scene.join("rt"))
@@ -321,6 +326,100 @@ fn launch_on_tmpfs() {
             "  same, $HOME with 21 entries: run -- true",
             "  same, $HOME with 21 entries: overhead",
         ],
+    );
+}
+
+/// Where the overhead is, on tmpfs: before the command starts, and after it ends (final sweep,
+/// clean-up, closing the inotify instance). The command prints the wall clock as it starts; bare
+/// bwrap runs the same command. Then the close itself, from `-vv` (its own runs: logging moves the
+/// other figures).
+fn launch_phases() {
+    let shm = Path::new("/dev/shm");
+    if !describe_fs(shm).starts_with("tmpfs") {
+        return;
+    }
+    let (d, ws, path) = fixture_in(shm, 5, 10, 200);
+    let probe = ["sh", "-c", "date +%s%N"];
+    let now_ns = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as i128
+    };
+    // (ms until the command printed, ms from then until the launcher was gone)
+    let split = |mut c: Command| -> (f64, f64) {
+        let t0 = now_ns();
+        let out = c.stdout(Stdio::piped()).output().unwrap();
+        let t2 = now_ns();
+        assert!(out.status.success(), "{c:?} failed");
+        let t1: i128 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        ((t1 - t0) as f64 / 1e6, (t2 - t1) as f64 / 1e6)
+    };
+    let bare = || {
+        let mut c = Command::new("/usr/bin/bwrap");
+        c.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
+            .args(["--unshare-pid"])
+            .args(probe);
+        c
+    };
+    let (mut b, mut g) = (Vec::new(), Vec::new());
+    for round in 0..23 {
+        let pair = (
+            split(bare()),
+            split(launch_of(d.path(), &ws, &path, &probe)),
+        );
+        if round >= 3 {
+            b.push(pair.0);
+            g.push(pair.1);
+        }
+    }
+    let half = |v: &[(f64, f64)], second: bool| -> Vec<f64> {
+        v.iter().map(|p| if second { p.1 } else { p.0 }).collect()
+    };
+    for (second, label) in [
+        (false, "  tmpfs: until the command starts, + vs bare"),
+        (true, "  tmpfs: after the command ends, + vs bare"),
+    ] {
+        let (bh, gh) = (half(&b, second), half(&g, second));
+        Table::row(
+            label,
+            ms(pct(&gh, 0.5) - pct(&bh, 0.5)),
+            ms(pct(&gh, 0.99) - pct(&bh, 0.5)),
+            "",
+            String::new(),
+            g.len(),
+        );
+    }
+    let closes: Vec<f64> = (0..20)
+        .filter_map(|_| {
+            let out = Command::new(bin())
+                .args(["-vv", "run", "--", "true"])
+                .current_dir(&ws)
+                .env("HOME", d.path().join("home"))
+                .env("CLAUDE_SANDBOX_RUNTIME_DIR", d.path().join("rt"))
+                .env("PATH", &path)
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .find(|l| l.contains("inotify instance closed"))
+                .and_then(|l| l.split("ms=").nth(1))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse().ok())
+        })
+        .collect();
+    if closes.is_empty() {
+        println!("  closing the inotify instance: not logged (inotify unavailable?)");
+        return;
+    }
+    let slow = closes.iter().filter(|&&c| c > 2.0).count();
+    Table::row(
+        "    of which: closing inotify (kernel)",
+        ms(pct(&closes, 0.5)),
+        ms(pct(&closes, 0.99)),
+        "",
+        format!("{slow}/{} >2ms", closes.len()),
+        closes.len(),
     );
 }
 
@@ -552,6 +651,7 @@ fn main() {
     if wanted("launch") {
         launch_overhead();
         launch_on_tmpfs();
+        launch_phases();
         launch_by_repos();
     }
     for n in [1_000, 10_000, 100_000]

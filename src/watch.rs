@@ -1413,8 +1413,11 @@ pub struct Running {
 }
 
 /// The inotify instance of a finished watcher, its watches already removed. Closing an instance
-/// waits for the kernel to free its watches (an SRCU grace period: 0.2 to 15 ms here); removing them
-/// first and closing later lets that happen while the launcher cleans up.
+/// waits until the kernel has freed its watches: one SRCU grace period, 0.1 ms when it is expedited,
+/// 10-20 ms when it has to follow another one (freeing many watches at once queues several).
+/// Removing the watches at the end of the final sweep and closing after the clean-up gave the slow
+/// case in 41 of 100 launches here, closing with the watches in place in 75 of 100
+/// (docs/performance.md, "The end of a session").
 pub struct Closing(#[allow(dead_code)] Option<Inotify>);
 
 impl Running {

@@ -364,6 +364,63 @@ fn placeholders_exist_only_during_the_session() {
     assert_same(&before, &f.snapshot(), "placeholders survived");
 }
 
+/// Makes a directory unwritable for the test's user, and writable again when dropped: `chattr +i`
+/// for root (DAC does not stop root), else the mode.
+struct Unwritable(std::path::PathBuf);
+
+impl Unwritable {
+    fn new(dir: &std::path::Path) -> Self {
+        if is_root() {
+            let out = Command::new("chattr").arg("+i").arg(dir).output().unwrap();
+            assert!(
+                out.status.success(),
+                "as root this test needs `chattr +i` (ext4, xfs, btrfs) under \
+                 CLAUDE_SANDBOX_TEST_TMP: {}",
+                stderr(&out)
+            );
+        } else {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o555)).unwrap();
+        }
+        Unwritable(dir.to_path_buf())
+    }
+}
+
+impl Drop for Unwritable {
+    fn drop(&mut self) {
+        if is_root() {
+            let _ = Command::new("chattr").arg("-i").arg(&self.0).status();
+        } else {
+            let _ = std::fs::set_permissions(&self.0, std::fs::Permissions::from_mode(0o755));
+        }
+    }
+}
+
+/// The seals' placeholders are made while bwrap starts, beside the watcher. One that cannot be
+/// made (here `.git/commondir`, in a `.git` the user cannot write) stops the launch: exit 125
+/// naming it, the command never runs, and the placeholders already made are gone again.
+#[test]
+fn a_placeholder_that_cannot_be_made_stops_the_launch_and_leaves_nothing() {
+    let f = Fixture::new();
+    let before = f.snapshot();
+    let out = {
+        let _locked = Unwritable::new(&f.ws.join(".git"));
+        f.jail("echo RAN; touch ran-marker")
+    };
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(!stdout(&out).contains("RAN"), "the command ran");
+    assert!(
+        err.contains("cannot create placeholder") && err.contains(".git/commondir"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert_same(
+        &before,
+        &f.snapshot(),
+        "a stopped launch left something behind",
+    );
+}
+
 #[test]
 fn no_placeholder_survives_a_normal_exit() {
     let f = Fixture::new();

@@ -363,17 +363,24 @@ fn execute(
             .filter(|p| !placeholders_made && !for_bwrap.contains(p))
             .cloned()
             .collect();
-        let (made, started) = std::thread::scope(|scope| {
-            let made =
-                (!for_sealer.is_empty()).then(|| scope.spawn(|| make_placeholders(&for_sealer)));
+        let ops = seal::seal_ops(&plan.policy);
+        let mut jail = jail;
+        // Two things before the gate opens, side by side: the watcher (baseline and watches), and
+        // the jail's seals (their placeholders first, then the mounts, once bwrap is ready).
+        let (held, started) = std::thread::scope(|scope| {
+            let sealing = scope.spawn(|| -> Result<Held> {
+                if !for_sealer.is_empty() {
+                    make_placeholders(&for_sealer)?;
+                }
+                Ok(jail.hold_and_seal(&ops, t0))
+            });
             let started = watcher
                 .is_none()
                 .then(|| start_watcher(&plan, runtime, session, &session_dir));
-            let made = made.map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(Error::Jail("creating placeholders panicked".into())))
-            });
-            (made, started)
+            let held = sealing
+                .join()
+                .unwrap_or_else(|_| Err(Error::Jail("sealing panicked".into())));
+            (held, started)
         });
         placeholders_made = true;
         if let Some(started) = started {
@@ -390,14 +397,16 @@ fn execute(
                 }
             }
         }
-        if let Some(Err(e)) = made {
-            jail.abort();
-            drop(watcher);
-            cleanup(&plan);
-            return Err(e);
-        }
-        let ops = seal::seal_ops(&plan.policy);
-        match jail.open_gate(&ops, t0) {
+        let held = match held {
+            Ok(held) => held,
+            Err(e) => {
+                jail.abort();
+                drop(watcher);
+                cleanup(&plan);
+                return Err(e);
+            }
+        };
+        match jail.open_gate(held) {
             Gate::Opened(jail) => {
                 tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "gate opened");
                 break jail.wait();
@@ -466,7 +475,15 @@ fn end_session(
         ms = t0.elapsed().as_secs_f64() * 1e3,
         "placeholders removed"
     );
-    drop(closing); // last: the kernel has had the cleanup's time to free the watches
+    // Last, so that the kernel frees the watches while the clean-up runs. Closing still waits for
+    // an SRCU grace period, often 10-20 ms (docs/performance.md, "The end of a session"): logged
+    // so that `-vv` and the benchmark show it.
+    let t0 = std::time::Instant::now();
+    drop(closing);
+    tracing::debug!(
+        ms = t0.elapsed().as_secs_f64() * 1e3,
+        "inotify instance closed"
+    );
 }
 
 /// Baseline the writable PATH directories and the repositories, then start the watcher. The
@@ -664,6 +681,13 @@ enum Gate {
     SealFailed(Jail, String),
 }
 
+/// The jail behind a shut gate (see `Jail::hold_and_seal`).
+enum Held {
+    Ready,
+    SetupFailed,
+    SealFailed(String),
+}
+
 impl Jail {
     fn spawn(plan: &Plan, args: &[OsString], sealing: Sealing) -> Result<Jail> {
         close_inherited_fds();
@@ -756,8 +780,9 @@ impl Jail {
         })
     }
 
-    /// Wait until bwrap's setup is done, seal from outside if asked, and let the command run.
-    fn open_gate(mut self, ops: &[seal::SealOp], t0: std::time::Instant) -> Gate {
+    /// Wait until bwrap's setup is done, and seal from outside if asked. The command still waits at
+    /// the gate (see `open_gate`).
+    fn hold_and_seal(&mut self, ops: &[seal::SealOp], t0: std::time::Instant) -> Held {
         let mut byte = [0u8; 1];
         let ready = loop {
             match rustix::io::read(&self.ready, &mut byte) {
@@ -766,7 +791,7 @@ impl Jail {
             }
         };
         if !ready {
-            return Gate::SetupFailed(self);
+            return Held::SetupFailed;
         }
         tracing::debug!(
             ms = t0.elapsed().as_secs_f64() * 1e3,
@@ -774,7 +799,7 @@ impl Jail {
         );
         if let Some(sealer) = self.sealer.take() {
             if let Err(why) = self.seal(sealer, ops) {
-                return Gate::SealFailed(self, why);
+                return Held::SealFailed(why);
             }
             tracing::debug!(
                 ms = t0.elapsed().as_secs_f64() * 1e3,
@@ -782,9 +807,18 @@ impl Jail {
                 "sealed from outside"
             );
         }
-        match rustix::io::write(&self.go, &[super::exec::GO]) {
-            Ok(1) => Gate::Opened(self),
-            _ => Gate::SetupFailed(self),
+        Held::Ready
+    }
+
+    /// Let the command run, if `hold_and_seal` found the jail ready.
+    fn open_gate(self, held: Held) -> Gate {
+        match held {
+            Held::SetupFailed => Gate::SetupFailed(self),
+            Held::SealFailed(why) => Gate::SealFailed(self, why),
+            Held::Ready => match rustix::io::write(&self.go, &[super::exec::GO]) {
+                Ok(1) => Gate::Opened(self),
+                _ => Gate::SetupFailed(self),
+            },
         }
     }
 
