@@ -276,13 +276,23 @@ fn is_exec_file(p: &Path) -> bool {
 
 /// The names in a directory (UTF-8 ones: others cannot shadow a command typed by name).
 pub fn list_names(dir: &Path) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .filter_map(|e| e.file_name().to_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
+    use rustix::fs::{Mode, OFlags, RawDir};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let Ok(fd) = rustix::fs::open(dir, flags, Mode::empty()) else {
+        return Vec::new();
+    };
+    // One allocation per name (`read_dir` makes two), and a buffer that holds a whole
+    // `node_modules/.bin` in one or two `getdents64`.
+    let mut buf = vec![std::mem::MaybeUninit::<u8>::uninit(); 32 * 1024];
+    let mut names = Vec::new();
+    let mut entries = RawDir::new(&fd, &mut buf);
+    while let Some(Ok(e)) = entries.next() {
+        match e.file_name().to_str() {
+            Ok("." | "..") | Err(_) => {}
+            Ok(name) => names.push(name.to_string()),
+        }
+    }
+    names
 }
 
 /// Read one directory's entries.

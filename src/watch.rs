@@ -177,7 +177,8 @@ pub struct Watcher {
     dirs: Vec<Watched>,
     by_wd: HashMap<WatchDescriptor, Vec<usize>>,
     path: Vec<(PathBuf, bool)>,
-    path_dirs: Vec<baseline::PathDir>,
+    /// Every PATH entry's directory, by its position on PATH.
+    path_dirs: Vec<PathBuf>,
     repos: Vec<RepoBaseline>,
     known_git_dirs: BTreeSet<PathBuf>,
     tree_watches: usize,
@@ -198,8 +199,6 @@ pub struct Watcher {
     lost_events: bool,
     /// The buffer inotify events are read into (64 KiB, kept between reads).
     event_buf: Vec<u8>,
-    /// Deferred names still to read in the background: (directory index, name).
-    unresolved: Vec<(usize, String)>,
     /// Any entry whose ctime is at or after this (ns since the epoch) was changed after the watcher
     /// started: its start, less one tick of the coarse clock the kernel stamps ctime with.
     changed_since: i64,
@@ -290,7 +289,7 @@ impl Watcher {
             dirs: Vec::new(),
             by_wd: HashMap::new(),
             path,
-            path_dirs: base.dirs.clone(),
+            path_dirs: base.dirs.iter().map(|d| d.path.clone()).collect(),
             repos: Vec::new(),
             known_git_dirs: BTreeSet::new(),
             tree_watches: 0,
@@ -302,7 +301,6 @@ impl Watcher {
             unhashed: Vec::new(),
             lost_events: false,
             event_buf: Vec::new(),
-            unresolved: Vec::new(),
             changed_since: started - coarse_tick_ns(),
         };
         for d in base.dirs.iter().filter(|d| d.writable) {
@@ -350,12 +348,6 @@ impl Watcher {
                     })
                     .map(move |(name, _)| (idx, name.clone()))
             })
-            .collect();
-        w.unresolved = w
-            .dirs
-            .iter()
-            .enumerate()
-            .flat_map(|(idx, d)| d.deferred.iter().map(move |n| (idx, n.clone())))
             .collect();
         w
     }
@@ -412,12 +404,12 @@ impl Watcher {
     /// inotify queues inside the system call that makes the change, and the watch predates the
     /// session's command. After a lost event, ctime decides.
     fn resolve_batch(&mut self, n: usize) {
-        let start = self.unresolved.len().saturating_sub(n);
         let batch: Vec<(usize, String, Option<Entry>)> = self
-            .unresolved
-            .split_off(start)
-            .into_iter()
-            .filter(|(idx, name)| self.dirs[*idx].deferred.contains(name))
+            .dirs
+            .iter()
+            .enumerate()
+            .flat_map(|(idx, d)| d.deferred.iter().map(move |name| (idx, name.clone())))
+            .take(n)
             .map(|(idx, name)| {
                 let e = Entry::metadata(&self.dirs[idx].path.join(&name));
                 (idx, name, e)
@@ -431,6 +423,8 @@ impl Watcher {
         let mut settled = Vec::with_capacity(batch.len());
         for (idx, name, e) in batch {
             let Some(e) = e else {
+                // Gone since it was listed: nothing to settle, and not to be read again.
+                self.dirs[idx].deferred.remove(&name);
                 continue;
             };
             let changed = if overflow {
@@ -447,6 +441,11 @@ impl Watcher {
             }
         }
         self.dispatch(dirty, overflow);
+    }
+
+    /// Whether names are still deferred (see `resolve_batch`).
+    fn any_deferred(&self) -> bool {
+        self.dirs.iter().any(|d| !d.deferred.is_empty())
     }
 
     /// Hash up to `n` baseline executables. A hash is kept only if the file's attributes are still
@@ -560,7 +559,7 @@ impl Watcher {
     /// again: whatever was created between finding that ancestor and watching it sends no event
     /// (`mkdir -p node_modules/.bin` makes both in microseconds).
     fn add_pending(&mut self, index: usize) {
-        let target = self.path_dirs[index].path.clone();
+        let target = self.path_dirs[index].clone();
         if let Some(a) = target.ancestors().skip(1).find(|a| a.is_dir()) {
             let idx = self.add(a.to_path_buf(), Role::Pending { index }, BTreeMap::new());
             self.pending_changed(idx, index);
@@ -646,7 +645,7 @@ impl Watcher {
         let hash_from = Instant::now() + HASH_DELAY;
         loop {
             let mut wait = TICK.saturating_sub(last_sweep.elapsed());
-            if !self.unresolved.is_empty() {
+            if self.any_deferred() {
                 wait = wait.min(resolve_from.saturating_duration_since(Instant::now()));
             }
             if !self.unhashed.is_empty() {
@@ -663,7 +662,7 @@ impl Watcher {
                 self.sweep_polled();
                 last_sweep = Instant::now();
             }
-            if !self.unresolved.is_empty() && Instant::now() >= resolve_from {
+            if self.any_deferred() && Instant::now() >= resolve_from {
                 self.resolve_batch(RESOLVE_BATCH);
             } else if Instant::now() >= hash_from {
                 self.hash_origins(HASH_BATCH);
@@ -830,7 +829,7 @@ impl Watcher {
         if self.dirs[idx].role != (Role::Pending { index }) {
             return;
         }
-        let target = self.path_dirs[index].path.clone();
+        let target = self.path_dirs[index].clone();
         if target.is_dir() {
             tracing::info!(dir = %target.display(), "PATH directory appeared");
             self.unwatch(idx);
@@ -1554,6 +1553,64 @@ mod tests {
         assert!(
             !plant.exists(),
             "a plant in a PATH directory that appeared unseen was not quarantined"
+        );
+    }
+
+    /// At launch a PATH directory's names are only listed; their attributes are read a little later
+    /// (`resolve_batch`). One changed in between has an event queued by then and counts as changed
+    /// (here a shadowing `ls`: quarantined); one untouched becomes baseline; one gone is dropped, so
+    /// that the reading ends.
+    #[test]
+    fn names_read_after_launch_count_a_change_made_in_between() {
+        let t = tempfile::tempdir().unwrap();
+        let ws = t.path().join("ws");
+        let bin = ws.join("bin");
+        let runtime = t.path().join("rt");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::create_dir(&runtime).unwrap();
+        for name in ["ls", "cat", "gone"] {
+            let p = bin.join(name);
+            std::fs::write(&p, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let path_env = std::env::join_paths([bin.clone(), PathBuf::from("/usr/bin")]).unwrap();
+        let in_ws = |p: &Path| p.starts_with(&ws);
+        let base = baseline::take("s", &path_env, &ws, &in_ws, &[], baseline::Depth::Names);
+        // Gone before the watch: no event will ever name it.
+        std::fs::remove_file(bin.join("gone")).unwrap();
+        let cfg = WatchConfig {
+            runtime,
+            session: "s".into(),
+            workspace: ws.clone(),
+            force_poll: false,
+            quarantine_new: false,
+            hidden_globs: Vec::new(),
+            tree_dirs: vec![ws.clone()],
+            catch_up: false,
+            placeholders: Default::default(),
+            resolve_delay: RESOLVE_DELAY,
+        };
+        let mut w = Watcher::new(cfg, &base);
+        assert!(w.inotify.is_some(), "this test needs inotify");
+        assert!(w.any_deferred(), "Depth::Names defers every name");
+        std::fs::write(bin.join("ls"), "#!/bin/sh\necho planted\n").unwrap();
+        w.resolve_batch(RESOLVE_BATCH);
+        assert!(
+            !w.any_deferred(),
+            "a name that went away is still waiting to be read"
+        );
+        assert!(
+            !bin.join("ls").exists(),
+            "a shadowing executable changed before it was read was not quarantined"
+        );
+        assert!(
+            bin.join("cat").exists(),
+            "an untouched executable was quarantined"
+        );
+        let idx = w.dirs.iter().position(|d| d.path == bin).unwrap();
+        assert!(
+            w.dirs[idx].state.contains_key("cat"),
+            "an untouched name did not become baseline"
         );
     }
 }

@@ -406,6 +406,8 @@ fn seal(
     let mut sealed: Vec<Sealed> = Vec::new();
     let mut stubs = Vec::new();
     let mut seen = BTreeSet::new();
+    // Targets that are (or will be, as a placeholder) directories: what a seal can cover.
+    let mut dirs: std::collections::HashSet<PathBuf> = Default::default();
     for f in entrypoints::dedup(findings) {
         let Some(root) = roots
             .iter()
@@ -417,7 +419,7 @@ fn seal(
         if &f.path == root {
             continue;
         }
-        let (target, stub, placeholder) = match std::fs::symlink_metadata(&f.path) {
+        let (target, stub, placeholder, dir) = match std::fs::symlink_metadata(&f.path) {
             Ok(m) if m.file_type().is_symlink() => match std::fs::canonicalize(&f.path) {
                 Ok(t) if roots.iter().any(|r| t.starts_with(r)) => {
                     warnings.push(format!(
@@ -425,7 +427,8 @@ fn seal(
                         f.path.display(),
                         t.display()
                     ));
-                    (t, None, false)
+                    let dir = t.is_dir();
+                    (t, None, false, dir)
                 }
                 Ok(_) => continue, // points outside every writable root: read-only already
                 Err(_) => {
@@ -436,17 +439,20 @@ fn seal(
                     continue;
                 }
             },
-            Ok(_) => (f.path.clone(), None, false),
+            Ok(m) => (f.path.clone(), None, false, m.is_dir()),
             Err(_) => match first_missing(&f.path, root) {
                 Some((p, leaf)) => {
                     let stub = if leaf { f.stub } else { Stub::Dir };
-                    (p, Some(stub), true)
+                    (p, Some(stub), true, stub == Stub::Dir)
                 }
                 None => continue, // an ancestor is a file (a `.git` pointer): nothing can be created
             },
         };
         if !seen.insert(target.clone()) {
             continue;
+        }
+        if dir {
+            dirs.insert(target.clone());
         }
         if let Some(stub) = stub {
             stubs.push(Placeholder {
@@ -471,7 +477,7 @@ fn seal(
             stubs.retain(|p| p.path != s.path);
             continue;
         }
-        if is_dir_like(&s.path, &stubs) {
+        if dirs.contains(&s.path) {
             kept_dirs.insert(s.path.clone());
         }
         kept.push(s);
@@ -480,10 +486,6 @@ fn seal(
         kept.iter().map(|k| k.path.as_path()).collect();
     stubs.retain(|p| kept_paths.contains(p.path.as_path()));
     (kept, stubs)
-}
-
-fn is_dir_like(p: &Path, stubs: &[Placeholder]) -> bool {
-    p.is_dir() || stubs.iter().any(|s| s.path == p && s.stub == Stub::Dir)
 }
 
 /// The first missing component of `path` below `root`, and whether it is the leaf itself.
