@@ -21,12 +21,12 @@ fn tmp_in(base: &Path) -> tempfile::TempDir {
         .unwrap()
 }
 
-/// The filesystem under `path`, and for ext4 whether it has a journal: without one, ext4 skips
-/// inodes freed in the last 5–10 s when it allocates, one lookup each, so back-to-back launches
-/// (each makes and removes its placeholders) slow each other down there.
+/// The filesystem under `path`; for ext4 whether it has a journal and whether it is mounted with
+/// `discard`. With `discard` every freed block is trimmed as it is freed: removing the 42 placeholder
+/// directories took 5-6 ms here instead of ~1 ms (docs/performance.md).
 fn describe_fs(path: &Path) -> String {
     let out = Command::new("findmnt")
-        .args(["-no", "SOURCE,FSTYPE", "-T"])
+        .args(["-no", "SOURCE,FSTYPE,OPTIONS", "-T"])
         .arg(path)
         .output();
     let text = out
@@ -34,6 +34,9 @@ fn describe_fs(path: &Path) -> String {
         .unwrap_or_default();
     let mut parts = text.split_whitespace();
     let (source, fstype) = (parts.next().unwrap_or("?"), parts.next().unwrap_or("?"));
+    let discard = parts
+        .next()
+        .is_some_and(|o| o.split(',').any(|o| o == "discard"));
     if fstype != "ext4" {
         return format!("{fstype} ({source})");
     }
@@ -41,11 +44,17 @@ fn describe_fs(path: &Path) -> String {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    match std::fs::read_to_string(format!("/sys/fs/ext4/{dev}/journal_task")) {
-        Ok(t) if t.trim() == "<none>" => format!("ext4 without a journal ({source})"),
-        Ok(_) => format!("ext4 with a journal ({source})"),
-        Err(_) => format!("ext4 ({source})"),
-    }
+    let journal = match std::fs::read_to_string(format!("/sys/fs/ext4/{dev}/journal_task")) {
+        Ok(t) if t.trim() == "<none>" => "without a journal",
+        Ok(_) => "with a journal",
+        Err(_) => "journal unknown",
+    };
+    let discard = if discard {
+        ", mounted with discard"
+    } else {
+        ""
+    };
+    format!("ext4 {journal}{discard} ({source})")
 }
 
 fn exe(path: &Path) {
@@ -331,8 +340,8 @@ fn launch_on_tmpfs() {
 
 /// Where the overhead is, on tmpfs: before the command starts, and after it ends (final sweep,
 /// clean-up, closing the inotify instance). The command prints the wall clock as it starts; bare
-/// bwrap runs the same command. Then the close itself, from `-vv` (its own runs: logging moves the
-/// other figures).
+/// bwrap runs the same command. The launcher logs how long closing inotify took (its last act, one
+/// line on stderr: `RUST_LOG=claude_sandbox::timing=debug`).
 fn launch_phases() {
     let shm = Path::new("/dev/shm");
     if !describe_fs(shm).starts_with("tmpfs") {
@@ -346,14 +355,19 @@ fn launch_phases() {
             .unwrap()
             .as_nanos() as i128
     };
-    // (ms until the command printed, ms from then until the launcher was gone)
-    let split = |mut c: Command| -> (f64, f64) {
+    // (ms until the command printed, ms from then until the process was gone, its stderr)
+    let split = |mut c: Command| -> (f64, f64, String) {
         let t0 = now_ns();
-        let out = c.stdout(Stdio::piped()).output().unwrap();
+        let out = c
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
         let t2 = now_ns();
         assert!(out.status.success(), "{c:?} failed");
         let t1: i128 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
-        ((t1 - t0) as f64 / 1e6, (t2 - t1) as f64 / 1e6)
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        ((t1 - t0) as f64 / 1e6, (t2 - t1) as f64 / 1e6, err)
     };
     let bare = || {
         let mut c = Command::new("/usr/bin/bwrap");
@@ -362,16 +376,27 @@ fn launch_phases() {
             .args(probe);
         c
     };
-    let (mut b, mut g) = (Vec::new(), Vec::new());
-    for round in 0..23 {
-        let pair = (
-            split(bare()),
-            split(launch_of(d.path(), &ws, &path, &probe)),
-        );
-        if round >= 3 {
-            b.push(pair.0);
-            g.push(pair.1);
+    let guarded = || {
+        let mut c = launch_of(d.path(), &ws, &path, &probe);
+        c.env("RUST_LOG", "warn,claude_sandbox::timing=debug");
+        c
+    };
+    let (mut b, mut g, mut closes) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..33 {
+        let (bare_run, guarded_run) = (split(bare()), split(guarded()));
+        if round < 3 {
+            continue;
         }
+        b.push((bare_run.0, bare_run.1));
+        g.push((guarded_run.0, guarded_run.1));
+        let close = guarded_run
+            .2
+            .lines()
+            .find(|l| l.contains("inotify instance closed"))
+            .and_then(|l| l.split("ms=").nth(1))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse::<f64>().ok());
+        closes.extend(close);
     }
     let half = |v: &[(f64, f64)], second: bool| -> Vec<f64> {
         v.iter().map(|p| if second { p.1 } else { p.0 }).collect()
@@ -390,26 +415,8 @@ fn launch_phases() {
             g.len(),
         );
     }
-    let closes: Vec<f64> = (0..20)
-        .filter_map(|_| {
-            let out = Command::new(bin())
-                .args(["-vv", "run", "--", "true"])
-                .current_dir(&ws)
-                .env("HOME", d.path().join("home"))
-                .env("CLAUDE_SANDBOX_RUNTIME_DIR", d.path().join("rt"))
-                .env("PATH", &path)
-                .output()
-                .unwrap();
-            String::from_utf8_lossy(&out.stderr)
-                .lines()
-                .find(|l| l.contains("inotify instance closed"))
-                .and_then(|l| l.split("ms=").nth(1))
-                .and_then(|v| v.split_whitespace().next())
-                .and_then(|v| v.parse().ok())
-        })
-        .collect();
     if closes.is_empty() {
-        println!("  closing the inotify instance: not logged (inotify unavailable?)");
+        println!("  closing the inotify instance: not logged (no inotify here?)");
         return;
     }
     let slow = closes.iter().filter(|&&c| c > 2.0).count();

@@ -481,6 +481,7 @@ fn end_session(
     let t0 = std::time::Instant::now();
     drop(closing);
     tracing::debug!(
+        target: "claude_sandbox::timing",
         ms = t0.elapsed().as_secs_f64() * 1e3,
         "inotify instance closed"
     );
