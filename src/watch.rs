@@ -591,6 +591,7 @@ impl Watcher {
             .filter_entry(|e| {
                 e.file_type().is_dir()
                     && !matches!(e.file_name().to_str(), Some(".git" | "node_modules"))
+                    && (e.depth() == 0 || !entrypoints::is_tagged_cache_dir(e.path()))
             });
         for e in walker.flatten() {
             if !self.watch_tree_dir(e.path().to_path_buf()) {
@@ -789,6 +790,13 @@ impl Watcher {
                     Some("node_modules") => {}
                     Some(n) if mask.contains(EventMask::ISDIR) => {
                         let sub = dir.join(n);
+                        // A cache (its tag may come after the directory: cargo makes `target/`
+                        // first) is not walked, as at launch (entrypoints::CACHEDIR_SIGNATURE).
+                        if entrypoints::is_tagged_cache_dir(&dir)
+                            || entrypoints::is_tagged_cache_dir(&sub)
+                        {
+                            return;
+                        }
                         self.add_tree(&sub);
                         self.discover_repos(&sub);
                     }
@@ -1364,15 +1372,21 @@ fn git_markers(root: &Path, cache: &mut HashMap<PathBuf, Listing>) -> Vec<PathBu
             cache.remove(&dir);
             continue;
         };
-        let (mut subdirs, mut markers) = (Vec::new(), Vec::new());
+        let (mut subdirs, mut markers, mut tagged) = (Vec::new(), Vec::new(), false);
         for e in rd.flatten() {
             let name = e.file_name();
             match name.as_bytes() {
                 b".git" | b"HEAD" => markers.push(e.path()),
                 b"node_modules" => {}
+                b"CACHEDIR.TAG" => tagged = true,
                 _ if e.file_type().is_ok_and(|t| t.is_dir()) => subdirs.push(e.path()),
                 _ => {}
             }
+        }
+        // A tagged cache is not walked (entrypoints::CACHEDIR_SIGNATURE).
+        if tagged && dir != root && entrypoints::is_tagged_cache_dir(&dir) {
+            subdirs.clear();
+            markers.clear();
         }
         out.extend(markers.iter().cloned());
         stack.extend(subdirs.iter().cloned());
@@ -1554,6 +1568,75 @@ mod tests {
             !plant.exists(),
             "a plant in a PATH directory that appeared unseen was not quarantined"
         );
+    }
+
+    /// A cache made during the session (cargo makes `target/` and its `CACHEDIR.TAG`) is not walked
+    /// or watched for repositories, as at launch; a directory beside it still is.
+    #[test]
+    fn a_cache_made_during_the_session_is_not_walked() {
+        let t = tempfile::tempdir().unwrap();
+        let ws = t.path().join("ws");
+        let runtime = t.path().join("rt");
+        std::fs::create_dir(&ws).unwrap();
+        std::fs::create_dir(&runtime).unwrap();
+        let path_env = std::env::join_paths([PathBuf::from("/usr/bin")]).unwrap();
+        let base = baseline::take("s", &path_env, &ws, &|_| false, &[], baseline::Depth::Names);
+        let cfg = WatchConfig {
+            runtime,
+            session: "s".into(),
+            workspace: ws.clone(),
+            force_poll: false,
+            quarantine_new: false,
+            hidden_globs: Vec::new(),
+            tree_dirs: vec![ws.clone()],
+            catch_up: false,
+            placeholders: Default::default(),
+            resolve_delay: RESOLVE_DELAY,
+        };
+        let mut w = Watcher::new(cfg, &base);
+        assert!(w.inotify.is_some(), "this test needs inotify");
+        let repo = |dir: &Path| {
+            for sub in ["hooks", "objects", "refs"] {
+                std::fs::create_dir_all(dir.join(".git").join(sub)).unwrap();
+            }
+            std::fs::write(dir.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        };
+        std::fs::create_dir(ws.join("target")).unwrap();
+        std::fs::write(
+            ws.join("target/CACHEDIR.TAG"),
+            "Signature: 8a477f597d28d172789f06886806bc55\n",
+        )
+        .unwrap();
+        repo(&ws.join("target/debug/build/dep"));
+        repo(&ws.join("src/r"));
+        w.drain();
+        let git_dirs: Vec<&Path> = w.repos.iter().map(|r| r.git_dir.as_path()).collect();
+        let canonical = |p: PathBuf| std::fs::canonicalize(p).unwrap();
+        assert!(
+            git_dirs.contains(&canonical(ws.join("src/r/.git")).as_path()),
+            "a repository made beside the cache was missed: {git_dirs:?}"
+        );
+        assert!(
+            !w.dirs.iter().any(|d| d.path.starts_with(ws.join("target"))),
+            "the cache is watched: {:?}",
+            w.dirs.iter().map(|d| &d.path).collect::<Vec<_>>()
+        );
+    }
+
+    /// Sweep mode looks for `.git`/`HEAD` markers the same way: not inside a tagged cache.
+    #[test]
+    fn the_sweep_does_not_look_for_repositories_inside_a_cache() {
+        let t = tempfile::tempdir().unwrap();
+        let ws = t.path();
+        std::fs::create_dir_all(ws.join("target/debug/dep/.git")).unwrap();
+        std::fs::write(
+            ws.join("target/CACHEDIR.TAG"),
+            "Signature: 8a477f597d28d172789f06886806bc55\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(ws.join("src/r/.git")).unwrap();
+        let markers = git_markers(ws, &mut HashMap::new());
+        assert_eq!(markers, vec![ws.join("src/r/.git")]);
     }
 
     /// At launch a PATH directory's names are only listed; their attributes are read a little later
