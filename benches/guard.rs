@@ -430,6 +430,45 @@ fn launch_phases() {
     );
 }
 
+/// The benchmark workspace plus a build tree like a Rust `target/` (800 directories, 12 000 files),
+/// tagged as a cache (what cargo writes), then the same tree untagged (what a `python -m venv`
+/// of a few packages looks like to the walk). On tmpfs.
+fn launch_with_build_tree() {
+    let shm = Path::new("/dev/shm");
+    if !describe_fs(shm).starts_with("tmpfs") {
+        return;
+    }
+    let (d, ws, path) = fixture_in(shm, 5, 10, 200);
+    let tree = ws.join("target");
+    for i in 0..400 {
+        let dir = tree.join(format!("debug/build/crate{i}/out"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for j in 0..15 {
+            std::fs::write(dir.join(format!("f{j}.o")), b"").unwrap();
+            std::fs::write(dir.parent().unwrap().join(format!("g{j}")), b"").unwrap();
+        }
+    }
+    let tag = tree.join("CACHEDIR.TAG");
+    std::fs::write(&tag, "Signature: 8a477f597d28d172789f06886806bc55\n").unwrap();
+    for (label, tagged) in [
+        ("  + 12k-file build tree, tagged: overhead", true),
+        ("  + same tree untagged: overhead", false),
+    ] {
+        if !tagged {
+            std::fs::remove_file(&tag).unwrap();
+        }
+        let (b, g) = bare_and_guarded(d.path(), &ws, &path);
+        Table::row(
+            label,
+            ms(pct(&g, 0.5) - pct(&b, 0.5)),
+            ms(pct(&g, 0.99) - pct(&b, 0.5)),
+            "",
+            String::new(),
+            g.len(),
+        );
+    }
+}
+
 /// Three rows: bare bwrap, the guarded launch, the difference of the medians. Returns bare's median.
 fn overhead_rows(b: &[f64], g: &[f64], labels: [&str; 3]) -> f64 {
     let (bm, gm) = (pct(b, 0.5), pct(g, 0.5));
@@ -659,6 +698,7 @@ fn main() {
         launch_overhead();
         launch_on_tmpfs();
         launch_phases();
+        launch_with_build_tree();
         launch_by_repos();
     }
     for n in [1_000, 10_000, 100_000]

@@ -226,13 +226,14 @@ impl Discovery {
 /// Directories never descended into while looking for repositories and existing entry points.
 const PRUNED: &[&str] = &["node_modules", ".git"];
 
-/// The first bytes of a `CACHEDIR.TAG` (the Cache Directory Tagging Specification, followed by tar's
-/// `--exclude-caches`, borg and restic). A directory holding one declares its content regenerable:
-/// cargo's `target/`, `.pytest_cache`, `.mypy_cache`, uv's `.venv`. The walk skips such a directory
-/// as it skips `node_modules`, and with the same blind spot (threat-model.md): a repository made
-/// inside one during the session is not watched. That gives the agent nothing new, since it can
-/// make a `node_modules` anywhere; it spares the launch the walk of a build tree (a Rust
-/// workspace's `target/` with 850 directories cost 15 ms of walk and 6 ms of watches).
+/// The first bytes of a `CACHEDIR.TAG` (the Cache Directory Tagging Specification, followed by
+/// tar's `--exclude-caches`, borg and restic). A directory holding one declares its content
+/// regenerable: cargo's `target/`, `.pytest_cache`, `.mypy_cache`, uv's and virtualenv's `.venv`.
+/// The walk skips such a directory as it skips `node_modules`, and with the same blind spot
+/// (threat-model.md): a repository made inside one during the session is not watched. That gives
+/// the agent nothing new, since it can make a `node_modules` anywhere; it spares the launch the
+/// walk of a build tree (a Rust workspace's `target/` with 850 directories cost 15 ms of walk and 6
+/// ms of watches).
 const CACHEDIR_SIGNATURE: &[u8] = b"Signature: 8a477f597d28d172789f06886806bc55";
 
 /// Whether the directory open at `dir` is a tagged cache: it holds a regular file `CACHEDIR.TAG`
