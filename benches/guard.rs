@@ -405,15 +405,7 @@ fn launch_phases() {
         (false, "  tmpfs: until the command starts, + vs bare"),
         (true, "  tmpfs: after the command ends, + vs bare"),
     ] {
-        let (bh, gh) = (half(&b, second), half(&g, second));
-        Table::row(
-            label,
-            ms(pct(&gh, 0.5) - pct(&bh, 0.5)),
-            ms(pct(&gh, 0.99) - pct(&bh, 0.5)),
-            "",
-            String::new(),
-            g.len(),
-        );
+        difference_row(label, &half(&b, second), &half(&g, second));
     }
     if closes.is_empty() {
         println!("  closing the inotify instance: not logged (no inotify here?)");
@@ -458,15 +450,20 @@ fn launch_with_build_tree() {
             std::fs::remove_file(&tag).unwrap();
         }
         let (b, g) = bare_and_guarded(d.path(), &ws, &path);
-        Table::row(
-            label,
-            ms(pct(&g, 0.5) - pct(&b, 0.5)),
-            ms(pct(&g, 0.99) - pct(&b, 0.5)),
-            "",
-            String::new(),
-            g.len(),
-        );
+        difference_row(label, &b, &g);
     }
+}
+
+/// One row: the guarded median (and p99) less bare bwrap's median.
+fn difference_row(label: &str, bare: &[f64], guarded: &[f64]) {
+    Table::row(
+        label,
+        ms(pct(guarded, 0.5) - pct(bare, 0.5)),
+        ms(pct(guarded, 0.99) - pct(bare, 0.5)),
+        "",
+        String::new(),
+        guarded.len(),
+    );
 }
 
 /// Three rows: bare bwrap, the guarded launch, the difference of the medians. Returns bare's median.

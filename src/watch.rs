@@ -199,6 +199,8 @@ pub struct Watcher {
     lost_events: bool,
     /// The buffer inotify events are read into (64 KiB, kept between reads).
     event_buf: Vec<u8>,
+    /// The directories that started with deferred names (PATH directories listed at launch).
+    deferring: Vec<usize>,
     /// Any entry whose ctime is at or after this (ns since the epoch) was changed after the watcher
     /// started: its start, less one tick of the coarse clock the kernel stamps ctime with.
     changed_since: i64,
@@ -301,6 +303,7 @@ impl Watcher {
             unhashed: Vec::new(),
             lost_events: false,
             event_buf: Vec::new(),
+            deferring: Vec::new(),
             changed_since: started - coarse_tick_ns(),
         };
         for d in base.dirs.iter().filter(|d| d.writable) {
@@ -311,6 +314,9 @@ impl Watcher {
                     d.entries.clone(),
                 );
                 w.dirs[idx].deferred = d.deferred.iter().cloned().collect();
+                if !d.deferred.is_empty() {
+                    w.deferring.push(idx);
+                }
                 if matches!(w.dirs[idx].mode, Mode::Poll(_)) {
                     // No events to go by: the sweep compares attributes, so read them now.
                     w.resolve_all(idx, Resolve::Quiet);
@@ -404,11 +410,16 @@ impl Watcher {
     /// inotify queues inside the system call that makes the change, and the watch predates the
     /// session's command. After a lost event, ctime decides.
     fn resolve_batch(&mut self, n: usize) {
+        let dirs = &self.dirs;
         let batch: Vec<(usize, String, Option<Entry>)> = self
-            .dirs
+            .deferring
             .iter()
-            .enumerate()
-            .flat_map(|(idx, d)| d.deferred.iter().map(move |name| (idx, name.clone())))
+            .flat_map(|&idx| {
+                dirs[idx]
+                    .deferred
+                    .iter()
+                    .map(move |name| (idx, name.clone()))
+            })
             .take(n)
             .map(|(idx, name)| {
                 let e = Entry::metadata(&self.dirs[idx].path.join(&name));
@@ -445,7 +456,9 @@ impl Watcher {
 
     /// Whether names are still deferred (see `resolve_batch`).
     fn any_deferred(&self) -> bool {
-        self.dirs.iter().any(|d| !d.deferred.is_empty())
+        self.deferring
+            .iter()
+            .any(|&idx| !self.dirs[idx].deferred.is_empty())
     }
 
     /// Hash up to `n` baseline executables. A hash is kept only if the file's attributes are still
@@ -1521,6 +1534,22 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
+    /// A `run` watcher's configuration for a workspace watched as a tree.
+    fn config(ws: &Path, runtime: PathBuf) -> WatchConfig {
+        WatchConfig {
+            runtime,
+            session: "s".into(),
+            workspace: ws.to_path_buf(),
+            force_poll: false,
+            quarantine_new: false,
+            hidden_globs: Vec::new(),
+            tree_dirs: vec![ws.to_path_buf()],
+            catch_up: false,
+            placeholders: Default::default(),
+            resolve_delay: RESOLVE_DELAY,
+        }
+    }
+
     /// `mkdir -p node_modules/.bin && cp … .bin/ls` can outrun the watcher: `.bin` is made after the
     /// watcher saw it missing and before it watches `node_modules`, so no event ever names it. The
     /// watcher must look again once the watch is in place. (Found as a rare miss of the battery's
@@ -1544,19 +1573,7 @@ mod tests {
             baseline::Depth::Attributes,
         );
         let index = base.dirs.iter().find(|d| d.path == late).unwrap().index;
-        let cfg = WatchConfig {
-            runtime,
-            session: "s".into(),
-            workspace: ws.clone(),
-            force_poll: false,
-            quarantine_new: false,
-            hidden_globs: Vec::new(),
-            tree_dirs: vec![ws.clone()],
-            catch_up: false,
-            placeholders: Default::default(),
-            resolve_delay: RESOLVE_DELAY,
-        };
-        let mut w = Watcher::new(cfg, &base);
+        let mut w = Watcher::new(config(&ws, runtime), &base);
         assert!(w.inotify.is_some(), "this test needs inotify");
         // The whole chain exists before the watch moves down to `node_modules`.
         std::fs::create_dir_all(&late).unwrap();
@@ -1581,19 +1598,7 @@ mod tests {
         std::fs::create_dir(&runtime).unwrap();
         let path_env = std::env::join_paths([PathBuf::from("/usr/bin")]).unwrap();
         let base = baseline::take("s", &path_env, &ws, &|_| false, &[], baseline::Depth::Names);
-        let cfg = WatchConfig {
-            runtime,
-            session: "s".into(),
-            workspace: ws.clone(),
-            force_poll: false,
-            quarantine_new: false,
-            hidden_globs: Vec::new(),
-            tree_dirs: vec![ws.clone()],
-            catch_up: false,
-            placeholders: Default::default(),
-            resolve_delay: RESOLVE_DELAY,
-        };
-        let mut w = Watcher::new(cfg, &base);
+        let mut w = Watcher::new(config(&ws, runtime), &base);
         assert!(w.inotify.is_some(), "this test needs inotify");
         let repo = |dir: &Path| {
             for sub in ["hooks", "objects", "refs"] {
@@ -1661,19 +1666,7 @@ mod tests {
         let base = baseline::take("s", &path_env, &ws, &in_ws, &[], baseline::Depth::Names);
         // Gone before the watch: no event will ever name it.
         std::fs::remove_file(bin.join("gone")).unwrap();
-        let cfg = WatchConfig {
-            runtime,
-            session: "s".into(),
-            workspace: ws.clone(),
-            force_poll: false,
-            quarantine_new: false,
-            hidden_globs: Vec::new(),
-            tree_dirs: vec![ws.clone()],
-            catch_up: false,
-            placeholders: Default::default(),
-            resolve_delay: RESOLVE_DELAY,
-        };
-        let mut w = Watcher::new(cfg, &base);
+        let mut w = Watcher::new(config(&ws, runtime), &base);
         assert!(w.inotify.is_some(), "this test needs inotify");
         assert!(w.any_deferred(), "Depth::Names defers every name");
         std::fs::write(bin.join("ls"), "#!/bin/sh\necho planted\n").unwrap();

@@ -339,7 +339,7 @@ fn execute(
         // its mask is safe, since nothing is left to reach.
         plan.policy.masks.retain(|m| exists(&m.path));
         let args = bwrap_args(&plan.policy, fds, sealing);
-        let jail = match Jail::spawn(&plan, &args, sealing) {
+        let mut jail = match Jail::spawn(&plan, &args, sealing) {
             Ok(j) => j,
             Err(e) => {
                 drop(watcher);
@@ -364,7 +364,6 @@ fn execute(
             .cloned()
             .collect();
         let ops = seal::seal_ops(&plan.policy);
-        let mut jail = jail;
         // Two things before the gate opens, side by side: the watcher (baseline and watches), and
         // the jail's seals (their placeholders first, then the mounts, once bwrap is ready).
         let (held, started) = std::thread::scope(|scope| {
