@@ -423,8 +423,8 @@ fn launch_phases() {
 }
 
 /// The benchmark workspace plus a build tree like a Rust `target/` (800 directories, 12 000 files),
-/// tagged as a cache (what cargo writes), then the same tree untagged (what a `python -m venv`
-/// of a few packages looks like to the walk). On tmpfs.
+/// tagged as a cache (what cargo writes), then the same tree untagged (any other big tree the walk
+/// must read: a `build/`, vendored sources). On tmpfs.
 fn launch_with_build_tree() {
     let shm = Path::new("/dev/shm");
     if !describe_fs(shm).starts_with("tmpfs") {

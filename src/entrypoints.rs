@@ -227,19 +227,13 @@ impl Discovery {
 const PRUNED: &[&str] = &["node_modules", ".git"];
 
 /// The first bytes of a `CACHEDIR.TAG` (the Cache Directory Tagging Specification, followed by
-/// tar's `--exclude-caches`, borg and restic). A directory holding one declares its content
-/// regenerable: cargo's `target/`, `.pytest_cache`, `.mypy_cache`, uv's and virtualenv's `.venv`.
-/// The walk skips such a directory as it skips `node_modules`, and with the same blind spot
-/// (threat-model.md): a repository made inside one during the session is not watched. That gives
-/// the agent nothing new, since it can make a `node_modules` anywhere; it spares the launch the
-/// walk of a build tree (a Rust workspace's `target/` with 850 directories cost 15 ms of walk and 6
-/// ms of watches).
+/// tar's `--exclude-caches`, borg and restic).
 const CACHEDIR_SIGNATURE: &[u8] = b"Signature: 8a477f597d28d172789f06886806bc55";
 
 /// Whether the directory open at `dir` is a tagged cache: it holds a regular file `CACHEDIR.TAG`
 /// that starts with the signature. Opened without following a symlink and without blocking (a FIFO
 /// of that name must not hang the launch).
-pub fn is_tagged_cache(dir: impl rustix::fd::AsFd) -> bool {
+fn is_tagged_cache(dir: impl rustix::fd::AsFd) -> bool {
     use rustix::fs::{Mode, OFlags};
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
     let Ok(fd) = rustix::fs::openat(dir, "CACHEDIR.TAG", flags, Mode::empty()) else {
@@ -263,11 +257,25 @@ pub fn is_tagged_cache(dir: impl rustix::fd::AsFd) -> bool {
     buf == CACHEDIR_SIGNATURE
 }
 
-/// `is_tagged_cache` for a path (a directory named by an event, a sweep's listing).
-pub fn is_tagged_cache_dir(dir: &Path) -> bool {
+/// Whether the directory open at `dir` is one a tool declares its own, regenerable output: a tagged
+/// cache (cargo's `target/`, `.pytest_cache`, `.mypy_cache`, the `.venv` of uv and virtualenv) or a
+/// Python virtual environment (a regular `pyvenv.cfg` at its top: `python -m venv` writes no tag).
+/// The walk does not descend into one, as it does not into `node_modules`, and with the same blind
+/// spot (threat-model.md): a repository made inside one during the session is not watched. That
+/// gives the agent nothing new, since it can make a `node_modules` anywhere; it spares the launch
+/// the walk of a build tree or an environment (a Rust workspace's `target/` with 850 directories
+/// cost 15 ms of walk and 6 ms of watches; a `python -m venv` with a few packages, 40 and 24 ms).
+pub fn declares_generated(dir: impl rustix::fd::AsFd) -> bool {
+    let venv = rustix::fs::statat(&dir, "pyvenv.cfg", rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+        .is_ok_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode).is_file());
+    venv || is_tagged_cache(&dir)
+}
+
+/// `declares_generated` for a path (a directory named by an event, a sweep's listing).
+pub fn declares_generated_dir(dir: &Path) -> bool {
     use rustix::fs::{Mode, OFlags};
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    rustix::fs::open(dir, flags, Mode::empty()).is_ok_and(is_tagged_cache)
+    rustix::fs::open(dir, flags, Mode::empty()).is_ok_and(declares_generated)
 }
 
 /// What the workspace walk reports about one entry.
@@ -279,10 +287,13 @@ enum Seen {
 }
 
 /// Visit every entry under `root` (`root` itself excluded) without descending into directories
-/// named in `PRUNED`, into symlinks or into tagged caches below `root` (returned):
-/// `visit(dir, name, kind)` returns whether to descend into a directory. One `getdents` buffer for the whole walk and no allocation per file: only directories'
-/// paths are built (the workspace can hold tens of thousands of files and the walk is on the launch
-/// path). Directories that cannot be read are reported through `unreadable`.
+/// named in `PRUNED`, into symlinks, or into a directory below `root` that a tool declares its own
+/// (`declares_generated`; those are returned): `visit(dir, name, kind)` returns whether to descend
+/// into a directory. A directory's subdirectories are visited once its whole listing is read, so
+/// that the declaration is known first. One `getdents` buffer for the whole walk and no allocation
+/// per file: only directories' names and paths are kept (the workspace can hold tens of thousands
+/// of files and the walk is on the launch path). Directories that cannot be read are reported
+/// through `unreadable`.
 fn walk_tree(
     root: &Path,
     visit: &mut dyn FnMut(&Path, &std::ffi::OsStr, Seen) -> bool,
@@ -292,7 +303,8 @@ fn walk_tree(
     use std::os::unix::ffi::OsStrExt;
     let mut buf = vec![std::mem::MaybeUninit::<u8>::uninit(); 32 * 1024];
     let mut stack = vec![root.to_path_buf()];
-    let mut caches = Vec::new();
+    let mut generated = Vec::new();
+    let mut subdirs: Vec<std::ffi::OsString> = Vec::new();
     while let Some(dir) = stack.pop() {
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let fd = match rustix::fs::open(&dir, flags, Mode::empty()) {
@@ -302,10 +314,8 @@ fn walk_tree(
                 continue;
             }
         };
-        if dir != root && is_tagged_cache(&fd) {
-            caches.push(dir);
-            continue;
-        }
+        subdirs.clear();
+        let (mut tag, mut venv) = (false, false);
         let mut entries = RawDir::new(&fd, &mut buf);
         while let Some(entry) = entries.next() {
             let entry = match entry {
@@ -335,12 +345,26 @@ fn walk_tree(
                 }
                 _ => Seen::Other,
             };
-            if visit(&dir, name, kind) && kind == Seen::Dir {
-                stack.push(dir.join(name));
+            match (name.as_bytes(), kind) {
+                (b"CACHEDIR.TAG", Seen::File) => tag = true,
+                (b"pyvenv.cfg", Seen::File) => venv = true,
+                (_, Seen::Dir) => subdirs.push(name.to_owned()),
+                _ => {
+                    visit(&dir, name, kind);
+                }
+            }
+        }
+        if dir != root && (venv || (tag && is_tagged_cache(&fd))) {
+            generated.push(dir);
+            continue;
+        }
+        for name in subdirs.drain(..) {
+            if visit(&dir, &name, Seen::Dir) {
+                stack.push(dir.join(&name));
             }
         }
     }
-    caches
+    generated
 }
 
 /// Walk the workspace and collect entry points and repositories.
@@ -350,7 +374,7 @@ pub fn discover_workspace(ws: &Path) -> Discovery {
     add_per_directory(&mut d, ws);
     d.dirs.push(ws.to_path_buf());
     let mut warnings = Vec::new();
-    let caches = walk_tree(
+    let generated = walk_tree(
         ws,
         &mut |dir, name, kind| {
             if name == ".git" {
@@ -394,12 +418,12 @@ pub fn discover_workspace(ws: &Path) -> Discovery {
         &mut |dir, e| warnings.push(format!("scanning the workspace: {}: {e}", dir.display())),
     );
     d.warnings.extend(warnings);
-    for c in &caches {
-        tracing::info!(dir = %c.display(), "not walked: a tagged cache (CACHEDIR.TAG)");
+    for g in &generated {
+        tracing::info!(dir = %g.display(), "not walked: a cache or a virtual environment");
     }
-    // Not watched for new repositories either (see `CACHEDIR_SIGNATURE`).
-    let caches: std::collections::HashSet<PathBuf> = caches.into_iter().collect();
-    d.dirs.retain(|dir| !caches.contains(dir));
+    // Not watched for new repositories either (see `declares_generated`).
+    let generated: std::collections::HashSet<PathBuf> = generated.into_iter().collect();
+    d.dirs.retain(|dir| !generated.contains(dir));
     let mut seen = std::collections::BTreeSet::new();
     while let Some(g) = git_dirs.pop() {
         let g = std::fs::canonicalize(&g).unwrap_or(g);
@@ -695,11 +719,12 @@ mod tests {
         );
     }
 
-    /// A directory tagged as a cache (CACHEDIR.TAG with the specification's signature) is not walked:
-    /// a repository inside it is not found and the directory is not handed to the watcher. A wrong
-    /// signature, a FIFO or a symlink of that name prunes nothing; the workspace root is never pruned.
+    /// A directory tagged as a cache (CACHEDIR.TAG with the specification's signature) or holding a
+    /// `pyvenv.cfg` is not walked: a repository inside it is not found and the directory is not handed
+    /// to the watcher. A wrong signature, a FIFO or a symlink of that name, a `pyvenv.cfg` that is a
+    /// directory prune nothing; the workspace root is never pruned.
     #[test]
-    fn tagged_caches_are_not_walked_and_nothing_else_is_skipped() {
+    fn caches_and_environments_are_not_walked_and_nothing_else_is_skipped() {
         let t = tempfile::tempdir().unwrap();
         let ws = t.path();
         let tag = b"Signature: 8a477f597d28d172789f06886806bc55\n# a cache\n";
@@ -727,24 +752,32 @@ mod tests {
         std::os::unix::fs::symlink(ws.join("real.tag"), ws.join("link/CACHEDIR.TAG")).unwrap();
         std::fs::write(ws.join("CACHEDIR.TAG"), tag).unwrap(); // the root itself: still walked
         repo_in("plain/r");
+        repo_in(".venv/src/editable");
+        std::fs::write(ws.join(".venv/pyvenv.cfg"), "home = /usr/bin\n").unwrap();
+        repo_in("notvenv/r");
+        std::fs::create_dir(ws.join("notvenv/pyvenv.cfg")).unwrap();
 
         let d = discover_workspace(ws);
         let found: Vec<PathBuf> = d.repos.iter().map(|r| r.git_dir.clone()).collect();
         let git_dir = |dir: &str| std::fs::canonicalize(ws.join(dir).join(".git")).unwrap();
-        for kept in ["wrongsig/r", "fifo/r", "link/r", "plain/r"] {
+        for kept in ["wrongsig/r", "fifo/r", "link/r", "plain/r", "notvenv/r"] {
             assert!(
                 found.contains(&git_dir(kept)),
                 "{kept} not found: {found:?}"
             );
         }
-        assert!(
-            !found.contains(&git_dir("target/debug/build/dep")),
-            "a repository inside a tagged cache was walked: {found:?}"
-        );
+        for skipped in ["target/debug/build/dep", ".venv/src/editable"] {
+            assert!(
+                !found.contains(&git_dir(skipped)),
+                "{skipped}: a repository inside a cache or an environment was walked: {found:?}"
+            );
+        }
         assert!(d.dirs.contains(&ws.join("wrongsig")));
         assert!(
-            !d.dirs.iter().any(|x| x.starts_with(ws.join("target"))),
-            "a tagged cache is handed to the watcher: {:?}",
+            !d.dirs
+                .iter()
+                .any(|x| x.starts_with(ws.join("target")) || x.starts_with(ws.join(".venv"))),
+            "a cache or an environment is handed to the watcher: {:?}",
             d.dirs
         );
     }

@@ -604,7 +604,7 @@ impl Watcher {
             .filter_entry(|e| {
                 e.file_type().is_dir()
                     && !matches!(e.file_name().to_str(), Some(".git" | "node_modules"))
-                    && (e.depth() == 0 || !entrypoints::is_tagged_cache_dir(e.path()))
+                    && (e.depth() == 0 || !entrypoints::declares_generated_dir(e.path()))
             });
         for e in walker.flatten() {
             if !self.watch_tree_dir(e.path().to_path_buf()) {
@@ -803,10 +803,11 @@ impl Watcher {
                     Some("node_modules") => {}
                     Some(n) if mask.contains(EventMask::ISDIR) => {
                         let sub = dir.join(n);
-                        // A cache (its tag may come after the directory: cargo makes `target/`
-                        // first) is not walked, as at launch (entrypoints::CACHEDIR_SIGNATURE).
-                        if entrypoints::is_tagged_cache_dir(&dir)
-                            || entrypoints::is_tagged_cache_dir(&sub)
+                        // A cache or a virtual environment (its tag may come after the directory:
+                        // cargo makes `target/` first) is not walked, as at launch
+                        // (entrypoints::declares_generated).
+                        if entrypoints::declares_generated_dir(&dir)
+                            || entrypoints::declares_generated_dir(&sub)
                         {
                             return;
                         }
@@ -1391,13 +1392,13 @@ fn git_markers(root: &Path, cache: &mut HashMap<PathBuf, Listing>) -> Vec<PathBu
             match name.as_bytes() {
                 b".git" | b"HEAD" => markers.push(e.path()),
                 b"node_modules" => {}
-                b"CACHEDIR.TAG" => tagged = true,
+                b"CACHEDIR.TAG" | b"pyvenv.cfg" => tagged = true,
                 _ if e.file_type().is_ok_and(|t| t.is_dir()) => subdirs.push(e.path()),
                 _ => {}
             }
         }
-        // A tagged cache is not walked (entrypoints::CACHEDIR_SIGNATURE).
-        if tagged && dir != root && entrypoints::is_tagged_cache_dir(&dir) {
+        // A cache or a virtual environment is not walked (entrypoints::declares_generated).
+        if tagged && dir != root && entrypoints::declares_generated_dir(&dir) {
             subdirs.clear();
             markers.clear();
         }
@@ -1613,6 +1614,9 @@ mod tests {
         )
         .unwrap();
         repo(&ws.join("target/debug/build/dep"));
+        std::fs::create_dir(ws.join(".venv")).unwrap();
+        std::fs::write(ws.join(".venv/pyvenv.cfg"), "home = /usr/bin\n").unwrap();
+        repo(&ws.join(".venv/src/editable"));
         repo(&ws.join("src/r"));
         w.drain();
         let git_dirs: Vec<&Path> = w.repos.iter().map(|r| r.git_dir.as_path()).collect();
@@ -1622,8 +1626,11 @@ mod tests {
             "a repository made beside the cache was missed: {git_dirs:?}"
         );
         assert!(
-            !w.dirs.iter().any(|d| d.path.starts_with(ws.join("target"))),
-            "the cache is watched: {:?}",
+            !w.dirs
+                .iter()
+                .any(|d| d.path.starts_with(ws.join("target"))
+                    || d.path.starts_with(ws.join(".venv"))),
+            "the cache or the environment is watched: {:?}",
             w.dirs.iter().map(|d| &d.path).collect::<Vec<_>>()
         );
     }
@@ -1639,6 +1646,8 @@ mod tests {
             "Signature: 8a477f597d28d172789f06886806bc55\n",
         )
         .unwrap();
+        std::fs::create_dir_all(ws.join(".venv/src/editable/.git")).unwrap();
+        std::fs::write(ws.join(".venv/pyvenv.cfg"), "home = /usr/bin\n").unwrap();
         std::fs::create_dir_all(ws.join("src/r/.git")).unwrap();
         let markers = git_markers(ws, &mut HashMap::new());
         assert_eq!(markers, vec![ws.join("src/r/.git")]);
