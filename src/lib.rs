@@ -21,5 +21,6 @@ pub mod secrets;
 pub use error::{Error, Result};
 pub mod alerts;
 pub mod baseline;
+pub(crate) mod process;
 pub mod quarantine;
 pub mod watch;

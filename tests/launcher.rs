@@ -163,16 +163,18 @@ fn signals_sent_to_the_launcher_reach_the_command() {
         ready.exists()
     });
     let got = f.ws.join("got");
-    let pid = child.id().to_string();
-    for (i, sig) in ["TERM", "INT", "HUP", "QUIT", "WINCH", "USR1", "USR2"]
-        .iter()
-        .enumerate()
-    {
-        assert!(Command::new("kill")
-            .args([&format!("-{sig}"), &pid])
-            .status()
-            .unwrap()
-            .success());
+    use nix::sys::signal::Signal as S;
+    let sigs = [
+        ("TERM", S::SIGTERM),
+        ("INT", S::SIGINT),
+        ("HUP", S::SIGHUP),
+        ("QUIT", S::SIGQUIT),
+        ("WINCH", S::SIGWINCH),
+        ("USR1", S::SIGUSR1),
+        ("USR2", S::SIGUSR2),
+    ];
+    for (i, (sig, signo)) in sigs.iter().enumerate() {
+        signal(child.id(), *signo);
         wait_for(&format!("SIG{sig} inside"), Duration::from_secs(5), || {
             std::fs::read_to_string(&got)
                 .map(|s| s.lines().count() > i)

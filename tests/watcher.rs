@@ -343,19 +343,10 @@ touch flooded; while [ ! -e done ]; do sleep 0.02; done"#;
         }
     };
     wait("ready");
-    let pid = child.id().to_string();
-    assert!(std::process::Command::new("kill")
-        .args(["-STOP", &pid])
-        .status()
-        .unwrap()
-        .success());
+    signal(child.id(), nix::sys::signal::Signal::SIGSTOP);
     std::fs::write(f.ws.join("go"), "").unwrap();
     wait("flooded");
-    assert!(std::process::Command::new("kill")
-        .args(["-CONT", &pid])
-        .status()
-        .unwrap()
-        .success());
+    signal(child.id(), nix::sys::signal::Signal::SIGCONT);
     let t0 = std::time::Instant::now();
     while f.home.join(".local/bin/git").exists() {
         assert!(

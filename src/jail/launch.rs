@@ -890,7 +890,10 @@ impl Jail {
             None => None,
         };
         if let Some(pid) = unused {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            let _ = crate::process::signal_process(
+                pid.as_raw_nonzero().get(),
+                rustix::process::Signal::KILL,
+            );
         }
         for pid in unused.into_iter().chain(reap) {
             let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty());
@@ -985,8 +988,6 @@ fn forward(init: i32, sig: i32) {
         .split_whitespace()
         .filter_map(|p| p.parse::<i32>().ok())
     {
-        if let Some(pid) = rustix::process::Pid::from_raw(pid) {
-            let _ = rustix::process::kill_process(pid, signal);
-        }
+        let _ = crate::process::signal_process(pid, signal);
     }
 }

@@ -53,7 +53,7 @@ pub struct Fixture {
 }
 
 /// Where fixtures live: not under /tmp, which the jail replaces with a private tmpfs.
-fn test_tmp() -> PathBuf {
+pub fn test_tmp() -> PathBuf {
     std::env::var_os("CLAUDE_SANDBOX_TEST_TMP")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/var/tmp"))
@@ -307,4 +307,12 @@ pub fn src_dir() -> PathBuf {
 /// The repository's prompt hook.
 pub fn hook_path() -> PathBuf {
     src_dir().join("profile.d/claude-sandbox.sh")
+}
+
+/// Send `sig` to one process the test started, by the system call (a `kill` program may read a
+/// negative id as an option and signal every process). Ids of 1 or less are never sent.
+pub fn signal(pid: u32, sig: nix::sys::signal::Signal) {
+    let pid = i32::try_from(pid).expect("a pid fits in i32");
+    assert!(pid > 1, "refusing to signal pid {pid}");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig).expect("signalling a child");
 }

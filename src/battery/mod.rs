@@ -15,7 +15,10 @@ use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+mod child;
+mod tty;
 
 /// One case file.
 #[derive(Debug, Clone, Deserialize)]
@@ -44,6 +47,9 @@ pub struct Case {
     /// Run the session in a real terminal (tmux) with an outer shell that reads what follows it.
     #[serde(default)]
     pub tty: bool,
+    /// Seconds the payload may run before its whole process group is killed (default 60).
+    #[serde(default = "default_payload_timeout")]
+    pub timeout: u64,
     #[serde(skip)]
     pub file: PathBuf,
 }
@@ -86,6 +92,10 @@ pub struct Options {
     pub json: bool,
     pub keep: bool,
     pub unguarded: bool,
+}
+
+fn default_payload_timeout() -> u64 {
+    60
 }
 
 /// Where the cases are: `--dir`, `$CLAUDE_SANDBOX_BATTERY`, `PREFIX/share/claude-sandbox/battery`
@@ -172,42 +182,8 @@ fn sh(cmd: &str, scene: &Scene, timeout: Duration) -> (bool, String) {
         .env_clear()
         .envs(scene.env.iter().cloned())
         .stdin(Stdio::null());
-    run_with_timeout(c, timeout)
-}
-
-fn run_with_timeout(mut c: Command, timeout: Duration) -> (bool, String) {
-    use std::os::unix::process::CommandExt;
-    c.stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    let Ok(mut child) = c.spawn() else {
-        return (false, "cannot start".into());
-    };
-    let t0 = Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if t0.elapsed() > timeout => {
-                let _ = Command::new("kill")
-                    .args(["-KILL", &format!("-{}", child.id())])
-                    .status();
-                let _ = child.wait();
-                return (false, "timed out".into());
-            }
-            _ => std::thread::sleep(Duration::from_millis(10)),
-        }
-    }
-    let out = child.wait_with_output().map(|o| {
-        (
-            o.status.success(),
-            format!(
-                "{}{}",
-                String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr)
-            ),
-        )
-    });
-    out.unwrap_or((false, String::new()))
+    let r = child::run_contained(c, timeout, |_| {});
+    (r.ok, r.output)
 }
 
 fn scene(case: &Case, bin: &Path) -> Result<Scene> {
@@ -295,6 +271,7 @@ fn scene(case: &Case, bin: &Path) -> Result<Scene> {
         Duration::from_secs(20),
     );
     if !ok {
+        let _ = std::fs::remove_dir_all(&s.root);
         return Err(Error::Jail(format!("setting up a repository: {out}")));
     }
     Ok(s)
@@ -407,9 +384,9 @@ fn judge(case: &Case, s: &Scene, bin: &Path, unguarded: bool) -> (Verdict, Optio
         .map(|(_, v)| PathBuf::from(v))
         .unwrap_or_else(|| bin.to_path_buf());
     let (planted, out) = if case.tty {
-        run_tty(&script, s, &launcher, unguarded)
+        tty::run_tty(&script, s, &launcher, unguarded)
     } else {
-        run_payload(&script, s, &launcher, unguarded)
+        run_payload(&script, s, &launcher, unguarded, case.timeout)
     };
     if !case.trigger.is_empty() {
         let _ = sh(&case.trigger, s, Duration::from_secs(30));
@@ -462,7 +439,16 @@ fn judge(case: &Case, s: &Scene, bin: &Path, unguarded: bool) -> (Verdict, Optio
     }
 }
 
-fn run_payload(script: &str, s: &Scene, bin: &Path, unguarded: bool) -> (bool, String) {
+/// The payload, through the scene's launcher (or bare with `--unguarded`). The launcher's pid is
+/// written to `$ROOT/launcher.pid` as soon as it runs, so that a case attacking the watcher signals
+/// that one process, never a pattern; unguarded there is no launcher and the file stays empty.
+fn run_payload(
+    script: &str,
+    s: &Scene,
+    bin: &Path,
+    unguarded: bool,
+    timeout: u64,
+) -> (bool, String) {
     let mut c = if unguarded {
         let mut c = Command::new("bash");
         c.args(["-c", script]);
@@ -476,85 +462,19 @@ fn run_payload(script: &str, s: &Scene, bin: &Path, unguarded: bool) -> (bool, S
         .env_clear()
         .envs(s.env.iter().cloned())
         .stdin(Stdio::null());
-    let (_, out) = run_with_timeout(c, Duration::from_secs(60));
-    (out.contains(PLANTED), out)
-}
-
-/// The session in a real terminal: an outer bash in tmux starts it, and reads whatever the session
-/// leaves in the terminal's input queue when it returns.
-fn run_tty(script: &str, s: &Scene, bin: &Path, unguarded: bool) -> (bool, String) {
-    let sock = s.root.join("tmux.sock");
-    let script_file = s.root.join("payload.sh");
-    if std::fs::write(&script_file, script).is_err() {
-        return (false, "cannot write the payload".into());
-    }
-    let env: Vec<String> = s.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    let shell = format!(
-        "cd {} && env -i {} bash --norc --noprofile",
-        s.ws.display(),
-        env.join(" ")
-    );
-    let tmux = |args: &[&str]| {
-        Command::new("tmux")
-            .arg("-S")
-            .arg(&sock)
-            .args(args)
-            .output()
-    };
-    if tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        "b",
-        "-x",
-        "120",
-        "-y",
-        "30",
-        &shell,
-    ])
-    .is_err()
-    {
-        return (false, "tmux failed".into());
-    }
-    let launch = if unguarded {
-        format!(
-            "bash {} > {}/tty.out 2>&1",
-            script_file.display(),
-            s.root.display()
-        )
-    } else {
-        format!(
-            "{} run -- bash {} > {}/tty.out 2>&1",
-            bin.display(),
-            script_file.display(),
-            s.root.display()
-        )
-    };
-    let _ = tmux(&[
-        "send-keys",
-        "-t",
-        "b",
-        "-l",
-        &format!("{launch}; echo SESSION-ENDED"),
-    ]);
-    let _ = tmux(&["send-keys", "-t", "b", "Enter"]);
-    let t0 = Instant::now();
-    loop {
-        let screen = tmux(&["capture-pane", "-p", "-t", "b"])
-            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-            .unwrap_or_default();
-        if screen.contains("SESSION-ENDED\n")
-            || screen.lines().any(|l| l.trim() == "SESSION-ENDED")
-            || t0.elapsed() > Duration::from_secs(20)
-        {
-            break;
+    let pid_file = s.root.join("launcher.pid");
+    let r = child::run_contained(c, Duration::from_secs(timeout), |pid| {
+        let text = if unguarded {
+            String::new()
+        } else {
+            pid.to_string()
+        };
+        let tmp = s.root.join(".launcher.pid.tmp");
+        if std::fs::write(&tmp, text).is_ok() {
+            let _ = std::fs::rename(&tmp, &pid_file);
         }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(700)); // let the outer shell run what was injected
-    let _ = tmux(&["kill-server"]);
-    let out = std::fs::read_to_string(s.root.join("tty.out")).unwrap_or_default();
-    (out.contains(PLANTED), out)
+    });
+    (r.output.contains(PLANTED), r.output)
 }
 
 /// Run the battery; returns the exit status (1 if anything failed).
