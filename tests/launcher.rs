@@ -282,6 +282,10 @@ fn a_runtime_directory_owned_by_someone_else_is_refused() {
 #[test]
 fn dry_run_prints_the_argv_and_writes_nothing() {
     let f = Fixture::new();
+    // The agent need not be installed on this machine: a stand-in on the fixture's PATH.
+    let agent = f.home.join(".local/bin/claude");
+    std::fs::write(&agent, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
     let before = f.snapshot();
     let out = f
         .cmd(["run", "--dry-run", "--", "claude", "--resume"])

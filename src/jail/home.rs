@@ -42,26 +42,82 @@ pub fn prepare(session_dir: &Path, home: &Path, session_json: &[u8]) -> Result<P
     std::fs::write(session_dir.join("session.json"), session_json)
         .map_err(|e| Error::io("writing the session record", e))?;
     let real = home.join(NAME);
-    if let Ok(m) = std::fs::symlink_metadata(&real) {
-        if m.is_file() {
-            let bytes = std::fs::read(&real)
-                .map_err(|e| Error::io(format!("reading {}", real.display()), e))?;
+    // Only a regular file is copied in (a symlinked `~/.claude.json` is left alone, in and out).
+    match read_regular(&real) {
+        Ok((bytes, mode)) => {
             std::fs::write(session_dir.join(ORIGINAL), &bytes)
                 .map_err(|e| Error::io("saving a copy", e))?;
             let copy = session_home.join(NAME);
             std::fs::write(&copy, &bytes).map_err(|e| Error::io("copying ~/.claude.json", e))?;
-            let _ = std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(m.mode_bits()));
+            let _ = std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(mode));
         }
+        Err(Refused::Missing) => {}
+        Err(why) => tracing::info!("~/.claude.json is not copied into the jail: {why}"),
     }
     Ok(session_home)
 }
 
-trait ModeBits {
-    fn mode_bits(&self) -> u32;
+/// The largest `~/.claude.json` carried in or out (real ones are well under a megabyte; a huge one
+/// is a denial of service on the merge, not state).
+const MAX_JSON: u64 = 32 << 20;
+
+/// Why a file the launcher copies in or out was not taken.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Refused {
+    #[error("it does not exist")]
+    Missing,
+    #[error("it is a symbolic link (never followed)")]
+    Symlink,
+    #[error("it is not a regular file")]
+    NotRegular,
+    #[error("it is larger than {} MiB", MAX_JSON >> 20)]
+    TooLarge,
+    #[error("{0}")]
+    Io(std::io::Error),
+    #[error("it is not a JSON object: {0}")]
+    NotJson(String),
 }
-impl ModeBits for std::fs::Metadata {
-    fn mode_bits(&self) -> u32 {
-        std::os::unix::fs::MetadataExt::mode(self) & 0o7777
+
+/// Read a regular file without following a symlink at its last component or blocking on a FIFO,
+/// and at most `MAX_JSON` bytes of it. Returns the bytes and the permission bits.
+pub(crate) fn read_regular(path: &Path) -> std::result::Result<(Vec<u8>, u32), Refused> {
+    use rustix::fs::{Mode, OFlags};
+    use std::io::Read;
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+        Mode::empty(),
+    )
+    .map_err(|e| match e {
+        rustix::io::Errno::NOENT => Refused::Missing,
+        rustix::io::Errno::LOOP => Refused::Symlink,
+        e => Refused::Io(e.into()),
+    })?;
+    let st = rustix::fs::fstat(&fd).map_err(|e| Refused::Io(e.into()))?;
+    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
+        return Err(Refused::NotRegular);
+    }
+    if st.st_size as u64 > MAX_JSON {
+        return Err(Refused::TooLarge);
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::from(fd)
+        .take(MAX_JSON + 1)
+        .read_to_end(&mut bytes)
+        .map_err(Refused::Io)?;
+    if bytes.len() as u64 > MAX_JSON {
+        return Err(Refused::TooLarge);
+    }
+    Ok((bytes, st.st_mode & 0o7777))
+}
+
+/// A JSON object, parsed strictly, from a file read as `read_regular` reads.
+fn read_json_object(path: &Path) -> std::result::Result<Vec<u8>, Refused> {
+    let (bytes, _) = read_regular(path)?;
+    match serde_json::from_slice::<Value>(&bytes) {
+        Ok(Value::Object(_)) => Ok(bytes),
+        Ok(_) => Err(Refused::NotJson("the top level is not an object".into())),
+        Err(e) => Err(Refused::NotJson(e.to_string())),
     }
 }
 
@@ -71,7 +127,21 @@ pub fn finish(session_dir: &Path, home: &Path, workspace: &Path) -> Vec<String> 
     let mut notes = Vec::new();
     let session_home = session_dir.join("home");
     let original = std::fs::read(session_dir.join(ORIGINAL)).ok();
-    if let Ok(jail) = std::fs::read(session_home.join(NAME)) {
+    // The jail's copy is the agent's to shape: a symlink to a secret, a FIFO, a huge file. Anything
+    // but a regular JSON object of sane size leaves your file untouched, and says so in an alert.
+    let jail = match read_json_object(&session_home.join(NAME)) {
+        Ok(bytes) => Some(bytes),
+        Err(Refused::Missing) => None,
+        Err(why) => {
+            let detail = format!(
+                "the jail's ~/.claude.json was not merged back: {why}; your file is unchanged"
+            );
+            refused_alert(session_dir, &home.join(NAME), &detail);
+            notes.push(detail);
+            None
+        }
+    };
+    if let Some(jail) = jail {
         if Some(&jail) != original.as_ref() {
             match merge_back(&jail, &home.join(NAME), workspace) {
                 Ok(refused) if !refused.is_empty() => notes.push(format!(
@@ -98,11 +168,14 @@ pub fn merge_back(
 ) -> std::result::Result<Vec<String>, String> {
     let mut merged: Value =
         serde_json::from_slice(jail).map_err(|e| format!("not valid JSON: {e}"))?;
-    let host: Value = match std::fs::read(real) {
-        Ok(b) => {
-            serde_json::from_slice(&b).map_err(|e| format!("your file is not valid JSON: {e}"))?
-        }
-        Err(_) => Value::Object(Default::default()),
+    let (host, mode): (Value, u32) = match read_regular(real) {
+        Ok((b, mode)) => (
+            serde_json::from_slice(&b).map_err(|e| format!("your file is not valid JSON: {e}"))?,
+            mode,
+        ),
+        Err(Refused::Missing) => (Value::Object(Default::default()), 0o600),
+        // Replacing a symlinked or odd ~/.claude.json with a file would break what it points to.
+        Err(why) => return Err(format!("your ~/.claude.json is left as it is: {why}")),
     };
     let mut refused = Vec::new();
     guard(&mut merged, &host, "", &mut refused);
@@ -143,12 +216,51 @@ pub fn merge_back(
         ".claude.json.claude-sandbox.{}",
         std::process::id()
     ));
-    std::fs::write(&tmp, text).map_err(|e| e.to_string())?;
-    if let Ok(m) = std::fs::metadata(real) {
-        let _ = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(m.mode_bits()));
+    {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let _ = std::fs::remove_file(&tmp);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&tmp)
+            .map_err(|e| e.to_string())?;
+        f.write_all(&text).map_err(|e| e.to_string())?;
+        let _ = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode));
     }
     std::fs::rename(&tmp, real).map_err(|e| e.to_string())?;
     Ok(refused)
+}
+
+/// Record that a copied-out file was refused, in the alert store of the session's runtime directory.
+fn refused_alert(session_dir: &Path, path: &Path, detail: &str) {
+    let (Some(runtime), Some(session)) = (
+        session_dir.parent().and_then(Path::parent),
+        session_dir.file_name(),
+    ) else {
+        return;
+    };
+    let alert = crate::alerts::Alert {
+        id: crate::alerts::new_id("a"),
+        time: crate::alerts::now_rfc3339(),
+        severity: crate::alerts::Severity::High,
+        kind: "merge-refused".into(),
+        path: path.to_path_buf(),
+        detail: detail.to_string(),
+        action: "alerted".into(),
+        quarantine_id: None,
+        sha256: None,
+        session: session.to_string_lossy().into_owned(),
+        fingerprint: format!(
+            "merge-refused:{}:{}",
+            path.display(),
+            session.to_string_lossy()
+        ),
+    };
+    if let Err(e) = crate::alerts::Store::new(runtime).add(&alert) {
+        tracing::warn!("recording an alert: {e}");
+    }
 }
 
 /// Replace the guarded keys of `obj` by the host's values (or remove them if the host has none).
@@ -238,5 +350,83 @@ mod tests {
                 "projects[/o].allowedTools"
             ]
         );
+    }
+
+    #[test]
+    fn the_jails_copy_is_merged_only_as_a_regular_json_object() {
+        let root = tempfile::tempdir().unwrap();
+        let home = root.path().join("home");
+        std::fs::create_dir(&home).unwrap();
+        let real = home.join(NAME);
+        let mine = br#"{"numStartups":1}"#;
+        let secret = home.join("secret.json");
+        std::fs::write(&secret, br#"{"auths":{"x":"SECRET"}}"#).unwrap();
+        type Make<'a> = Box<dyn Fn(&Path) + 'a>;
+        let cases: Vec<(&str, Make)> = vec![
+            (
+                "symbolic link",
+                Box::new(|p: &Path| std::os::unix::fs::symlink(&secret, p).unwrap()),
+            ),
+            (
+                "not a regular file",
+                Box::new(|p: &Path| {
+                    rustix::fs::mknodat(
+                        rustix::fs::CWD,
+                        p,
+                        rustix::fs::FileType::Fifo,
+                        rustix::fs::Mode::from_raw_mode(0o600),
+                        0,
+                    )
+                    .unwrap()
+                }),
+            ),
+            (
+                "not a regular file",
+                Box::new(|p: &Path| std::fs::create_dir(p).unwrap()),
+            ),
+            (
+                "larger than",
+                Box::new(|p: &Path| {
+                    let f = std::fs::File::create(p).unwrap();
+                    f.set_len(MAX_JSON + 1).unwrap();
+                }),
+            ),
+            (
+                "not a JSON object",
+                Box::new(|p: &Path| std::fs::write(p, b"[1,2]").unwrap()),
+            ),
+            (
+                "not a JSON object",
+                Box::new(|p: &Path| std::fs::write(p, b"{\"a\":").unwrap()),
+            ),
+        ];
+        for (i, (why, make)) in cases.iter().enumerate() {
+            std::fs::write(&real, mine).unwrap();
+            let runtime = root.path().join(format!("rt{i}"));
+            let session = session_dir(&runtime, "s1");
+            prepare(&session, &home, b"{}").unwrap();
+            let copy = session.join("home").join(NAME);
+            std::fs::remove_file(&copy).unwrap();
+            make(&copy);
+            let notes = finish(&session, &home, Path::new("/w"));
+            assert_eq!(
+                std::fs::read(&real).unwrap(),
+                mine,
+                "case {i}: your file changed"
+            );
+            assert!(notes.iter().any(|n| n.contains(why)), "case {i}: {notes:?}");
+            let alerts = crate::alerts::Store::new(&runtime).read().alerts;
+            assert_eq!(alerts.len(), 1, "case {i}");
+            assert_eq!(alerts[0].kind, "merge-refused");
+            assert!(!session.exists());
+        }
+        // A symlinked ~/.claude.json of yours is neither read nor replaced.
+        std::fs::remove_file(&real).unwrap();
+        std::os::unix::fs::symlink(&secret, &real).unwrap();
+        assert!(merge_back(br#"{"a":1}"#, &real, Path::new("/w")).is_err());
+        assert!(std::fs::symlink_metadata(&real)
+            .unwrap()
+            .file_type()
+            .is_symlink());
     }
 }
