@@ -27,21 +27,49 @@ pub const DEFAULT_HIDDEN: &[&str] = &[
     ".gnupg/private-keys-v1.d",
 ];
 
-/// Private keys in `~/.ssh`: `id_*` without `.pub`, and `*.pem` / `*.key`.
+/// Private keys under `~/.ssh`, by name (`id_*` without `.pub`, `*.pem`, `*.key`) and by content
+/// (any regular file whose first 4 KiB hold a PEM/OpenSSH/PuTTY private key header, whatever its
+/// name: `~/.ssh/github`, `~/.ssh/keys/work`). `known_hosts`, `config` and public keys stay readable.
 fn ssh_private_keys(home: &Path) -> Vec<PathBuf> {
-    let Ok(rd) = std::fs::read_dir(home.join(".ssh")) else {
-        return Vec::new();
-    };
-    rd.flatten()
-        .filter(|e| e.file_type().map(|t| t.is_file()).unwrap_or(false))
-        .map(|e| e.path())
+    walkdir::WalkDir::new(home.join(".ssh"))
+        .max_depth(3)
+        .follow_links(false)
+        .into_iter()
+        .flatten()
+        .filter(|e| e.file_type().is_file())
+        .map(walkdir::DirEntry::into_path)
         .filter(|p| {
             let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
             (n.starts_with("id_") && !n.ends_with(".pub"))
                 || n.ends_with(".pem")
                 || n.ends_with(".key")
+                || holds_private_key(p)
         })
         .collect()
+}
+
+/// Whether the file starts like a private key. Opened without following a symlink or blocking on a
+/// FIFO; a file that cannot be read is not one (it cannot leak through the jail either).
+fn holds_private_key(path: &Path) -> bool {
+    use rustix::fs::{Mode, OFlags};
+    use std::io::Read;
+    let Ok(fd) = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+        Mode::empty(),
+    ) else {
+        return false;
+    };
+    let mut head = Vec::with_capacity(4096);
+    if std::fs::File::from(fd)
+        .take(4096)
+        .read_to_end(&mut head)
+        .is_err()
+    {
+        return false;
+    }
+    let has = |needle: &[u8]| head.windows(needle.len()).any(|w| w == needle);
+    has(b"PRIVATE KEY-----") || head.starts_with(b"PuTTY-User-Key-File-")
 }
 
 /// Whether a pattern has glob characters.

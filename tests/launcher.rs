@@ -783,3 +783,64 @@ fn a_workspace_the_jail_does_not_see_by_itself_is_still_bound_and_sealed() {
         "export A=1\n"
     );
 }
+
+/// A nested repository made by root (a `postCreateCommand`, `docker exec` as root) in the workspace
+/// of an ordinary user: no placeholder can be made in its `.git`, and none is needed, since the
+/// agent cannot create anything there either. The launch works, explain says what was not sealed
+/// and why, and the agent still cannot plant a hook there.
+#[test]
+fn a_nested_repository_owned_by_root_does_not_stop_the_launch() {
+    if !is_root() {
+        eprintln!(
+            "\n*** a_nested_repository_owned_by_root_does_not_stop_the_launch: NOT RUN as this user — \
+             it needs root to make a directory owned by someone else; the root run covers it.\n"
+        );
+        return;
+    }
+    let f = Fixture::new();
+    let nested = f.ws.join("vendor/lib");
+    std::fs::create_dir_all(&nested).unwrap();
+    f.git(&nested, &["init", "-q"]);
+    // Everything but the nested repository belongs to the ordinary user who launches.
+    let user = 65534u32; // nobody
+    let bin_copy = f.root.join("claude-sandbox");
+    std::fs::copy(bin(), &bin_copy).unwrap();
+    for e in walkdir::WalkDir::new(&f.root).into_iter().flatten() {
+        if e.path().starts_with(nested.join(".git")) || e.path() == nested {
+            continue;
+        }
+        std::os::unix::fs::lchown(e.path(), Some(user), Some(user)).unwrap();
+    }
+    let as_user = |args: &[&str]| {
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(&bin_copy)
+            .args(args)
+            .current_dir(&f.ws)
+            .env_clear()
+            .envs(f.env())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = as_user(&[
+        "run",
+        "--",
+        "sh",
+        "-c",
+        "echo launched; touch vendor/lib/.git/hooks/pre-commit 2>/dev/null && echo PLANTED; true",
+    ]);
+    let text = ok(&out);
+    assert!(text.contains("launched"), "{text}");
+    assert!(!text.contains("PLANTED"), "{text}");
+    assert!(!nested.join(".git/hooks/pre-commit").exists());
+    let explain = ok(&as_user(&["explain"]));
+    assert!(
+        explain.contains("is not sealed") && explain.contains("vendor/lib/.git"),
+        "{explain}"
+    );
+    // Hand the tree back so the fixture can be removed.
+    for e in walkdir::WalkDir::new(&f.root).into_iter().flatten() {
+        let _ = std::os::unix::fs::lchown(e.path(), Some(0), Some(0));
+    }
+}

@@ -16,6 +16,15 @@ fn credentials_are_hidden_and_the_agents_own_stay_readable() {
     w(".ssh/id_ed25519", "PRIVATE-KEY\n");
     w(".ssh/id_ed25519.pub", "ssh-ed25519 PUBLIC\n");
     w(".ssh/known_hosts", "host key\n");
+    w(".ssh/config", "Host x\n  IdentityFile ~/.ssh/github\n");
+    w(
+        ".ssh/github",
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nODD-NAME-KEY\n-----END OPENSSH PRIVATE KEY-----\n",
+    );
+    w(
+        ".ssh/keys/work",
+        "-----BEGIN EC PRIVATE KEY-----\nNESTED-KEY\n-----END EC PRIVATE KEY-----\n",
+    );
     w(".git-credentials", "https://user:TOKEN@example.invalid\n");
     w(".config/gh/hosts.yml", "oauth_token: GH-TOKEN\n");
     w(
@@ -23,16 +32,28 @@ fn credentials_are_hidden_and_the_agents_own_stay_readable() {
         "{\"claudeAiOauth\":\"AGENT-TOKEN\"}\n",
     );
     let out = ok(&f.jail(
-        "cat ~/.aws/credentials ~/.ssh/id_ed25519 ~/.git-credentials ~/.config/gh/hosts.yml 2>/dev/null; ls ~/.aws | wc -l; \
-         cat ~/.ssh/id_ed25519.pub ~/.ssh/known_hosts ~/.claude/.credentials.json",
+        "cat ~/.aws/credentials ~/.ssh/id_ed25519 ~/.ssh/github ~/.ssh/keys/work ~/.git-credentials ~/.config/gh/hosts.yml 2>/dev/null; ls ~/.aws | wc -l; \
+         cat ~/.ssh/id_ed25519.pub ~/.ssh/known_hosts ~/.ssh/config ~/.claude/.credentials.json",
     ));
-    for secret in ["AKIA-SECRET", "PRIVATE-KEY", "TOKEN@", "GH-TOKEN"] {
+    for secret in [
+        "AKIA-SECRET",
+        "PRIVATE-KEY",
+        "ODD-NAME-KEY",
+        "NESTED-KEY",
+        "TOKEN@",
+        "GH-TOKEN",
+    ] {
         assert!(
             !out.contains(secret),
             "{secret} readable in the jail:\n{out}"
         );
     }
-    for visible in ["ssh-ed25519 PUBLIC", "host key", "AGENT-TOKEN"] {
+    for visible in [
+        "ssh-ed25519 PUBLIC",
+        "host key",
+        "IdentityFile",
+        "AGENT-TOKEN",
+    ] {
         assert!(
             out.contains(visible),
             "{visible} should stay readable:\n{out}"

@@ -320,10 +320,10 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
             runs: "configured read-only path".into(),
         });
     }
-    let (sealed, stubs) = seal(findings, &writable_roots, &mut warnings);
+    let (sealed, stubs, closed) = seal(findings, &writable_roots, &mut warnings);
     plan.placeholders.extend(stubs);
 
-    let anchors = anchors(&ws, &discovery.repos, &sealed);
+    let anchors = anchors(&ws, &discovery.repos, &sealed, &closed);
     let private = &plan.policy.private;
     let mut hidden = Vec::new();
     let runtime_dir =
@@ -402,7 +402,8 @@ fn seal(
     findings: Vec<Finding>,
     roots: &[PathBuf],
     warnings: &mut Vec<String>,
-) -> (Vec<Sealed>, Vec<Placeholder>) {
+) -> (Vec<Sealed>, Vec<Placeholder>, Vec<PathBuf>) {
+    let mut closed = Vec::new();
     let mut sealed: Vec<Sealed> = Vec::new();
     let mut stubs = Vec::new();
     let mut seen = BTreeSet::new();
@@ -441,6 +442,19 @@ fn seal(
             },
             Ok(m) => (f.path.clone(), None, false, m.is_dir()),
             Err(_) => match first_missing(&f.path, root) {
+                Some((p, _)) if p.parent().is_some_and(closed_to_us) => {
+                    // Nothing can create it: not you, so not the agent (same uid, no capability,
+                    // and only the owner could open the directory up). Its parents still may not be
+                    // renamed, so the directory stays where the human's tools look.
+                    let parent = p.parent().unwrap_or(&p).to_path_buf();
+                    warnings.push(format!(
+                        "{} is not sealed: {} is not yours and you cannot write it, so nothing in the jail can create it",
+                        p.display(),
+                        parent.display()
+                    ));
+                    closed.push(parent);
+                    continue;
+                }
                 Some((p, leaf)) => {
                     let stub = if leaf { f.stub } else { Stub::Dir };
                     (p, Some(stub), true, stub == Stub::Dir)
@@ -485,7 +499,25 @@ fn seal(
     let kept_paths: std::collections::HashSet<&Path> =
         kept.iter().map(|k| k.path.as_path()).collect();
     stubs.retain(|p| kept_paths.contains(p.path.as_path()));
-    (kept, stubs)
+    (kept, stubs, closed)
+}
+
+/// A directory in which this user cannot create anything and whose mode only its owner (not this
+/// user) could change: a nested repository made by root in a `postCreateCommand`, say.
+fn closed_to_us(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(m) = std::fs::symlink_metadata(dir) else {
+        return false;
+    };
+    m.is_dir()
+        && m.uid() != rustix::process::geteuid().as_raw()
+        && rustix::fs::accessat(
+            rustix::fs::CWD,
+            dir,
+            rustix::fs::Access::WRITE_OK,
+            rustix::fs::AtFlags::EACCESS,
+        )
+        .is_err()
 }
 
 /// The first missing component of `path` below `root`, and whether it is the leaf itself.
@@ -506,7 +538,12 @@ fn first_missing(path: &Path, root: &Path) -> Option<(PathBuf, bool)> {
 
 /// Directories that must not be renamed: every `.git` directory in the workspace, and every directory
 /// between the workspace root and a nested repository or a sealed path.
-fn anchors(ws: &Path, repos: &[entrypoints::Repo], sealed: &[Sealed]) -> Vec<PathBuf> {
+fn anchors(
+    ws: &Path,
+    repos: &[entrypoints::Repo],
+    sealed: &[Sealed],
+    closed: &[PathBuf],
+) -> Vec<PathBuf> {
     let mut set = BTreeSet::new();
     let add_chain = |leaf: &Path, set: &mut BTreeSet<PathBuf>| {
         let mut cur = leaf.to_path_buf();
@@ -531,6 +568,9 @@ fn anchors(ws: &Path, repos: &[entrypoints::Repo], sealed: &[Sealed]) -> Vec<Pat
         if let Some(parent) = s.path.parent() {
             add_chain(parent, &mut set);
         }
+    }
+    for dir in closed {
+        add_chain(dir, &mut set);
     }
     // A sealed directory is already a mount point; binding it writable would undo the seal.
     let sealed_paths: BTreeSet<&Path> = sealed.iter().map(|s| s.path.as_path()).collect();
