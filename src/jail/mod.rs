@@ -8,12 +8,14 @@
 //! - `home`: the session-private `$HOME` and `~/.claude.json`;
 //! - `exec`: the first process in the jail, which restores signal defaults and runs the command;
 //! - `seal`: the seals, anchors and masks mounted from outside while the jail's first process waits;
+//! - `links`: entry points reached through `$HOME`'s symlinks into writable roots;
 //! - `launch`: `run` itself.
 
 pub mod args;
 pub mod exec;
 pub mod home;
 pub mod launch;
+pub(crate) mod links;
 pub mod placeholders;
 pub mod plan;
 pub mod policy;

@@ -306,6 +306,11 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
     warnings.append(&mut discovery.warnings);
     let mut findings = std::mem::take(&mut discovery.findings);
     findings.extend(entrypoints::discover_state(&home, &plan.holes));
+    findings.extend(super::links::home_link_targets(
+        &home,
+        &plan.holes,
+        &writable_roots,
+    ));
     for p in input.config_paths.all() {
         findings.push(Finding {
             path: p.to_path_buf(),
