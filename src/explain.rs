@@ -18,6 +18,8 @@ pub const NOT_COVERED: &[&str] = &[
     "writable PATH directories and new repositories' hooks: sealed only by the watcher",
     "entry points created below the workspace root (e.g. sub/.envrc); existing ones are sealed",
     "poisoned caches in writable holes (~/.cache, ~/.npm)",
+    "unix sockets made after launch outside ~/.ssh, ~/.gnupg and /run (in the workspace, a writable hole, elsewhere in $HOME)",
+    "a sealed file replaced outside by rename during the session (an editor or `git config` saving it): the jail then sees the new file, writable where its directory is",
     "kernel exploits and a compromised image",
 ];
 
@@ -85,6 +87,28 @@ pub fn explain(opts: &RunOptions, json: bool) -> Result<()> {
     let _ = writeln!(out, "\nMasked:");
     for m in &p.masks {
         let _ = writeln!(out, "  {}  ({})", m.path.display(), m.why);
+    }
+    let _ = writeln!(
+        out,
+        "\nFixed views (as at launch; sockets made later are not in the jail):"
+    );
+    if let Some(run) = &p.run_view {
+        let keep: Vec<String> = run.keep.iter().map(|k| k.display().to_string()).collect();
+        let _ = writeln!(out, "  /run: only {}", keep.join(", "));
+    }
+    for e in &p.home_entries {
+        if let HomeBind::Filtered(keep) = &e.bind {
+            let names: Vec<String> = keep
+                .iter()
+                .map(|n| n.to_string_lossy().into_owned())
+                .collect();
+            let _ = writeln!(
+                out,
+                "  {}: only {}",
+                p.home.join(&e.name).display(),
+                names.join(", ")
+            );
+        }
     }
     let _ = writeln!(
         out,

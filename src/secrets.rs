@@ -30,7 +30,7 @@ pub const DEFAULT_HIDDEN: &[&str] = &[
 /// Private keys under `~/.ssh`, by name (`id_*` without `.pub`, `*.pem`, `*.key`) and by content
 /// (any regular file whose first 4 KiB hold a PEM/OpenSSH/PuTTY private key header, whatever its
 /// name: `~/.ssh/github`, `~/.ssh/keys/work`). `known_hosts`, `config` and public keys stay readable.
-fn ssh_private_keys(home: &Path) -> Vec<PathBuf> {
+pub(crate) fn ssh_private_keys(home: &Path) -> Vec<PathBuf> {
     walkdir::WalkDir::new(home.join(".ssh"))
         .max_depth(3)
         .follow_links(false)

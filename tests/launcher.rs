@@ -645,10 +645,13 @@ fn sealing_from_outside_matches_bwraps_own_sealing() {
     f.git(&f.ws.join("sub/nested"), &["init", "-q"]);
     std::fs::write(f.ws.join(".envrc"), "export A=1\n").unwrap();
     std::os::unix::fs::symlink(".config/vimrc", f.home.join(".vimrc")).unwrap();
+    std::fs::create_dir_all(f.home.join(".ssh/config.d")).unwrap();
+    std::fs::write(f.home.join(".ssh/config"), "Host x\n").unwrap();
+    std::fs::write(f.home.join(".ssh/id_rsa"), "KEY\n").unwrap();
     // Mount point, and the flags that matter, of every mount under the workspace and home; what
     // `$HOME` looks like and where it can be written; plus what a write through the working
     // directory (the workspace: an anchor covers it) does.
-    let script = "awk '{print $5, $6}' /proc/self/mountinfo | grep -E \"^($WS|$HOME|/tmp/.claude-sandbox)\" \
+    let script = "awk '{print $5, $6}' /proc/self/mountinfo | grep -E \"^($WS|$HOME|/tmp/.claude-sandbox|/run)\" \
         | sed -E 's/,relatime|,noatime//' | sort; find ~ -maxdepth 1 -printf '%y %p %l\\n' | sort; \
         touch ~/.cache/w && echo cache-writable; touch ~/.local/bin/w && echo local-bin-writable; \
         touch ~/.config/w 2>/dev/null || echo config-read-only; touch ~/new && echo home-top-private; \

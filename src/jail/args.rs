@@ -3,8 +3,9 @@
 //! Mount order matters, because a later mount hides what an earlier one put at the same place:
 //! 1. namespaces and process options (`--die-with-parent`, new user, PID and IPC namespaces, no caps);
 //! 2. the whole root read-only, fresh `/dev` and `/proc`;
-//! 3. private tmpfs (`/tmp`, `$XDG_RUNTIME_DIR`);
-//! 4. the session's `$HOME`, then its top-level entries (read-only, writable holes, symlinks);
+//! 3. `/run` as a read-only view (`sockets`), then private tmpfs (`/tmp`, `$XDG_RUNTIME_DIR`);
+//! 4. the session's `$HOME`, then its top-level entries (read-only, writable holes, symlinks,
+//!    filtered views of directories where sockets appear);
 //! 5. writable roots (the workspace), then anchors (writable self-binds that make `.git` and nested
 //!    repositories' ancestors impossible to rename); then hidden directories (the runtime directory),
 //!    after every writable bind so that none can re-expose it;
@@ -46,6 +47,17 @@ pub fn bwrap_args(policy: &Policy, fds: Fds, sealing: Sealing) -> Vec<OsString> 
         .flag("ALL");
     a.flag("--ro-bind").flag("/").flag("/");
     a.flag("--dev").flag("/dev").flag("--proc").flag("/proc");
+    if let Some(run) = &policy.run_view {
+        let dir = Path::new("/run");
+        a.flag("--tmpfs").path(dir);
+        for d in &run.dirs {
+            a.flag("--dir").path(d);
+        }
+        for k in &run.keep {
+            a.same("--ro-bind", k);
+        }
+        a.flag("--remount-ro").path(dir);
+    }
     for p in &policy.private {
         a.flag("--tmpfs").path(p);
     }
@@ -111,6 +123,13 @@ fn home_and_writable(a: &mut Argv, policy: &Policy) {
             HomeBind::ReadOnly => a.same("--ro-bind", &dest),
             HomeBind::Writable => a.same("--bind", &dest),
             HomeBind::Symlink(target) => a.flag("--symlink").path(target).path(&dest),
+            HomeBind::Filtered(keep) => {
+                a.flag("--tmpfs").path(&dest);
+                for name in keep {
+                    a.same("--ro-bind", &dest.join(name));
+                }
+                a.flag("--remount-ro").path(&dest)
+            }
         };
     }
     for p in &policy.writable {
@@ -179,10 +198,14 @@ mod tests {
         .map(|s| s.into_string().unwrap())
         .collect();
         let want = "--die-with-parent --unshare-user --unshare-pid --unshare-ipc --cap-drop ALL \
-            --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp \
+            --ro-bind / / --dev /dev --proc /proc \
+            --tmpfs /run --dir /run/user/1 --ro-bind /run/lock /run/lock --remount-ro /run \
+            --tmpfs /tmp --tmpfs /run/user/1 \
             --tmpfs /tmp/.claude-sandbox --ro-bind /usr/local/bin/claude-sandbox /tmp/.claude-sandbox/claude-sandbox \
             --remount-ro /tmp/.claude-sandbox \
             --bind /run/cs/1/s/home /h --ro-bind /h/.bashrc /h/.bashrc --bind /h/.claude /h/.claude \
+            --tmpfs /h/.ssh --ro-bind /h/.ssh/config /h/.ssh/config \
+            --ro-bind /h/.ssh/known_hosts /h/.ssh/known_hosts --remount-ro /h/.ssh \
             --symlink dot/vimrc /h/.vimrc --bind /w /w --bind /w/.git /w/.git \
             --tmpfs /run/cs --remount-ro /run/cs \
             --ro-bind /w/.git/hooks /w/.git/hooks --ro-bind /w/.envrc /w/.envrc \
@@ -222,7 +245,9 @@ mod tests {
         let text = args.join(" ");
         // bwrap shows the sealer the host's tree; `$HOME`, the workspace and the seals are its.
         assert!(
-            text.contains("--tmpfs /tmp --bind / /tmp/.claude-sandbox-host --seccomp 3"),
+            text.contains(
+                "--remount-ro /run --tmpfs /tmp --tmpfs /run/user/1 --bind / /tmp/.claude-sandbox-host --seccomp 3"
+            ),
             "{text}"
         );
         assert!(text.contains("--chdir / --"), "{text}");
@@ -230,6 +255,7 @@ mod tests {
             "/tmp/.claude-sandbox",
             "/h",
             "/h/.bashrc",
+            "/h/.ssh",
             "/w",
             "/w/.git/hooks",
             "/run/docker.sock",

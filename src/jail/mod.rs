@@ -9,6 +9,7 @@
 //! - `exec`: the first process in the jail, which restores signal defaults and runs the command;
 //! - `seal`: the seals, anchors and masks mounted from outside while the jail's first process waits;
 //! - `links`: entry points reached through `$HOME`'s symlinks into writable roots;
+//! - `sockets`: `~/.ssh`, `~/.gnupg` and `/run` as fixed views (sockets made later stay unseen);
 //! - `launch`: `run` itself.
 
 pub mod args;
@@ -21,3 +22,4 @@ pub mod plan;
 pub mod policy;
 pub mod seal;
 pub mod seccomp;
+pub(crate) mod sockets;

@@ -241,6 +241,14 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         }
     }
     let private = private_dirs(input);
+    let allowed_sockets: Vec<PathBuf> = input
+        .config
+        .allow_ssh_agent
+        .then(|| input.env("SSH_AUTH_SOCK").map(PathBuf::from))
+        .flatten()
+        .into_iter()
+        .collect();
+    let run_view = super::sockets::run_view(&private, &allowed_sockets);
     let mut unsetenv: Vec<String> = UNSET_ENV.iter().map(|s| s.to_string()).collect();
     if !input.config.allow_ssh_agent {
         unsetenv.insert(0, "SSH_AUTH_SOCK".into());
@@ -262,6 +270,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         sealed: Vec::new(),
         masks: Vec::new(),
         private,
+        run_view,
         hidden: Vec::new(),
         hook_bin: input.self_exe.clone(),
         setenv: vec![
@@ -350,6 +359,13 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
     policy.sealed = sealed;
     policy.masks = masks;
     policy.hidden = hidden;
+    // What a fixed view leaves out is not in the jail at all: nothing to mask or hide there (and
+    // no mount point could be made in the read-only view).
+    let views = super::sockets::Views::of(policy);
+    policy.masks.retain(|m| !views.leave_out(&m.path));
+    policy.hidden.retain(|h| !views.leave_out(h));
+    policy.sealed.retain(|s| !views.leave_out(&s.path));
+    policy.anchors.retain(|a| !views.leave_out(a));
     plan.warnings.extend(warnings);
     plan.repos = discovery.repos;
     plan.workspace_dirs = discovery.dirs;
@@ -394,6 +410,14 @@ fn home_entries(home: &Path, holes: &[PathBuf]) -> Result<Vec<HomeEntry>> {
             ),
             Ok(m) if m.file_type().is_socket() => continue, // masked: never bound
             _ if holes.contains(&path) => HomeBind::Writable,
+            Ok(m) if m.is_dir() && (name == ".ssh" || name == ".gnupg") => {
+                let view = if name == ".ssh" {
+                    super::sockets::ssh_view(home)
+                } else {
+                    super::sockets::gnupg_view(home)
+                };
+                view.map_or(HomeBind::ReadOnly, HomeBind::Filtered)
+            }
             _ => HomeBind::ReadOnly,
         };
         out.push(HomeEntry { name, bind });

@@ -15,6 +15,9 @@ pub enum HomeBind {
     Writable,
     /// Recreated as the same symlink (its target is reached through the rest of the policy).
     Symlink(PathBuf),
+    /// A read-only tmpfs holding read-only binds of these children only, as they were at launch: a
+    /// directory where sockets appear later (`~/.ssh`, `~/.gnupg`; see `sockets`).
+    Filtered(Vec<OsString>),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -68,6 +71,9 @@ pub struct Policy {
     pub masks: Vec<Mask>,
     /// Private writable tmpfs mounts (`/tmp`, `$XDG_RUNTIME_DIR`).
     pub private: Vec<PathBuf>,
+    /// `/run` as a read-only view of what the jail may see (made by bwrap before the private
+    /// directories, in both sealing modes; see `sockets`).
+    pub run_view: Option<crate::jail::sockets::RunView>,
     /// Directories replaced by an empty read-only tmpfs (the runtime directory).
     pub hidden: Vec<PathBuf>,
     /// The claude-sandbox binary, bound read-only at a jail-only path for agent-runtime hooks
@@ -122,6 +128,10 @@ impl Policy {
                     bind: HomeBind::Writable,
                 },
                 HomeEntry {
+                    name: ".ssh".into(),
+                    bind: HomeBind::Filtered(vec!["config".into(), "known_hosts".into()]),
+                },
+                HomeEntry {
                     name: ".vimrc".into(),
                     bind: HomeBind::Symlink("dot/vimrc".into()),
                 },
@@ -152,7 +162,11 @@ impl Policy {
                     why: "podman".into(),
                 },
             ],
-            private: vec!["/tmp".into()],
+            private: vec!["/tmp".into(), "/run/user/1".into()],
+            run_view: Some(crate::jail::sockets::RunView {
+                keep: vec!["/run/lock".into()],
+                dirs: vec!["/run/user/1".into()],
+            }),
             hook_bin: Some("/usr/local/bin/claude-sandbox".into()),
             hidden: vec!["/run/cs".into()],
             setenv: vec![("CLAUDE_SANDBOX".into(), "1".into())],

@@ -104,14 +104,19 @@ pub fn seal_ops(policy: &Policy) -> Vec<SealOp> {
     ops.push(bind(&policy.session_home, &policy.home, true));
     for e in &policy.home_entries {
         let dst = policy.home.join(&e.name);
-        ops.push(match &e.bind {
-            HomeBind::ReadOnly => bind(&dst, &dst, false),
-            HomeBind::Writable => bind(&dst, &dst, true),
-            HomeBind::Symlink(target) => SealOp::Symlink {
+        match &e.bind {
+            HomeBind::ReadOnly => ops.push(bind(&dst, &dst, false)),
+            HomeBind::Writable => ops.push(bind(&dst, &dst, true)),
+            HomeBind::Symlink(target) => ops.push(SealOp::Symlink {
                 target: target.clone(),
                 dst,
-            },
-        });
+            }),
+            HomeBind::Filtered(keep) => {
+                ops.push(SealOp::Tmpfs(dst.clone()));
+                ops.extend(keep.iter().map(|n| bind(&dst.join(n), &dst.join(n), false)));
+                ops.push(SealOp::RemountReadOnly(dst));
+            }
+        }
     }
     ops.extend(policy.writable.iter().map(|p| bind(p, p, true)));
     ops.push(SealOp::Unstage);
@@ -606,6 +611,18 @@ mod tests {
                     dst: "/h/.claude".into(),
                     writable: true
                 },
+                SealOp::Tmpfs("/h/.ssh".into()),
+                SealOp::Bind {
+                    src: "/h/.ssh/config".into(),
+                    dst: "/h/.ssh/config".into(),
+                    writable: false
+                },
+                SealOp::Bind {
+                    src: "/h/.ssh/known_hosts".into(),
+                    dst: "/h/.ssh/known_hosts".into(),
+                    writable: false
+                },
+                SealOp::RemountReadOnly("/h/.ssh".into()),
                 SealOp::Symlink {
                     target: "dot/vimrc".into(),
                     dst: "/h/.vimrc".into()
