@@ -3,6 +3,8 @@
 //! peak RSS, detection latency in both watch modes, the prompt hook's cost, the watcher at rest, and
 //! how the baseline and the launch scale with executables and repositories.
 
+mod work;
+
 use claude_sandbox::baseline;
 use claude_sandbox::watch::{Running, WatchConfig};
 use std::os::unix::fs::PermissionsExt;
@@ -684,7 +686,7 @@ fn main() {
     println!("claude-sandbox benchmark ({cores} cores)\n");
     Table::header();
     // `cargo bench --bench guard -- launch poll`: only the sections named (launch, baseline,
-    // detection, prompt, rest); all by default.
+    // detection, prompt, rest, churn, memory, realwork); all by default.
     let only: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with("--"))
@@ -725,6 +727,15 @@ fn main() {
     }
     if wanted("rest") {
         rest_rows();
+    }
+    if wanted("churn") {
+        work::churn_rows();
+    }
+    if wanted("memory") {
+        work::memory_rows();
+    }
+    if wanted("realwork") {
+        work::real_work_rows();
     }
 }
 
