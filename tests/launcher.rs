@@ -574,11 +574,7 @@ fn terminal_injection_is_blocked_while_the_tui_keeps_working() {
         screen().contains("EXIT=42")
     });
     assert!(screen().contains("GOT-INT"));
-    let _ = Command::new("tmux")
-        .arg("-S")
-        .arg(&sock)
-        .arg("kill-server")
-        .status();
+    kill_tmux_server(&sock);
 }
 
 #[test]

@@ -289,11 +289,41 @@ impl Tmux {
 
 impl Drop for Tmux {
     fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .arg("-S")
-            .arg(&self.sock)
-            .arg("kill-server")
-            .output();
+        kill_tmux_server(&self.sock);
+    }
+}
+
+/// End the tmux server on `sock` and wait (at most 5 s) until it and its shells are gone: a shell
+/// writes its history as it exits, which would recreate a fixture being removed.
+pub fn kill_tmux_server(sock: &Path) {
+    let pids: Vec<u32> = Command::new("tmux")
+        .arg("-S")
+        .arg(sock)
+        .args(["list-panes", "-a", "-F", "#{pid} #{pane_pid}"])
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    let _ = Command::new("tmux")
+        .arg("-S")
+        .arg(sock)
+        .arg("kill-server")
+        .output();
+    let alive = |p: &u32| {
+        std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
+            s.rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().next())
+                != Some("Z")
+        })
+    };
+    let t0 = std::time::Instant::now();
+    while pids.iter().any(alive) && t0.elapsed() < std::time::Duration::from_secs(5) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
 
