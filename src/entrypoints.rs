@@ -580,7 +580,10 @@ fn collect_module_dirs(dir: &Path, out: &mut Vec<PathBuf>, depth: usize) {
 
 /// The config file and every file it includes (depth-limited), each with the `core.hooksPath`
 /// target it sets, if any.
-fn config_with_includes(config: &Path, worktree: Option<&Path>) -> Vec<(PathBuf, Option<PathBuf>)> {
+pub(crate) fn config_with_includes(
+    config: &Path,
+    worktree: Option<&Path>,
+) -> Vec<(PathBuf, Option<PathBuf>)> {
     let mut out = Vec::new();
     let mut todo = vec![(config.to_path_buf(), 0)];
     while let Some((file, depth)) = todo.pop() {

@@ -6,6 +6,10 @@
 //! symlink at the top of `$HOME` and in `~/.config` (two levels, where stow folds and users link by
 //! hand) is resolved; a target inside a writable root is sealed like any entry point, whatever it
 //! is, because everything the human's `$HOME` shows is read-only in the jail.
+//!
+//! The same holds for what the human's global git config names: an `include.path` (or
+//! `includeIf`) target and a global `core.hooksPath` that lie in a writable root are read by every
+//! `git` the human runs, in every repository.
 
 use crate::entrypoints::{Finding, Stub};
 use std::path::{Path, PathBuf};
@@ -61,6 +65,45 @@ pub(crate) fn home_link_targets(
     out
 }
 
+/// Findings for the files the human's global git config includes and the hooks directory it names,
+/// where they lie in a writable root (not a hole).
+pub(crate) fn global_git_targets(
+    home: &Path,
+    holes: &[PathBuf],
+    writable_roots: &[PathBuf],
+) -> Vec<Finding> {
+    let xdg = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .unwrap_or_else(|| home.join(".config"));
+    let mut out = Vec::new();
+    for global in [home.join(".gitconfig"), xdg.join("git/config")] {
+        for (file, hooks) in crate::entrypoints::config_with_includes(&global, None) {
+            let named = [(
+                file,
+                "included by your global git config: every git reads it",
+            )]
+            .into_iter()
+            .chain(hooks.map(|h| (h, "your global core.hooksPath: every repository's hooks")));
+            for (path, runs) in named {
+                let Ok(target) = std::fs::canonicalize(&path) else {
+                    continue;
+                };
+                if writable_roots.iter().any(|r| target.starts_with(r))
+                    && !holes.iter().any(|h| target.starts_with(h))
+                {
+                    out.push(Finding {
+                        path: target,
+                        stub: Stub::Dir,
+                        runs: runs.into(),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -104,5 +147,29 @@ mod tests {
         assert!(got
             .iter()
             .any(|f| f.runs.starts_with("~/.bashrc links here")));
+    }
+
+    #[test]
+    fn global_git_config_includes_and_hooks_path_in_a_writable_root_are_found() {
+        let root = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(root.path()).unwrap();
+        let (home, ws) = (root.join("h"), root.join("ws"));
+        std::fs::create_dir_all(ws.join("hooks")).unwrap();
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(ws.join("extra.inc"), "[alias]\n\tx = !true\n").unwrap();
+        std::fs::write(
+            home.join(".gitconfig"),
+            format!(
+                "[include]\n\tpath = {}\n[core]\n\thooksPath = {}\n[include]\n\tpath = elsewhere.inc\n",
+                ws.join("extra.inc").display(),
+                ws.join("hooks").display()
+            ),
+        )
+        .unwrap();
+        std::fs::write(home.join("elsewhere.inc"), "").unwrap();
+        let got = global_git_targets(&home, &[], std::slice::from_ref(&ws));
+        let mut paths: Vec<_> = got.iter().map(|f| f.path.clone()).collect();
+        paths.sort();
+        assert_eq!(paths, [ws.join("extra.inc"), ws.join("hooks")]);
     }
 }

@@ -320,6 +320,11 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
         &plan.holes,
         &writable_roots,
     ));
+    findings.extend(super::links::global_git_targets(
+        &home,
+        &plan.holes,
+        &writable_roots,
+    ));
     for p in input.config_paths.all() {
         findings.push(Finding {
             path: p.to_path_buf(),
