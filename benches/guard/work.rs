@@ -82,6 +82,9 @@ fn guarded(scene: &Path, ws: &Path, path: &str, script: &str, env: &[(&str, &str
     c
 }
 
+/// (wall ms, CPU s) of each run.
+type Runs = Vec<(f64, f64)>;
+
 /// Alternate bare and guarded runs `n` times each; returns ((wall, cpu) bare, (wall, cpu) guarded).
 fn pairs(
     n: usize,
@@ -90,7 +93,7 @@ fn pairs(
     path: &str,
     script: &str,
     env: &[(&str, &str)],
-) -> (Vec<(f64, f64)>, Vec<(f64, f64)>) {
+) -> (Runs, Runs) {
     let (mut b, mut g) = (Vec::new(), Vec::new());
     // One pair to warm the page cache and the tools' own caches, not counted.
     measure(bare(ws, script, env));
