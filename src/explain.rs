@@ -35,7 +35,12 @@ pub fn explain(opts: &RunOptions, json: bool) -> Result<()> {
     opts.command = vec!["true".into()];
     let (input, config) = plan_input(&opts, "explain")?;
     let plan = plan(&input)?;
-    let watched = writable_path_dirs(&plan, &input.path_env);
+    let judged = crate::shellpath::judged_path(
+        &plan.policy.home,
+        &input.path_env,
+        input.env("NPM_CONFIG_PREFIX").map(std::ffi::OsStr::new),
+    );
+    let watched = writable_path_dirs(&plan, &judged);
     let mut out = std::io::stdout().lock();
     if json {
         let v = serde_json::json!({

@@ -23,4 +23,5 @@ pub mod alerts;
 pub mod baseline;
 pub(crate) mod process;
 pub mod quarantine;
+pub(crate) mod shellpath;
 pub mod watch;

@@ -1481,7 +1481,12 @@ pub fn foreground(workspace: Option<PathBuf>) -> crate::Result<i32> {
         .map_err(|e| crate::Error::Usage(format!("{}: {e}", ws.display())))?;
     let runtime = crate::runtime::ensure(&crate::runtime::locate())?;
     let session = format!("watch-{}", std::process::id());
-    let path_env = std::env::var_os("PATH").unwrap_or_default();
+    let home = crate::jail::launch::home_dir()?;
+    let path_env = crate::shellpath::judged_path(
+        &home,
+        &std::env::var_os("PATH").unwrap_or_default(),
+        std::env::var_os("NPM_CONFIG_PREFIX").as_deref(),
+    );
     let user_can_write = |p: &Path| {
         let existing = p.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"));
         rustix::fs::access(existing, rustix::fs::Access::WRITE_OK).is_ok()

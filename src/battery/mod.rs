@@ -47,6 +47,10 @@ pub struct Case {
     /// Run the session in a real terminal (tmux) with an outer shell that reads what follows it.
     #[serde(default)]
     pub tty: bool,
+    /// PATH for everything the case runs instead of the scene's (`~/` is the scene's home): a
+    /// human whose current PATH lacks a directory their next login shell will have.
+    #[serde(default)]
+    pub path: Option<String>,
     /// Seconds the payload may run before its whole process group is killed (default 60).
     #[serde(default = "default_payload_timeout")]
     pub timeout: u64,
@@ -250,6 +254,12 @@ fn scene(case: &Case, bin: &Path) -> Result<Scene> {
         ("TERM".into(), "xterm".into()),
         ("NO_COLOR".into(), "1".into()),
     ];
+    // The watch mode the battery was asked for reaches the scene's launcher (the scene's
+    // environment is otherwise its own: `CLAUDE_SANDBOX_WATCH=poll claude-sandbox battery`).
+    let mut env = env;
+    if let Ok(mode) = std::env::var(crate::watch::ENV_MODE) {
+        env.push((crate::watch::ENV_MODE.into(), mode));
+    }
     // The launcher itself runs from a copy under $HOME, in a writable cache directory (so that rewriting "the guard that
     // launches the next session" is a real attempt on a writable path, and --unguarded cannot
     // damage the binary running the battery).
@@ -351,7 +361,15 @@ pub fn run_case(case: &Case, bin: &Path, unguarded: bool, keep: bool) -> Outcome
         }
     }
     let s = match scene(case, bin) {
-        Ok(s) => s,
+        Ok(mut s) => {
+            if let Some(path) = &case.path {
+                let home = format!("{}/", s.root.join("home").display());
+                let path = path.replace("~/", &home);
+                s.env.retain(|(k, _)| k != "PATH");
+                s.env.push(("PATH".into(), path));
+            }
+            s
+        }
         Err(e) => return outcome(Verdict::Skipped, None, format!("cannot set up: {e}")),
     };
     let result = judge(case, &s, bin, unguarded);

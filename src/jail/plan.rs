@@ -149,7 +149,7 @@ impl Plan {
 }
 
 impl PlanInput {
-    fn env(&self, key: &str) -> Option<&str> {
+    pub(crate) fn env(&self, key: &str) -> Option<&str> {
         self.env
             .iter()
             .find(|(k, _)| k == key)
