@@ -204,6 +204,11 @@ pub fn main() -> i32 {
     init_logging(cli.verbose);
     let result = match cli.command {
         Command::Run {
+            dry_run, command, ..
+        } if !dry_run && crate::jail::nested::inside_this_jail() => {
+            crate::jail::nested::exec_directly(&command)
+        }
+        Command::Run {
             workspace,
             config,
             dry_run,

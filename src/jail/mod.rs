@@ -8,12 +8,14 @@
 //! - `home`: the session-private `$HOME` and `~/.claude.json`;
 //! - `exec`: the first process in the jail, which restores signal defaults and runs the command;
 //! - `seal`: the seals, anchors and masks mounted from outside while the jail's first process waits;
-//! - `launch`: `run` itself.
+//! - `launch`: `run` itself;
+//! - `nested`: `run` inside the jail runs the command directly, and says so.
 
 pub mod args;
 pub mod exec;
 pub mod home;
 pub mod launch;
+pub(crate) mod nested;
 pub mod placeholders;
 pub mod plan;
 pub mod policy;
