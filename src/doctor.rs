@@ -17,6 +17,9 @@ pub enum Mark {
     Pass,
     Warn,
     Fail,
+    /// The check does not apply here (e.g. the prompt hook outside an interactive shell).
+    #[serde(rename = "n/a")]
+    NotApplicable,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -41,6 +44,14 @@ fn warn(name: &'static str, why: impl Into<String>, fix: impl Into<String>) -> C
         mark: Mark::Warn,
         why: why.into(),
         fix: Some(fix.into()),
+    }
+}
+fn not_applicable(name: &'static str, why: impl Into<String>) -> Check {
+    Check {
+        name,
+        mark: Mark::NotApplicable,
+        why: why.into(),
+        fix: None,
     }
 }
 fn fail(name: &'static str, why: impl Into<String>, fix: impl Into<String>) -> Check {
@@ -106,6 +117,7 @@ pub fn doctor(json: bool) -> i32 {
                 Mark::Pass => ("[✓]", "32"),
                 Mark::Warn => ("[!]", "33"),
                 Mark::Fail => ("[✗]", "31"),
+                Mark::NotApplicable => ("[-]", "2"),
             };
             let mark = if color {
                 format!("\x1b[{code}m{mark}\x1b[0m")
@@ -119,10 +131,14 @@ pub fn doctor(json: bool) -> i32 {
         }
         let fails = checks.iter().filter(|c| c.mark == Mark::Fail).count();
         let warns = checks.iter().filter(|c| c.mark == Mark::Warn).count();
+        let na = checks
+            .iter()
+            .filter(|c| c.mark == Mark::NotApplicable)
+            .count();
         let _ = writeln!(
             out,
-            "\n{fails} failed, {warns} warnings, {} passed",
-            checks.len() - fails - warns
+            "\n{fails} failed, {warns} warnings, {} passed, {na} not applicable",
+            checks.len() - fails - warns - na
         );
     }
     if checks.iter().any(|c| c.mark == Mark::Fail) {
@@ -357,26 +373,37 @@ fn check_inotify() -> Vec<Check> {
 }
 
 /// PATH directories the jail could write, for the current directory's workspace.
-fn writable_path_dirs() -> Option<(Vec<PathBuf>, PathBuf)> {
+fn writable_path_dirs() -> crate::Result<(Vec<PathBuf>, PathBuf)> {
     let opts = launch::RunOptions {
         command: vec!["true".into()],
         ..Default::default()
     };
-    let (input, _) = launch::plan_input(&opts, "doctor").ok()?;
-    let plan = crate::jail::plan::plan(&input).ok()?;
-    Some((
+    let (input, _) = launch::plan_input(&opts, "doctor")?;
+    let plan = crate::jail::plan::plan(&input)?;
+    Ok((
         crate::explain::writable_path_dirs(&plan, &input.path_env),
         plan.policy.workspace,
     ))
 }
 
 fn check_watched() -> Vec<Check> {
-    let Some((dirs, _)) = writable_path_dirs() else {
-        return vec![warn(
-            "watched directories",
-            "could not plan a jail for the current directory",
-            "run doctor from your workspace",
-        )];
+    let dirs = match writable_path_dirs() {
+        Ok((dirs, _)) => dirs,
+        // A broken configuration file stops `run` with file:line; say the same here.
+        Err(e @ crate::Error::Config { .. }) => {
+            return vec![fail(
+                "configuration",
+                e.to_string(),
+                "correct that line: `claude-sandbox run` refuses to start until then",
+            )]
+        }
+        Err(e) => {
+            return vec![warn(
+                "watched directories",
+                format!("could not plan a jail for the current directory: {e}"),
+                "run doctor from your workspace",
+            )]
+        }
     };
     if dirs.is_empty() {
         return vec![pass("watched directories", "no writable directory on PATH")];
@@ -475,10 +502,58 @@ fn check_tiocsti() -> Vec<Check> {
     }
 }
 
+/// The prompt hook doctor looks for; `CLAUDE_SANDBOX_PROFILE_HOOK` points it elsewhere (tests, a
+/// `--sysconfdir` install).
+fn profile_hook() -> PathBuf {
+    std::env::var_os("CLAUDE_SANDBOX_PROFILE_HOOK")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(crate::jail::plan::PROFILE_HOOK))
+}
+
+/// The login shell: `$SHELL`, else the passwd entry (a devcontainer's `postStartCommand` may run
+/// without `$SHELL`).
+fn login_shell() -> String {
+    match std::env::var("SHELL") {
+        Ok(s) if !s.is_empty() => s,
+        _ => nix::unistd::User::from_uid(nix::unistd::getuid())
+            .ok()
+            .flatten()
+            .map(|u| u.shell.display().to_string())
+            .unwrap_or_default(),
+    }
+}
+
+/// What the prompt-hook check says, decided from plain facts.
+pub(crate) fn hook_verdict(
+    installed: bool,
+    interactive: bool,
+    hook_var: Option<&str>,
+    parent_pid: &str,
+) -> Check {
+    const NAME: &str = "prompt hook";
+    match hook_var {
+        Some(v) if v == parent_pid => pass(NAME, "active in this shell"),
+        // The hook runs at an interactive prompt; from a script (a postStartCommand, CI, an
+        // environment probe that exported the variable empty) there is nothing to check.
+        _ if !interactive => not_applicable(
+            NAME,
+            if installed {
+                "installed; not an interactive shell, so whether it runs at your prompt cannot be checked here (run doctor in a terminal)"
+            } else {
+                "not installed, and not an interactive shell (alerts show only with `claude-sandbox alerts`)"
+            },
+        ),
+        Some("") => fail(NAME, "not active in this shell: loaded but it never ran (something later replaced PROMPT_COMMAND, your ~/.bashrc?), or an empty value inherited from another process", "source /etc/profile.d/claude-sandbox.sh at the end of your ~/.bashrc"),
+        Some(_) => warn(NAME, "inherited from another shell, not active in this one", "check that /etc/bash.bashrc or /etc/zsh/zshrc sources /etc/profile.d/claude-sandbox.sh"),
+        None if installed => fail(NAME, "installed but not loaded in this shell", "open a new terminal; check that /etc/bash.bashrc sources /etc/profile.d/claude-sandbox.sh"),
+        None => warn(NAME, "not installed: alerts show only with `claude-sandbox alerts`", "sudo bash installer/install.sh"),
+    }
+}
+
 fn check_hook() -> Vec<Check> {
     let mut out = Vec::new();
-    let installed = Path::new(crate::jail::plan::PROFILE_HOOK).exists();
-    let shell = std::env::var("SHELL").unwrap_or_default();
+    let installed = profile_hook().exists();
+    let shell = login_shell();
     let name = Path::new(&shell)
         .file_name()
         .and_then(|n| n.to_str())
@@ -494,13 +569,14 @@ fn check_hook() -> Vec<Check> {
     let parent = rustix::process::getppid()
         .map(|p| p.as_raw_nonzero().get().to_string())
         .unwrap_or_default();
-    match std::env::var("CLAUDE_SANDBOX_PROMPT_HOOK") {
-        Ok(v) if v == parent => out.push(pass("prompt hook", "active in this shell")),
-        Ok(v) if v.is_empty() => out.push(fail("prompt hook", "loaded, but it never ran: something later replaced PROMPT_COMMAND (your ~/.bashrc?)", "source /etc/profile.d/claude-sandbox.sh at the end of your ~/.bashrc")),
-        Ok(_) => out.push(warn("prompt hook", "inherited from another shell, not active in this one", "check that /etc/bash.bashrc or /etc/zsh/zshrc sources /etc/profile.d/claude-sandbox.sh")),
-        Err(_) if installed => out.push(fail("prompt hook", "installed but not loaded in this shell", "open a new terminal; check that /etc/bash.bashrc sources /etc/profile.d/claude-sandbox.sh")),
-        Err(_) => out.push(warn("prompt hook", "not installed: alerts show only with `claude-sandbox alerts`", "sudo bash installer/install.sh")),
-    }
+    let interactive = rustix::termios::isatty(std::io::stdin());
+    let var = std::env::var("CLAUDE_SANDBOX_PROMPT_HOOK").ok();
+    out.push(hook_verdict(
+        installed,
+        interactive,
+        var.as_deref(),
+        &parent,
+    ));
     out
 }
 
@@ -578,4 +654,27 @@ fn check_alerts() -> Vec<Check> {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_prompt_hook_is_not_applicable_outside_an_interactive_shell() {
+        let v = |installed, interactive, var: Option<&str>| {
+            hook_verdict(installed, interactive, var, "42").mark
+        };
+        // A postStartCommand: no terminal, the variable exported empty by an environment probe.
+        assert_eq!(v(true, false, Some("")), Mark::NotApplicable);
+        assert_eq!(v(true, false, None), Mark::NotApplicable);
+        assert_eq!(v(false, false, Some("7")), Mark::NotApplicable);
+        // In a terminal the same facts are failures.
+        assert_eq!(v(true, true, Some("")), Mark::Fail);
+        assert_eq!(v(true, true, None), Mark::Fail);
+        assert_eq!(v(false, true, None), Mark::Warn);
+        assert_eq!(v(true, true, Some("7")), Mark::Warn);
+        assert_eq!(v(true, true, Some("42")), Mark::Pass);
+        assert_eq!(v(true, false, Some("42")), Mark::Pass);
+    }
 }
