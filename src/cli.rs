@@ -166,10 +166,13 @@ fn init_logging(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let color = color_on(std::io::stderr());
+    // Without -v or RUST_LOG, a session's log lines go to a file, not into the agent's terminal.
+    let live = verbose > 0 || std::env::var_os("RUST_LOG").is_some();
+    crate::logfile::set_live(live);
+    let color = live && color_on(std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| crate::logfile::Writer)
         .with_ansi(color)
         .with_target(false);
     // `-vv` is for finding where time goes: each line carries the time since start (seconds).
