@@ -49,6 +49,8 @@ pub enum Command {
     /// Watch writable PATH directories and the workspace's repositories in the foreground (outside any
     /// jail), quarantining planted executables and hooks, until SIGINT or SIGTERM.
     Watch {
+        /// The workspace whose repositories are watched; default: the git top level of the current
+        /// directory, else it.
         #[arg(long, value_name = "DIR")]
         workspace: Option<PathBuf>,
     },
@@ -111,9 +113,12 @@ pub enum Command {
         json: bool,
     },
     /// Explain the policy for this workspace and user: writable, read-only, masked, hidden, watched.
+    /// Short by default; with --verbose every sealed entry point, who runs it, and every mask.
     Explain {
+        /// The workspace to explain; default: the git top level of the current directory, else it.
         #[arg(long, value_name = "DIR")]
         workspace: Option<PathBuf>,
+        /// A configuration file used instead of ~/.config/claude-sandbox/config.toml.
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
         /// Print JSON for scripts.
@@ -126,11 +131,13 @@ pub enum Command {
 pub enum HookEvent {
     /// Read the host's PreToolUse (BeforeTool, preToolUse...) payload on stdin.
     PreToolUse {
+        /// The agent runtime calling (its hook protocol).
         #[arg(long, value_enum)]
         host: crate::hook::Host,
     },
     /// Print the session-start context for the host.
     SessionStart {
+        /// The agent runtime calling (its hook protocol).
         #[arg(long, value_enum)]
         host: crate::hook::Host,
     },
@@ -140,6 +147,7 @@ pub enum HookEvent {
 pub enum HooksAction {
     /// Install the hooks for a runtime into its user-level configuration.
     Install {
+        /// The agent runtime to configure.
         #[arg(long, value_enum)]
         runtime: crate::hook::Host,
         /// Print the resulting configuration instead of writing it.
@@ -152,7 +160,9 @@ pub enum HooksAction {
 pub enum AlertsAction {
     /// Acknowledge alerts by id, or all of them.
     Ack {
+        /// The alert ids to acknowledge (the first column of `claude-sandbox alerts`).
         ids: Vec<String>,
+        /// Acknowledge every alert.
         #[arg(long)]
         all: bool,
     },
@@ -279,6 +289,7 @@ pub fn main() -> i32 {
                 command: Vec::new(),
             },
             json,
+            cli.verbose > 0,
         )
         .map(|_| 0),
     };
@@ -343,9 +354,15 @@ fn alerts_command(
             serde_json::to_string_pretty(&shown).expect("alerts serialise")
         );
     } else {
+        let restored: std::collections::BTreeSet<String> = crate::quarantine::list(&runtime)
+            .into_iter()
+            .filter(|r| r.restored)
+            .map(|r| r.id)
+            .collect();
         crate::alerts::print_table(
             &shown,
             &contents.acked,
+            &restored,
             &mut out,
             color_on(std::io::stdout()),
         );

@@ -28,7 +28,24 @@ pub fn writable_path_dirs(plan: &Plan, path_env: &std::ffi::OsStr) -> Vec<PathBu
         .collect()
 }
 
-pub fn explain(opts: &RunOptions, json: bool) -> Result<()> {
+/// How many items a short `explain` lists before "... and N more".
+const SHORT_LIST: usize = 6;
+
+/// `items` joined, at most SHORT_LIST of them unless `full`.
+fn some(items: &[String], full: bool) -> String {
+    if full || items.len() <= SHORT_LIST {
+        return items.join(", ");
+    }
+    format!(
+        "{}, ... and {} more",
+        items[..SHORT_LIST].join(", "),
+        items.len() - SHORT_LIST
+    )
+}
+
+/// `full` (`explain --verbose`) lists every sealed entry point with who runs it, and every mask;
+/// the default is a screenful.
+pub fn explain(opts: &RunOptions, json: bool, full: bool) -> Result<()> {
     let mut opts = opts.clone();
     opts.command = vec!["true".into()];
     let (input, config) = plan_input(&opts, "explain")?;
@@ -70,33 +87,55 @@ pub fn explain(opts: &RunOptions, json: bool) -> Result<()> {
         let _ = writeln!(out, "  {}", p.home.join(&e.name).display());
     }
     let _ = writeln!(out, "  /tmp (private, empty, discarded)");
-    let _ = writeln!(
-        out,
-        "\nRead-only: everything else, and these entry points inside writable places:"
-    );
-    for s in &p.sealed {
-        let tag = if s.placeholder {
-            " [missing: placeholder while a session runs]"
-        } else {
-            ""
-        };
-        let _ = writeln!(out, "  {}{tag}\n      runs: {}", s.path.display(), s.runs);
-    }
-    let _ = writeln!(out, "\nMasked:");
-    for m in &p.masks {
-        let _ = writeln!(out, "  {}  ({})", m.path.display(), m.why);
-    }
-    let _ = writeln!(
-        out,
-        "\nHidden: {}",
-        p.hidden
+    if full {
+        let _ = writeln!(
+            out,
+            "\nRead-only: everything else, and these entry points inside writable places:"
+        );
+        for s in &p.sealed {
+            let tag = if s.placeholder {
+                " [missing: placeholder while a session runs]"
+            } else {
+                ""
+            };
+            let _ = writeln!(out, "  {}{tag}\n      runs: {}", s.path.display(), s.runs);
+        }
+        let _ = writeln!(out, "\nMasked:");
+        for m in &p.masks {
+            let _ = writeln!(out, "  {}  ({})", m.path.display(), m.why);
+        }
+    } else {
+        let missing = p.sealed.iter().filter(|s| s.placeholder).count();
+        let _ = writeln!(
+            out,
+            "\nRead-only: everything else, and {} entry points inside writable places ({missing} missing: \
+             a placeholder while a session runs)",
+            p.sealed.len()
+        );
+        let names: Vec<String> = p
+            .masks
             .iter()
-            .chain(p.private.iter().skip(1))
-            .map(|h| h.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    let _ = writeln!(out, "Unset in the jail: {}", p.unsetenv.join(" "));
+            .map(|m| m.path.display().to_string())
+            .collect();
+        let _ = writeln!(
+            out,
+            "Masked: {} paths: {}",
+            names.len(),
+            some(&names, false)
+        );
+        let _ = writeln!(
+            out,
+            "  (`claude-sandbox explain --verbose` lists every entry point, who runs it, and every mask)"
+        );
+    }
+    let hidden: Vec<String> = p
+        .hidden
+        .iter()
+        .chain(p.private.iter().skip(1))
+        .map(|h| h.display().to_string())
+        .collect();
+    let _ = writeln!(out, "\nHidden: {}", some(&hidden, full));
+    let _ = writeln!(out, "Unset in the jail: {}", some(&p.unsetenv, full));
     let _ = writeln!(out, "\nWatched (writable PATH directories):");
     if watched.is_empty() {
         let _ = writeln!(out, "  none");

@@ -68,3 +68,20 @@ fn with_v_the_warnings_are_live() {
     );
     assert!(!e.contains("claude-sandbox.log"), "{e}");
 }
+
+#[test]
+fn a_restored_quarantine_no_longer_offers_restore() {
+    let f = Fixture::new();
+    assert!(planting_session(&f, false).status.success());
+    let table = stdout(&f.cmd(["alerts"]).output().unwrap());
+    let q = table
+        .split("restore with: claude-sandbox restore ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{table}"))
+        .to_string();
+    ok(&f.cmd(["restore", &q]).output().unwrap());
+    let table = stdout(&f.cmd(["alerts"]).output().unwrap());
+    assert!(!table.contains("restore with"), "{table}");
+    assert!(table.contains(&format!("restored ({q})")), "{table}");
+}
