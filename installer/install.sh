@@ -7,9 +7,9 @@
 #                                  [--wrap claude,codex,...] [--no-packages]
 #   sudo bash installer/install.sh --uninstall [--prefix DIR] [--sysconfdir DIR]
 #
-# The binary: --binary PATH; else the one packaged beside this script (a devcontainer Feature); else
-# the one already installed in PREFIX/bin (so a later --wrap needs no cargo); else built from this
-# checkout with cargo; else `cargo install claude-sandbox`.
+# The binary: --binary PATH; else the one packaged beside this script (a devcontainer Feature); else,
+# with --wrap, the one already installed in PREFIX/bin (adding a wrapper later needs no cargo); else
+# built from this checkout with cargo; else `cargo install claude-sandbox`.
 # --wrap NAME or NAME=/path/to/real: a wrapper PREFIX/bin/NAME that runs the real NAME through
 # `claude-sandbox run`. Without =/path the real NAME is looked up each time the wrapper runs (on PATH,
 # skipping PREFIX/bin), so the agent may be installed after the wrapper. PREFIX/bin must come before
@@ -135,7 +135,7 @@ fi
 if [ "$packages" = 1 ] && [ -z "$dest" ]; then install_packages; fi
 
 reuse=0
-if [ -z "$binary" ] && [ -x "$installed" ]; then
+if [ -z "$binary" ] && [ -n "$wrap" ] && [ -x "$installed" ]; then
   binary=$installed
   reuse=1
   say "keeping the installed $prefix/bin/claude-sandbox (give --binary to replace it)"
