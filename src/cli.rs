@@ -125,6 +125,14 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print a shell completion script (the installer puts them where bash, zsh and fish look).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff; `claude-sandbox man | man -l -`).
+    Man,
 }
 
 #[derive(Debug, Subcommand)]
@@ -246,6 +254,8 @@ pub fn main() -> i32 {
             unguarded,
         }),
         Command::Hook { event } => Ok(hook_command(event)),
+        Command::Completions { shell } => Ok(crate::completions::completions(shell)),
+        Command::Man => crate::completions::man(),
         Command::Hooks {
             action: HooksAction::Install { runtime, print },
         } => launch::home_dir().and_then(|home| {

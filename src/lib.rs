@@ -8,6 +8,7 @@
 
 pub mod battery;
 pub mod cli;
+pub(crate) mod completions;
 pub mod config;
 pub mod doctor;
 pub mod entrypoints;

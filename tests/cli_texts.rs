@@ -52,6 +52,8 @@ fn no_option_has_a_blank_help() {
         &["hooks", "install"],
         &["doctor"],
         &["explain"],
+        &["completions"],
+        &["man"],
     ] {
         let out = std::process::Command::new(bin())
             .args(sub)
