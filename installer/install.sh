@@ -1,23 +1,29 @@
 #!/usr/bin/env bash
-# Install claude-sandbox: bubblewrap (apt, apk or dnf), the binary (built from this checkout with cargo,
-# `--binary PATH`, or `cargo install claude-sandbox` when there is no checkout) into a root-owned
-# directory, the prompt hook (/etc/profile.d/, sourced from /etc/bash.bashrc and /etc/zsh/zshrc), the
-# runtime directory, and on request root-owned wrappers that run an agent through the jail.
-# Idempotent. Everything it creates is recorded in a manifest; --uninstall removes exactly that.
+# Install claude-sandbox: bubblewrap (apt, apk or dnf), the binary into a root-owned directory, the
+# prompt hook (/etc/profile.d/, sourced from /etc/bash.bashrc and /etc/zsh/zshrc), the runtime
+# directory, and on request root-owned wrappers that run an agent through the jail.
 #
 #   sudo bash installer/install.sh [--prefix DIR] [--sysconfdir DIR] [--binary PATH]
 #                                  [--wrap claude,codex,...] [--no-packages]
 #   sudo bash installer/install.sh --uninstall [--prefix DIR] [--sysconfdir DIR]
 #
-# --wrap NAME or NAME=/path/to/real: a wrapper PREFIX/bin/NAME that runs the real NAME (found on PATH
-# now, outside PREFIX/bin) as `claude-sandbox run -- /path/to/real "$@"`. PREFIX/bin must come before
+# The binary: --binary PATH; else the one packaged beside this script (a devcontainer Feature); else,
+# with --wrap, the one already installed in PREFIX/bin (adding a wrapper later needs no cargo); else
+# built from this checkout with cargo; else `cargo install claude-sandbox`.
+# --wrap NAME or NAME=/path/to/real: a wrapper PREFIX/bin/NAME that runs the real NAME through
+# `claude-sandbox run`. Without =/path the real NAME is looked up each time the wrapper runs (on PATH,
+# skipping PREFIX/bin), so the agent may be installed after the wrapper. PREFIX/bin must come before
 # the real one on PATH (/usr/local/bin comes before /usr/bin on Debian and Ubuntu).
-# Environment: as a devcontainer Feature, WRAPAGENTS=claude,codex does what --wrap does.
+# Idempotent. Every file and directory it creates (never one that existed before) is recorded in
+# PREFIX/share/claude-sandbox/manifest; --uninstall removes exactly those, and only its own block
+# from the shell rc files. bubblewrap stays installed.
+# Environment: as a devcontainer Feature, WRAPAGENTS=claude,codex does what --wrap does, BINARY what
+# --binary does.
 set -euo pipefail
 
 prefix=/usr/local
 sysconfdir=/etc
-binary=""
+binary=${BINARY:-}
 packages=1
 uninstall=0
 wrap=${WRAPAGENTS:-}
@@ -33,7 +39,7 @@ while [ $# -gt 0 ]; do
     --wrap=*) wrap=${1#*=}; shift ;;
     --no-packages) packages=0; shift ;;
     --uninstall) uninstall=1; shift ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "install.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -43,17 +49,19 @@ root="$dest$prefix"
 etc="$dest$sysconfdir"
 share="$root/share/claude-sandbox"
 manifest="$share/manifest"
+header="# claude-sandbox install manifest v2: what install.sh created; --uninstall removes exactly this"
 self_dir=$(cd "$(dirname "$0")" && pwd)
 here=$(cd "$self_dir/.." && pwd)
 # A packaged Feature (installer/package-feature.sh) carries the hook and a prebuilt binary beside this
 # script; a checkout has them in profile.d/ and builds the binary.
 hook_src="$here/profile.d/claude-sandbox.sh"
 [ -f "$hook_src" ] || hook_src="$self_dir/claude-sandbox.sh"
-[ -n "${BINARY:-}" ] && [ -z "${binary:-}" ] && binary=$BINARY
 begin="# >>> claude-sandbox prompt hook >>>"
 end="# <<< claude-sandbox prompt hook <<<"
+mark="# claude-sandbox wrapper"
 
 say() { printf 'claude-sandbox install: %s\n' "$*"; }
+die() { printf 'claude-sandbox install: %s\n' "$*" >&2; exit 1; }
 
 # Remove our marked block from a shell rc file (leaves the rest byte for byte).
 unhook_rc() {
@@ -68,18 +76,34 @@ unhook_rc() {
 
 if [ "$uninstall" = 1 ]; then
   [ -f "$manifest" ] || { say "nothing installed under $root (no manifest)"; exit 0; }
-  # Deepest first; a directory is removed only if empty; rc files only lose our block.
-  sort -r "$manifest" | while IFS= read -r entry; do
-    case "$entry" in
-      rc:*) unhook_rc "${entry#rc:}" ;;
-      *) if [ -d "$entry" ] && [ ! -L "$entry" ]; then rmdir "$entry" 2>/dev/null || true; else rm -f "$entry"; fi ;;
+  mapfile -t entries < "$manifest"
+  v2=0; [ "${entries[0]-}" = "$header" ] && v2=1
+  rm -f "$manifest"
+  # rc files first (only our block goes), then files, then directories deepest first, each only if
+  # empty: a directory that holds something we did not put there stays, and we say so.
+  for e in "${entries[@]}"; do
+    case "$e" in rc:*) unhook_rc "${e#rc:}" ;; esac
+  done
+  for e in "${entries[@]}"; do
+    case "$e" in
+      file:*) rm -f "${e#file:}" ;;
+      rcfile:*) f=${e#rcfile:}; [ -s "$f" ] || rm -f "$f" ;;
+      '#'*|rc:*|dir:*) ;;
+      # A manifest written before v2 listed directories that existed before; only its files go.
+      *) if [ "$v2" = 0 ] && { [ -L "$e" ] || [ -f "$e" ]; }; then rm -f "$e"; fi ;;
     esac
   done
-  rm -f "$manifest"
-  rmdir "$share" "$root/share" "$root/bin" "$root" "$etc/profile.d" "$etc" 2>/dev/null || true
+  for e in "${entries[@]}"; do
+    case "$e" in dir:*) printf '%s\n' "${e#dir:}" ;; esac
+  done | sort -r | while IFS= read -r d; do
+    [ -d "$d" ] || continue
+    rmdir "$d" 2>/dev/null || say "left $d: it holds files install.sh did not create"
+  done
   say "removed what was installed under $root and $etc"
   exit 0
 fi
+
+case "$prefix$sysconfdir" in *"'"*) die "--prefix and --sysconfdir must not contain a single quote" ;; esac
 
 install_packages() {
   command -v bwrap >/dev/null 2>&1 && return 0
@@ -90,14 +114,34 @@ install_packages() {
   elif command -v dnf >/dev/null 2>&1; then
     dnf install -y bubblewrap
   else
-    say "no apt-get, apk or dnf: install bubblewrap yourself"; return 1
+    die "no apt-get, apk or dnf: install bubblewrap yourself"
   fi
 }
+
+installed="$root/bin/claude-sandbox"
+packaged=0
+if [ -z "$binary" ] && [ -x "$self_dir/claude-sandbox" ] && [ -f "$self_dir/devcontainer-feature.json" ]; then
+  binary="$self_dir/claude-sandbox"
+  packaged=1
+fi
+if [ "$packaged" = 1 ]; then
+  # The packaged binary is built on x86_64 Linux against glibc; say so rather than fail obscurely.
+  arch=$(uname -m)
+  [ "$arch" = x86_64 ] || die "the packaged claude-sandbox binary is for x86_64 Linux with glibc; this machine is $arch: build it here (cargo build --release) and give --binary (Feature option \"binary\")"
+  if ! getconf GNU_LIBC_VERSION >/dev/null 2>&1; then
+    die "the packaged claude-sandbox binary needs glibc; this system has another C library (musl? Alpine?): build it here (cargo build --release) and give --binary (Feature option \"binary\")"
+  fi
+fi
 if [ "$packages" = 1 ] && [ -z "$dest" ]; then install_packages; fi
 
-if [ -z "$binary" ] && [ -x "$self_dir/claude-sandbox" ]; then binary="$self_dir/claude-sandbox"; fi
+reuse=0
+if [ -z "$binary" ] && [ -n "$wrap" ] && [ -x "$installed" ]; then
+  binary=$installed
+  reuse=1
+  say "keeping the installed $prefix/bin/claude-sandbox (give --binary to replace it)"
+fi
 if [ -z "$binary" ]; then
-  command -v cargo >/dev/null 2>&1 || { say "cargo not found (sudo resets PATH): build first with \`cargo build --release\` and pass --binary target/release/claude-sandbox"; exit 1; }
+  command -v cargo >/dev/null 2>&1 || die "cargo not found (sudo resets PATH): build first with \`cargo build --release\` and pass --binary target/release/claude-sandbox"
   if [ -f "$here/Cargo.toml" ]; then
     (cd "$here" && cargo build --release --locked -q)
     binary="$here/target/release/claude-sandbox"
@@ -107,28 +151,74 @@ if [ -z "$binary" ]; then
     binary="$staging/bin/claude-sandbox"
   fi
 fi
-[ -x "$binary" ] || { say "$binary is not an executable"; exit 1; }
+[ -f "$binary" ] && [ -x "$binary" ] || die "$binary is not an executable file"
+version=$("$binary" --version 2>&1) || die "$binary does not run here ($version); the packaged binary is x86_64 Linux with glibc only: build it here and give --binary"
 
-mkdir -p "$share" "$root/bin" "$etc/profile.d"
-touch "$manifest"
-record() { grep -qxF "$1" "$manifest" 2>/dev/null || echo "$1" >> "$manifest"; }
-for d in "$root" "$root/bin" "$root/share" "$share" "$etc" "$etc/profile.d"; do record "$d"; done
+# What this run creates is recorded; until the manifest's directory exists, records wait here.
+pending=()
+record() {
+  if [ -f "$manifest" ]; then
+    grep -qxF "$1" "$manifest" || printf '%s\n' "$1" >> "$manifest"
+  else
+    pending+=("$1")
+  fi
+}
+# Create DIR and each missing ancestor, recording exactly the ones created.
+ensure_dir() {
+  local d=$1 missing=()
+  while [ ! -e "$d" ] && [ ! -L "$d" ]; do missing=("$d" "${missing[@]}"); d=$(dirname "$d"); done
+  [ -d "$d" ] || die "$d exists and is not a directory"
+  local m
+  for m in "${missing[@]}"; do mkdir -m 0755 "$m"; record "dir:$m"; done
+}
+
+ensure_dir "$share"
+if [ ! -f "$manifest" ]; then
+  printf '%s\n' "$header" > "$manifest"
+elif [ "$(head -n 1 "$manifest")" != "$header" ]; then
+  # A manifest written before v2 also listed directories that existed before: keep its files only.
+  { printf '%s\n' "$header"
+    while IFS= read -r e; do
+      case "$e" in rc:*) printf '%s\n' "$e" ;; *) if [ -f "$e" ] || [ -L "$e" ]; then printf 'file:%s\n' "$e"; fi ;; esac
+    done < "$manifest"; } > "$manifest.new"
+  mv -f "$manifest.new" "$manifest"
+fi
+for e in "${pending[@]}"; do record "$e"; done
+pending=()
+ensure_dir "$root/bin"
+ensure_dir "$etc/profile.d"
 
 # The binary: root-owned when installed by root, never writable by the agent's user.
-install -m 0755 "$binary" "$root/bin/claude-sandbox.new"
-mv -f "$root/bin/claude-sandbox.new" "$root/bin/claude-sandbox"
-record "$root/bin/claude-sandbox"
+if [ "$reuse" = 0 ]; then
+  install -m 0755 "$binary" "$root/bin/claude-sandbox.new"
+  mv -f "$root/bin/claude-sandbox.new" "$root/bin/claude-sandbox"
+fi
+record "file:$root/bin/claude-sandbox"
 bin_path="$prefix/bin/claude-sandbox"
+
+# Shell completions and the man page, generated by the binary itself (an older binary without the
+# subcommands simply gets none).
+gen() { # gen FILE ARGS...: write the binary's output for ARGS to FILE, recording what is made
+  local file=$1; shift
+  local out
+  out=$("$root/bin/claude-sandbox" "$@" 2>/dev/null) || return 0
+  ensure_dir "$(dirname "$file")"
+  [ -e "$file" ] || [ -L "$file" ] || record "file:$file"
+  printf '%s\n' "$out" > "$file.new" && chmod 0644 "$file.new" && mv -f "$file.new" "$file"
+}
+gen "$root/share/bash-completion/completions/claude-sandbox" completions bash
+gen "$root/share/zsh/site-functions/_claude-sandbox" completions zsh
+gen "$root/share/fish/vendor_completions.d/claude-sandbox.fish" completions fish
+gen "$root/share/man/man1/claude-sandbox.1" man
 
 # The attack battery's cases, for `claude-sandbox battery` in this container.
 battery_src="$here/battery"
 [ -d "$battery_src" ] || battery_src="$self_dir/battery"
 if [ -d "$battery_src" ]; then
-  mkdir -p "$share/battery"
-  record "$share/battery"
+  ensure_dir "$share/battery"
   for f in "$battery_src"/*.toml; do
     install -m 0644 "$f" "$share/battery/"
-    record "$share/battery/$(basename "$f")"
+    record "file:$share/battery/$(basename "$f")"
   done
 fi
 
@@ -137,46 +227,80 @@ sed "s|__claude_sandbox_bin=\${__claude_sandbox_bin:-/usr/local/bin/claude-sandb
   "$hook_src" > "$etc/profile.d/claude-sandbox.sh.new"
 chmod 0644 "$etc/profile.d/claude-sandbox.sh.new"
 mv -f "$etc/profile.d/claude-sandbox.sh.new" "$etc/profile.d/claude-sandbox.sh"
-record "$etc/profile.d/claude-sandbox.sh"
+record "file:$etc/profile.d/claude-sandbox.sh"
 # Non-login interactive shells (VS Code terminals, docker exec -it) do not read profile.d.
 for rc in "$etc/bash.bashrc" "$etc/zsh/zshrc"; do
   [ -f "$rc" ] || [ "$rc" = "$etc/bash.bashrc" ] || continue
-  [ -f "$rc" ] || { touch "$rc"; record "$rc"; }
+  if [ ! -f "$rc" ]; then
+    : > "$rc"
+    record "rcfile:$rc"
+  fi
   if ! grep -qF "$begin" "$rc"; then
     printf '%s\n[ -r %s/profile.d/claude-sandbox.sh ] && . %s/profile.d/claude-sandbox.sh\n%s\n' \
       "$begin" "$sysconfdir" "$sysconfdir" "$end" >> "$rc"
+    record "rc:$rc"
   fi
-  record "rc:$rc"
 done
 
-# Agent wrappers.
+# Agent wrappers. The real agent is resolved when the wrapper runs unless NAME=/path was given.
 IFS=',' read -r -a agents <<< "$wrap"
 for spec in "${agents[@]}"; do
   [ -n "$spec" ] || continue
   name=${spec%%=*}
   real=${spec#*=}
-  if [ "$real" = "$spec" ]; then
-    real=""
-    IFS=':' read -r -a dirs <<< "$PATH"
-    for d in "${dirs[@]}"; do
-      [ "$d" = "$prefix/bin" ] && continue
-      if [ -x "$d/$name" ] && ! grep -q "claude-sandbox wrapper" "$d/$name" 2>/dev/null; then real="$d/$name"; break; fi
-    done
-    [ -n "$real" ] || { say "--wrap $name: no $name found on PATH outside $prefix/bin; install it first or give $name=/path"; exit 1; }
+  [ "$real" = "$spec" ] && real=""
+  case "$name" in ''|*[!A-Za-z0-9._-]*) die "--wrap $spec: the name may use only letters, digits, '.', '_' and '-'" ;; esac
+  case "$real" in *"'"*) die "--wrap $spec: the path must not contain a single quote" ;; esac
+  target="$root/bin/$name"
+  if [ -e "$target" ] || [ -L "$target" ]; then
+    head -c 512 "$target" 2>/dev/null | grep -qF "$mark" \
+      || die "$target exists and is not a claude-sandbox wrapper (npm's global bin?); not replacing it. Run \`claude-sandbox run -- $name\`, or install with --prefix elsewhere on PATH before it"
   fi
-  cat > "$root/bin/$name.new" <<WRAPPER
+  cat > "$target.new" <<WRAPPER
 #!/bin/sh
-# claude-sandbox wrapper: runs $real in the jail. Installed by installer/install.sh.
-exec '$bin_path' run -- '$real' "\$@"
+$mark: runs $name in the jail. Installed by installer/install.sh.
+# The real $name is looked up when this runs (on PATH, skipping $prefix/bin and other wrappers),
+# so it may be installed after this wrapper.
+name='$name'; real='$real'; bin='$bin_path'; here='$prefix/bin'
+if [ -z "\$real" ]; then
+  set -f; saved_ifs=\$IFS; IFS=:
+  for d in \$PATH; do
+    case \$d in /*) ;; *) continue ;; esac
+    [ "\$d" = "\$here" ] && continue
+    if [ -f "\$d/\$name" ] && [ -x "\$d/\$name" ] && ! head -c 512 "\$d/\$name" 2>/dev/null | grep -qF '$mark'; then
+      real=\$d/\$name; break
+    fi
+  done
+  IFS=\$saved_ifs; set +f
+fi
+if [ -z "\$real" ]; then
+  echo "claude-sandbox wrapper: no \$name found on PATH outside \$here; install it first" >&2
+  exit 127
+fi
+# Already inside the jail: the launcher set CLAUDE_SANDBOX=1, masked claude-sandbox, and the user
+# namespace maps exactly one uid. Outside, a CLAUDE_SANDBOX set by anyone meets a claude-sandbox that
+# runs, so the agent still goes through the jail.
+if [ "\${CLAUDE_SANDBOX-}" = 1 ] && [ ! -x "\$bin" ]; then
+  { read -r _ _ count; read -r more || more=; } < /proc/self/uid_map
+  if [ "\$count" = 1 ] && [ -z "\$more" ]; then
+    echo "claude-sandbox: already inside the jail; running \$real directly" >&2
+    exec "\$real" "\$@"
+  fi
+fi
+exec "\$bin" run -- "\$real" "\$@"
 WRAPPER
-  chmod 0755 "$root/bin/$name.new"
-  mv -f "$root/bin/$name.new" "$root/bin/$name"
-  record "$root/bin/$name"
-  say "wrapped $name -> $real"
+  chmod 0755 "$target.new"
+  mv -f "$target.new" "$target"
+  record "file:$target"
+  say "wrapped $name -> ${real:-the first $name on PATH outside $prefix/bin, when it runs}"
 done
 
 # The shared runtime directory: sticky and world-writable like /tmp; each user's own is 0700.
 if [ -z "$dest" ] && [ "$(id -u)" = 0 ] && [ "$sysconfdir" = /etc ]; then
-  mkdir -p /run/claude-sandbox && chmod 1777 /run/claude-sandbox
+  if [ ! -e /run/claude-sandbox ]; then
+    mkdir -m 1777 /run/claude-sandbox
+    record "dir:/run/claude-sandbox"
+  fi
+  chmod 1777 /run/claude-sandbox
 fi
 say "installed $bin_path ($("$root/bin/claude-sandbox" --version)) and the prompt hook in $sysconfdir/profile.d"

@@ -282,7 +282,14 @@ pub fn now_rfc3339() -> String {
 }
 
 /// Print alerts as a table (colours on a terminal unless `NO_COLOR`).
-pub fn print_table(alerts: &[&Alert], acked: &BTreeSet<String>, out: &mut dyn Write, color: bool) {
+/// `restored`: quarantine ids already put back (their alerts no longer offer the restore command).
+pub fn print_table(
+    alerts: &[&Alert],
+    acked: &BTreeSet<String>,
+    restored: &BTreeSet<String>,
+    out: &mut dyn Write,
+    color: bool,
+) {
     if alerts.is_empty() {
         let _ = writeln!(out, "no alerts");
         return;
@@ -319,8 +326,14 @@ pub fn print_table(alerts: &[&Alert], acked: &BTreeSet<String>, out: &mut dyn Wr
             a.path.display(),
             a.detail
         );
-        if let Some(q) = &a.quarantine_id {
-            let _ = writeln!(out, "{:<22} restore with: claude-sandbox restore {q}", "");
+        match &a.quarantine_id {
+            Some(q) if restored.contains(q) => {
+                let _ = writeln!(out, "{:<22} restored ({q})", "");
+            }
+            Some(q) => {
+                let _ = writeln!(out, "{:<22} restore with: claude-sandbox restore {q}", "");
+            }
+            None => {}
         }
     }
 }

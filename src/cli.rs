@@ -49,6 +49,8 @@ pub enum Command {
     /// Watch writable PATH directories and the workspace's repositories in the foreground (outside any
     /// jail), quarantining planted executables and hooks, until SIGINT or SIGTERM.
     Watch {
+        /// The workspace whose repositories are watched; default: the git top level of the current
+        /// directory, else it.
         #[arg(long, value_name = "DIR")]
         workspace: Option<PathBuf>,
     },
@@ -111,26 +113,39 @@ pub enum Command {
         json: bool,
     },
     /// Explain the policy for this workspace and user: writable, read-only, masked, hidden, watched.
+    /// Short by default; with --verbose every sealed entry point, who runs it, and every mask.
     Explain {
+        /// The workspace to explain; default: the git top level of the current directory, else it.
         #[arg(long, value_name = "DIR")]
         workspace: Option<PathBuf>,
+        /// A configuration file used instead of ~/.config/claude-sandbox/config.toml.
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
         /// Print JSON for scripts.
         #[arg(long)]
         json: bool,
     },
+    /// Print a shell completion script (the installer puts them where bash, zsh and fish look).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff; `claude-sandbox man | man -l -`).
+    Man,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum HookEvent {
     /// Read the host's PreToolUse (BeforeTool, preToolUse...) payload on stdin.
     PreToolUse {
+        /// The agent runtime calling (its hook protocol).
         #[arg(long, value_enum)]
         host: crate::hook::Host,
     },
     /// Print the session-start context for the host.
     SessionStart {
+        /// The agent runtime calling (its hook protocol).
         #[arg(long, value_enum)]
         host: crate::hook::Host,
     },
@@ -140,6 +155,7 @@ pub enum HookEvent {
 pub enum HooksAction {
     /// Install the hooks for a runtime into its user-level configuration.
     Install {
+        /// The agent runtime to configure.
         #[arg(long, value_enum)]
         runtime: crate::hook::Host,
         /// Print the resulting configuration instead of writing it.
@@ -152,7 +168,9 @@ pub enum HooksAction {
 pub enum AlertsAction {
     /// Acknowledge alerts by id, or all of them.
     Ack {
+        /// The alert ids to acknowledge (the first column of `claude-sandbox alerts`).
         ids: Vec<String>,
+        /// Acknowledge every alert.
         #[arg(long)]
         all: bool,
     },
@@ -166,10 +184,13 @@ fn init_logging(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let color = color_on(std::io::stderr());
+    // Without -v or RUST_LOG, a session's log lines go to a file, not into the agent's terminal.
+    let live = verbose > 0 || std::env::var_os("RUST_LOG").is_some();
+    crate::logfile::set_live(live);
+    let color = live && color_on(std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| crate::logfile::Writer)
         .with_ansi(color)
         .with_target(false);
     // `-vv` is for finding where time goes: each line carries the time since start (seconds).
@@ -204,6 +225,11 @@ pub fn main() -> i32 {
     init_logging(cli.verbose);
     let result = match cli.command {
         Command::Run {
+            dry_run, command, ..
+        } if !dry_run && crate::jail::nested::inside_this_jail() => {
+            crate::jail::nested::exec_directly(&command)
+        }
+        Command::Run {
             workspace,
             config,
             dry_run,
@@ -228,6 +254,8 @@ pub fn main() -> i32 {
             unguarded,
         }),
         Command::Hook { event } => Ok(hook_command(event)),
+        Command::Completions { shell } => Ok(crate::completions::completions(shell)),
+        Command::Man => crate::completions::man(),
         Command::Hooks {
             action: HooksAction::Install { runtime, print },
         } => launch::home_dir().and_then(|home| {
@@ -271,6 +299,7 @@ pub fn main() -> i32 {
                 command: Vec::new(),
             },
             json,
+            cli.verbose > 0,
         )
         .map(|_| 0),
     };
@@ -335,9 +364,15 @@ fn alerts_command(
             serde_json::to_string_pretty(&shown).expect("alerts serialise")
         );
     } else {
+        let restored: std::collections::BTreeSet<String> = crate::quarantine::list(&runtime)
+            .into_iter()
+            .filter(|r| r.restored)
+            .map(|r| r.id)
+            .collect();
         crate::alerts::print_table(
             &shown,
             &contents.acked,
+            &restored,
             &mut out,
             color_on(std::io::stdout()),
         );

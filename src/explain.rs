@@ -18,8 +18,8 @@ pub const NOT_COVERED: &[&str] = &[
     "writable PATH directories and new repositories' hooks: sealed only by the watcher",
     "entry points created below the workspace root (e.g. sub/.envrc); existing ones are sealed",
     "poisoned caches in writable holes (~/.cache, ~/.npm)",
-    "unix sockets made after launch outside ~/.ssh, ~/.gnupg and /run (in the workspace, a writable hole, elsewhere in $HOME)",
-    "a sealed file replaced outside by rename during the session (an editor or `git config` saving it): the jail then sees the new file, writable where its directory is",
+    "unix sockets made after launch outside ~/.ssh, ~/.gnupg and /run",
+    "a sealed file replaced by rename outside during a session (`git config`): the jail sees the new one, writable",
     "kernel exploits and a compromised image",
 ];
 
@@ -30,7 +30,24 @@ pub fn writable_path_dirs(plan: &Plan, path_env: &std::ffi::OsStr) -> Vec<PathBu
         .collect()
 }
 
-pub fn explain(opts: &RunOptions, json: bool) -> Result<()> {
+/// How many items a short `explain` lists before "... and N more".
+const SHORT_LIST: usize = 6;
+
+/// `items` joined, at most SHORT_LIST of them unless `full`.
+fn some(items: &[String], full: bool) -> String {
+    if full || items.len() <= SHORT_LIST {
+        return items.join(", ");
+    }
+    format!(
+        "{}, ... and {} more",
+        items[..SHORT_LIST].join(", "),
+        items.len() - SHORT_LIST
+    )
+}
+
+/// `full` (`explain --verbose`) lists every sealed entry point with who runs it, and every mask;
+/// the default is a screenful.
+pub fn explain(opts: &RunOptions, json: bool, full: bool) -> Result<()> {
     let mut opts = opts.clone();
     opts.command = vec!["true".into()];
     let (input, config) = plan_input(&opts, "explain")?;
@@ -77,21 +94,46 @@ pub fn explain(opts: &RunOptions, json: bool) -> Result<()> {
         let _ = writeln!(out, "  {}", p.home.join(&e.name).display());
     }
     let _ = writeln!(out, "  /tmp (private, empty, discarded)");
-    let _ = writeln!(
-        out,
-        "\nRead-only: everything else, and these entry points inside writable places:"
-    );
-    for s in &p.sealed {
-        let tag = if s.placeholder {
-            " [missing: placeholder while a session runs]"
-        } else {
-            ""
-        };
-        let _ = writeln!(out, "  {}{tag}\n      runs: {}", s.path.display(), s.runs);
-    }
-    let _ = writeln!(out, "\nMasked:");
-    for m in &p.masks {
-        let _ = writeln!(out, "  {}  ({})", m.path.display(), m.why);
+    if full {
+        let _ = writeln!(
+            out,
+            "\nRead-only: everything else, and these entry points inside writable places:"
+        );
+        for s in &p.sealed {
+            let tag = if s.placeholder {
+                " [missing: placeholder while a session runs]"
+            } else {
+                ""
+            };
+            let _ = writeln!(out, "  {}{tag}\n      runs: {}", s.path.display(), s.runs);
+        }
+        let _ = writeln!(out, "\nMasked:");
+        for m in &p.masks {
+            let _ = writeln!(out, "  {}  ({})", m.path.display(), m.why);
+        }
+    } else {
+        let missing = p.sealed.iter().filter(|s| s.placeholder).count();
+        let _ = writeln!(
+            out,
+            "\nRead-only: everything else, and {} entry points inside writable places ({missing} missing: \
+             a placeholder while a session runs)",
+            p.sealed.len()
+        );
+        let names: Vec<String> = p
+            .masks
+            .iter()
+            .map(|m| m.path.display().to_string())
+            .collect();
+        let _ = writeln!(
+            out,
+            "Masked: {} paths: {}",
+            names.len(),
+            some(&names, false)
+        );
+        let _ = writeln!(
+            out,
+            "  (`claude-sandbox explain --verbose` lists every entry point, who runs it, and every mask)"
+        );
     }
     let _ = writeln!(
         out,
@@ -99,7 +141,7 @@ pub fn explain(opts: &RunOptions, json: bool) -> Result<()> {
     );
     if let Some(run) = &p.run_view {
         let keep: Vec<String> = run.keep.iter().map(|k| k.display().to_string()).collect();
-        let _ = writeln!(out, "  /run: only {}", keep.join(", "));
+        let _ = writeln!(out, "  /run: only {}", some(&keep, full));
     }
     for e in &p.home_entries {
         if let HomeBind::Filtered(keep) = &e.bind {
@@ -111,21 +153,18 @@ pub fn explain(opts: &RunOptions, json: bool) -> Result<()> {
                 out,
                 "  {}: only {}",
                 p.home.join(&e.name).display(),
-                names.join(", ")
+                some(&names, full)
             );
         }
     }
-    let _ = writeln!(
-        out,
-        "\nHidden: {}",
-        p.hidden
-            .iter()
-            .chain(p.private.iter().skip(1))
-            .map(|h| h.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    let _ = writeln!(out, "Unset in the jail: {}", p.unsetenv.join(" "));
+    let hidden: Vec<String> = p
+        .hidden
+        .iter()
+        .chain(p.private.iter().skip(1))
+        .map(|h| h.display().to_string())
+        .collect();
+    let _ = writeln!(out, "\nHidden: {}", some(&hidden, full));
+    let _ = writeln!(out, "Unset in the jail: {}", some(&p.unsetenv, full));
     let _ = writeln!(out, "\nWatched (writable PATH directories):");
     if watched.is_empty() {
         let _ = writeln!(out, "  none");

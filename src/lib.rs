@@ -8,6 +8,7 @@
 
 pub mod battery;
 pub mod cli;
+pub(crate) mod completions;
 pub mod config;
 pub mod doctor;
 pub mod entrypoints;
@@ -15,6 +16,7 @@ pub mod error;
 pub mod explain;
 pub mod hook;
 pub mod jail;
+pub(crate) mod logfile;
 pub mod runtime;
 pub mod secrets;
 

@@ -234,12 +234,19 @@ fn installer_end_to_end() {
 #[test]
 fn doctor_passes_here_and_fails_clearly() {
     let f = Fixture::new();
-    let out = f.cmd(["doctor", "--json"]).output().unwrap();
+    // The installed prompt hook is looked for in the fixture, not in this machine's /etc.
+    let hook = f.root.join("etc/profile.d/claude-sandbox.sh");
+    let doctor = |args: &[&str]| {
+        let mut c = f.cmd(args);
+        c.env("CLAUDE_SANDBOX_PROFILE_HOOK", &hook);
+        c
+    };
+    let out = doctor(&["doctor", "--json"]).output().unwrap();
     let checks: Vec<serde_json::Value> =
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)));
     let failed: Vec<_> = checks.iter().filter(|c| c["mark"] == "fail").collect();
-    // This machine runs jails; the prompt hook is not loaded in a test process (unset variable) and
-    // is not installed under /etc, which is a warning, not a failure.
+    // This machine runs jails; the prompt hook is not installed in the fixture, and doctor runs
+    // without a terminal here: not applicable, not a failure.
     assert!(failed.is_empty(), "{failed:#?}");
     assert_eq!(out.status.code(), Some(0));
     for name in [
@@ -257,8 +264,7 @@ fn doctor_passes_here_and_fails_clearly() {
             "missing check {name}"
         );
     }
-    let out = f
-        .cmd(["doctor"])
+    let out = doctor(&["doctor"])
         .env("CLAUDE_SANDBOX_BWRAP", "/nonexistent/bwrap")
         .output()
         .unwrap();
@@ -272,8 +278,7 @@ fn doctor_passes_here_and_fails_clearly() {
     // same, only slower) with the reason.
     let sealing = checks.iter().find(|c| c["name"] == "sealing").unwrap();
     assert_eq!(sealing["mark"], "pass", "{sealing:#?}");
-    let out = f
-        .cmd(["doctor"])
+    let out = doctor(&["doctor"])
         .env("CLAUDE_SANDBOX_SEAL", "fail-halfway")
         .output()
         .unwrap();
@@ -284,15 +289,57 @@ fn doctor_passes_here_and_fails_clearly() {
         "{}",
         stdout(&out)
     );
-    // A hook that was loaded but never ran (PROMPT_COMMAND replaced later) is a failure.
+}
+
+#[test]
+fn doctor_in_a_post_start_command_and_in_a_terminal() {
+    let f = Fixture::new();
+    let hook = f.root.join("etc/profile.d/claude-sandbox.sh");
+    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+    std::fs::write(&hook, "# installed\n").unwrap();
+    // A devcontainer's postStartCommand: no terminal, no $SHELL, the hook variable exported empty
+    // by the CLI's login-shell probe. Not applicable, and the login shell comes from passwd.
     let out = f
         .cmd(["doctor"])
+        .env("CLAUDE_SANDBOX_PROFILE_HOOK", &hook)
         .env("CLAUDE_SANDBOX_PROMPT_HOOK", "")
         .output()
         .unwrap();
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(
-        stdout(&out).contains("[✗] prompt hook: loaded, but it never ran"),
-        "{}",
-        stdout(&out)
+        text.contains("[-] prompt hook: installed; not an interactive shell"),
+        "{text}"
     );
+    assert!(!text.contains("your login shell is \"\""), "{text}");
+    // In a terminal, a hook that is installed but never ran is a failure.
+    let env: Vec<String> = f.env().iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let t = Tmux::start(
+        &f.root,
+        &format!(
+            "cd {} && env -i TERM=xterm {} CLAUDE_SANDBOX_PROFILE_HOOK={} CLAUDE_SANDBOX_PROMPT_HOOK= {} doctor; sleep 60",
+            f.ws.display(),
+            env.join(" "),
+            hook.display(),
+            bin().display()
+        ),
+    );
+    let s = t.wait_for(" not applicable", 1);
+    assert!(
+        s.contains("[✗] prompt hook: not active in this shell: loaded but it never ran"),
+        "{s}"
+    );
+    // A broken workspace configuration is named with file and line, as `run` names it.
+    std::fs::write(
+        f.ws.join(".claude-sandbox.toml"),
+        "hidden = [\"a\"]\nbogus = [\n",
+    )
+    .unwrap();
+    let out = f.cmd(["doctor"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let want = format!(
+        "[✗] configuration: {}:2: ",
+        f.ws.join(".claude-sandbox.toml").display()
+    );
+    assert!(stdout(&out).contains(&want), "{}", stdout(&out));
 }

@@ -93,6 +93,11 @@ pub fn main(args: &[OsString]) -> i32 {
         // SAFETY: restoring the default action runs no handler code.
         let _ = unsafe { signal(*s, SigHandler::SigDfl) };
     }
+    if let Some(line) =
+        super::nested::greeting(&command[0], rustix::termios::isatty(std::io::stdin()))
+    {
+        eprintln!("{line}");
+    }
     let err = std::process::Command::new(&command[0])
         .args(&command[1..])
         .exec();

@@ -405,6 +405,8 @@ fn execute(
                 return Err(e);
             }
         };
+        // The command owns the terminal from here: log lines go to the runtime's log file.
+        crate::logfile::divert(runtime, &session.id);
         match jail.open_gate(held) {
             Gate::Opened(jail) => {
                 tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "gate opened");
@@ -433,6 +435,7 @@ fn execute(
     };
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "jail ended");
     end_session(&plan, runtime, session, &session_dir, watcher);
+    crate::logfile::restore(runtime);
     result
 }
 

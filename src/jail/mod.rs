@@ -10,13 +10,15 @@
 //! - `seal`: the seals, anchors and masks mounted from outside while the jail's first process waits;
 //! - `links`: entry points reached through `$HOME`'s symlinks into writable roots;
 //! - `sockets`: `~/.ssh`, `~/.gnupg` and `/run` as fixed views (sockets made later stay unseen);
-//! - `launch`: `run` itself.
+//! - `launch`: `run` itself;
+//! - `nested`: `run` inside the jail runs the command directly, and says so.
 
 pub mod args;
 pub mod exec;
 pub mod home;
 pub mod launch;
 pub(crate) mod links;
+pub(crate) mod nested;
 pub mod placeholders;
 pub mod plan;
 pub mod policy;

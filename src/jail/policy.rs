@@ -22,6 +22,7 @@ pub enum HomeBind {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HomeEntry {
+    #[serde(serialize_with = "lossy")]
     pub name: OsString,
     pub bind: HomeBind,
 }
@@ -82,6 +83,7 @@ pub struct Policy {
     pub setenv: Vec<(String, String)>,
     pub unsetenv: Vec<String>,
     pub chdir: PathBuf,
+    #[serde(serialize_with = "lossy_all")]
     pub command: Vec<OsString>,
 }
 
@@ -175,4 +177,14 @@ impl Policy {
             command: vec!["claude".into(), "--flag with space".into()],
         }
     }
+}
+
+/// Names and arguments as strings in JSON (`explain --json`), not serde's `{"Unix": [bytes]}`; a
+/// non-UTF-8 byte shows as U+FFFD.
+fn lossy<S: serde::Serializer>(v: &OsString, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&v.to_string_lossy())
+}
+
+fn lossy_all<S: serde::Serializer>(v: &[OsString], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(v.iter().map(|a| a.to_string_lossy()))
 }

@@ -7,6 +7,8 @@
 //! Read-only: it changes nothing (the jail check runs a real jail in a throwaway workspace).
 
 use crate::jail::launch;
+mod hook;
+use hook::check_hook;
 use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -17,6 +19,9 @@ pub enum Mark {
     Pass,
     Warn,
     Fail,
+    /// The check does not apply here (e.g. the prompt hook outside an interactive shell).
+    #[serde(rename = "n/a")]
+    NotApplicable,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -41,6 +46,14 @@ fn warn(name: &'static str, why: impl Into<String>, fix: impl Into<String>) -> C
         mark: Mark::Warn,
         why: why.into(),
         fix: Some(fix.into()),
+    }
+}
+fn not_applicable(name: &'static str, why: impl Into<String>) -> Check {
+    Check {
+        name,
+        mark: Mark::NotApplicable,
+        why: why.into(),
+        fix: None,
     }
 }
 fn fail(name: &'static str, why: impl Into<String>, fix: impl Into<String>) -> Check {
@@ -106,6 +119,7 @@ pub fn doctor(json: bool) -> i32 {
                 Mark::Pass => ("[✓]", "32"),
                 Mark::Warn => ("[!]", "33"),
                 Mark::Fail => ("[✗]", "31"),
+                Mark::NotApplicable => ("[-]", "2"),
             };
             let mark = if color {
                 format!("\x1b[{code}m{mark}\x1b[0m")
@@ -119,10 +133,14 @@ pub fn doctor(json: bool) -> i32 {
         }
         let fails = checks.iter().filter(|c| c.mark == Mark::Fail).count();
         let warns = checks.iter().filter(|c| c.mark == Mark::Warn).count();
+        let na = checks
+            .iter()
+            .filter(|c| c.mark == Mark::NotApplicable)
+            .count();
         let _ = writeln!(
             out,
-            "\n{fails} failed, {warns} warnings, {} passed",
-            checks.len() - fails - warns
+            "\n{fails} failed, {warns} warnings, {} passed, {na} not applicable",
+            checks.len() - fails - warns - na
         );
     }
     if checks.iter().any(|c| c.mark == Mark::Fail) {
@@ -357,26 +375,37 @@ fn check_inotify() -> Vec<Check> {
 }
 
 /// PATH directories the jail could write, for the current directory's workspace.
-fn writable_path_dirs() -> Option<(Vec<PathBuf>, PathBuf)> {
+fn writable_path_dirs() -> crate::Result<(Vec<PathBuf>, PathBuf)> {
     let opts = launch::RunOptions {
         command: vec!["true".into()],
         ..Default::default()
     };
-    let (input, _) = launch::plan_input(&opts, "doctor").ok()?;
-    let plan = crate::jail::plan::plan(&input).ok()?;
-    Some((
+    let (input, _) = launch::plan_input(&opts, "doctor")?;
+    let plan = crate::jail::plan::plan(&input)?;
+    Ok((
         crate::explain::writable_path_dirs(&plan, &input.path_env),
         plan.policy.workspace,
     ))
 }
 
 fn check_watched() -> Vec<Check> {
-    let Some((dirs, _)) = writable_path_dirs() else {
-        return vec![warn(
-            "watched directories",
-            "could not plan a jail for the current directory",
-            "run doctor from your workspace",
-        )];
+    let dirs = match writable_path_dirs() {
+        Ok((dirs, _)) => dirs,
+        // A broken configuration file stops `run` with file:line; say the same here.
+        Err(e @ crate::Error::Config { .. }) => {
+            return vec![fail(
+                "configuration",
+                e.to_string(),
+                "correct that line: `claude-sandbox run` refuses to start until then",
+            )]
+        }
+        Err(e) => {
+            return vec![warn(
+                "watched directories",
+                format!("could not plan a jail for the current directory: {e}"),
+                "run doctor from your workspace",
+            )]
+        }
     };
     if dirs.is_empty() {
         return vec![pass("watched directories", "no writable directory on PATH")];
@@ -473,35 +502,6 @@ fn check_tiocsti() -> Vec<Check> {
         Some(_) => vec![warn("TIOCSTI", "dev.tty.legacy_tiocsti=1: the jail refuses TIOCSTI with seccomp, but other programs outside could use it", "on the host: sysctl -w dev.tty.legacy_tiocsti=0")],
         None => vec![warn("TIOCSTI", "this kernel (< 6.2) always allows TIOCSTI; the jail refuses it with seccomp", "nothing to do inside; a newer kernel can turn it off")],
     }
-}
-
-fn check_hook() -> Vec<Check> {
-    let mut out = Vec::new();
-    let installed = Path::new(crate::jail::plan::PROFILE_HOOK).exists();
-    let shell = std::env::var("SHELL").unwrap_or_default();
-    let name = Path::new(&shell)
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("")
-        .to_string();
-    if !matches!(name.as_str(), "bash" | "zsh") {
-        out.push(warn(
-            "prompt hook",
-            format!("your login shell is {shell:?}: the prompt hook supports bash and zsh"),
-            "use bash or zsh, or run `claude-sandbox alerts` yourself",
-        ));
-    }
-    let parent = rustix::process::getppid()
-        .map(|p| p.as_raw_nonzero().get().to_string())
-        .unwrap_or_default();
-    match std::env::var("CLAUDE_SANDBOX_PROMPT_HOOK") {
-        Ok(v) if v == parent => out.push(pass("prompt hook", "active in this shell")),
-        Ok(v) if v.is_empty() => out.push(fail("prompt hook", "loaded, but it never ran: something later replaced PROMPT_COMMAND (your ~/.bashrc?)", "source /etc/profile.d/claude-sandbox.sh at the end of your ~/.bashrc")),
-        Ok(_) => out.push(warn("prompt hook", "inherited from another shell, not active in this one", "check that /etc/bash.bashrc or /etc/zsh/zshrc sources /etc/profile.d/claude-sandbox.sh")),
-        Err(_) if installed => out.push(fail("prompt hook", "installed but not loaded in this shell", "open a new terminal; check that /etc/bash.bashrc sources /etc/profile.d/claude-sandbox.sh")),
-        Err(_) => out.push(warn("prompt hook", "not installed: alerts show only with `claude-sandbox alerts`", "sudo bash installer/install.sh")),
-    }
-    out
 }
 
 /// Marker written into every wrapper by the installer.
