@@ -17,7 +17,7 @@ pub const NOT_COVERED: &[&str] = &[
     "deleting or corrupting workspace data the agent may write (including .git objects and refs)",
     "writable PATH directories and new repositories' hooks: sealed only by the watcher",
     "entry points created below the workspace root (e.g. sub/.envrc); existing ones are sealed",
-    "poisoned caches in writable holes (~/.cache, ~/.npm)",
+    "caches in the jail's own layer are the agent's: a tool inside the jail runs what an earlier session left there (never a tool outside)",
     "unix sockets made after launch outside ~/.ssh, ~/.gnupg and /run",
     "a sealed file replaced by rename outside during a session (`git config`): the jail sees the new one, writable",
     "kernel exploits and a compromised image",
@@ -94,6 +94,21 @@ pub fn explain(opts: &RunOptions, json: bool, full: bool) -> Result<()> {
         let _ = writeln!(out, "  {}", p.home.join(&e.name).display());
     }
     let _ = writeln!(out, "  /tmp (private, empty, discarded)");
+    let _ = writeln!(
+        out,
+        "\nCaches (the jail's own layer, kept across sessions, never read outside; `claude-sandbox cache ls`):"
+    );
+    for l in &p.layers {
+        let how = if l.overlay {
+            format!(
+                "overlay: yours read-only beneath, writes in {}",
+                l.upper.display()
+            )
+        } else {
+            format!("its own directory {} (yours not visible)", l.own.display())
+        };
+        let _ = writeln!(out, "  {}  ({how})", l.path.display());
+    }
     if full {
         let _ = writeln!(
             out,

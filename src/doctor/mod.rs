@@ -81,6 +81,7 @@ const CHECKS: &[(&str, CheckFn)] = &[
     ("prompt hook", check_hook),
     ("agent wrappers", check_wrappers),
     ("leftovers", check_leftovers),
+    ("cache layers", check_layers),
     ("alerts", check_alerts),
 ];
 
@@ -335,6 +336,27 @@ fn check_runtime() -> Vec<Check> {
             format!("{} (yours, 0700)", dir.display()),
         )],
     }
+}
+
+/// The jail's own cache layers: where, and how much disk they take.
+fn check_layers() -> Vec<Check> {
+    let Ok(home) = crate::jail::launch::home_dir() else {
+        return Vec::new();
+    };
+    let env: Vec<(String, String)> = std::env::vars().collect();
+    let store = crate::jail::layers::store_dir(&home, &env);
+    let total: u64 = crate::jail::layers::rows(&home, &store)
+        .iter()
+        .map(|r| r.bytes)
+        .sum();
+    vec![pass(
+        "cache layers",
+        format!(
+            "{} in {} (the jail's own caches; `claude-sandbox cache clear` removes them)",
+            crate::jail::layers::human(total),
+            store.display()
+        ),
+    )]
 }
 
 fn check_inotify() -> Vec<Check> {

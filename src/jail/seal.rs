@@ -58,6 +58,14 @@ pub enum SealOp {
     },
     /// A symbolic link in the session's `$HOME` (as bwrap's `--symlink`).
     Symlink { target: PathBuf, dst: PathBuf },
+    /// An overlay at `dst` (nosuid, nodev): the host's `lower` read-only beneath the jail's own
+    /// `upper` (all three reached through `STAGE`; see `layers`). The mount point is made when missing.
+    Overlay {
+        lower: PathBuf,
+        upper: PathBuf,
+        work: PathBuf,
+        dst: PathBuf,
+    },
     /// Unmount `STAGE`: from here on nothing of the host's tree is reachable but what was bound.
     Unstage,
     /// A writable tmpfs (nosuid, nodev, mode 0755), its mount point made when missing.
@@ -119,6 +127,17 @@ pub fn seal_ops(policy: &Policy) -> Vec<SealOp> {
         }
     }
     ops.extend(policy.writable.iter().map(|p| bind(p, p, true)));
+    for l in &policy.layers {
+        ops.push(match l.overlay {
+            true => SealOp::Overlay {
+                lower: l.lower.clone(),
+                upper: l.upper.clone(),
+                work: l.work.clone(),
+                dst: l.path.clone(),
+            },
+            false => bind(&l.own, &l.path, true),
+        });
+    }
     ops.push(SealOp::Unstage);
     let anchors = policy.anchors.iter().cloned().map(SealOp::Anchor);
     let hidden = policy.hidden.iter().cloned().map(SealOp::Hide);
@@ -394,6 +413,41 @@ fn apply_one(op: &SealOp, stage: &mut Option<OwnedFd>) -> Result<(), SealError> 
         }
         // One mount, not the ones on top of it (as bwrap's `--remount-ro`).
         SealOp::RemountReadOnly(p) => set_path_attrs(p, 0, true),
+        SealOp::Overlay {
+            lower,
+            upper,
+            work,
+            dst,
+        } => {
+            // `layers::overlay_possible` kept `,` `:` `\` and newlines out of these paths. They
+            // are given relative to `STAGE` (the kernel resolves them from the working directory),
+            // so the jail's mount table does not name the staging tree that is gone by then.
+            let staged = |p: &Path| p.strip_prefix("/").unwrap_or(p).display().to_string();
+            let options = format!(
+                "lowerdir={},upperdir={},workdir={},userxattr",
+                staged(lower),
+                staged(upper),
+                staged(work)
+            );
+            let options = CString::new(options)
+                .map_err(|_| fail(dst, "the overlay's options")(rustix::io::Errno::INVAL))?;
+            make_dirs(dst, dst, "making the mount point")?;
+            std::env::set_current_dir(STAGE).map_err(|err| SealError::Mount {
+                path: dst.clone(),
+                what: "entering the host's tree",
+                err,
+            })?;
+            let mounted = mount(
+                "overlay",
+                dst,
+                "overlay",
+                MountFlags::NOSUID | MountFlags::NODEV,
+                options.as_c_str(),
+            )
+            .map_err(fail(dst, "mounting the cache's overlay"));
+            let _ = std::env::set_current_dir("/");
+            mounted
+        }
         SealOp::Unstage => {
             *stage = None;
             rustix::mount::unmount(STAGE, rustix::mount::UnmountFlags::DETACH)
