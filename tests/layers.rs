@@ -108,21 +108,22 @@ fn a_write_through_a_hard_linked_cache_file_leaves_the_shared_inode_alone() {
     assert_eq!(read(&f.home.join(".cache/linked.py")), "print('ok')\n");
 }
 
-/// Nested caches whose parent exists get a mount point for the session only.
+/// A nested cache: an existing one is a layer; a missing one below an existing `~/.cargo` stays
+/// read-only (its mount point would have to be made in your home), never writable through.
 #[test]
-fn a_nested_cache_gets_a_mount_point_that_goes_afterwards() {
+fn a_nested_cache_is_a_layer_and_a_missing_one_stays_read_only() {
     let f = Fixture::new();
-    std::fs::create_dir_all(f.home.join(".cargo/bin")).unwrap();
-    ok(&jail(
+    std::fs::create_dir_all(f.home.join(".cargo/registry")).unwrap();
+    let out = ok(&jail(
         &f,
         None,
-        "mkdir -p ~/.cargo/git/db && echo g > ~/.cargo/git/db/x && ! touch ~/.cargo/bin/x 2>/dev/null",
+        "mkdir -p ~/.cargo/registry/src && echo r > ~/.cargo/registry/src/x; \
+         mkdir ~/.cargo/git 2>/dev/null && echo WROTE-git; echo done",
     ));
-    assert!(
-        !f.home.join(".cargo/git").exists(),
-        "the mount point was left in your ~/.cargo"
-    );
-    assert_eq!(read(&layers(&f).join("cargo-git/upper/db/x")), "g\n");
+    assert_eq!(out, "done\n");
+    assert!(!f.home.join(".cargo/git").exists());
+    assert!(!f.home.join(".cargo/registry/src").exists());
+    assert_eq!(read(&layers(&f).join("cargo-registry/upper/src/x")), "r\n");
 }
 
 /// Without an override the store is `~/.local/state/claude-sandbox/layers`, 0700, hidden in the jail.
@@ -211,7 +212,7 @@ fn a_second_concurrent_session_uses_the_private_directory() {
     let out = ok(&jail(
         &f,
         None,
-        "grep -c ' overlay ' /proc/self/mountinfo; cat ~/.cache/f 2>/dev/null || echo not-visible; echo 2 > ~/.cache/f",
+        "grep ' overlay ' /proc/self/mountinfo | grep -c \" $HOME/\"; cat ~/.cache/f 2>/dev/null || echo not-visible; echo 2 > ~/.cache/f",
     ));
     assert!(first.wait().unwrap().success());
     assert_eq!(out, "0\nnot-visible\n");
