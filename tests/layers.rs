@@ -58,6 +58,12 @@ fn a_poisoned_cache_never_reaches_your_copy_and_the_agents_cache_is_warm_next_se
         "cat ~/.cache/pre-commit/repo1/hook.sh ~/.npm/_cacache/p ~/.cargo/registry/src/c",
     ));
     assert_eq!(second, "#!/bin/sh\nexit 0\nevil\npkg\ncrate\n");
+    // The kernel leaves the overlay's `work/work` at mode 000: opened up again after the session,
+    // or an ordinary user could not remove the store (nor a scene or test home holding it).
+    use std::os::unix::fs::PermissionsExt;
+    let work = layers(&f).join("cache/work/work");
+    let mode = std::fs::metadata(&work).unwrap().permissions().mode();
+    assert_eq!(mode & 0o700, 0o700, "{} is mode {:o}", work.display(), mode);
 }
 
 /// bwrap 0.8 has no overlay: with bwrap making every mount, each cache is the jail's own directory.

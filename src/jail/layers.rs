@@ -240,6 +240,22 @@ pub(crate) fn mount_overlays(
 pub struct Held {
     _in_use: std::fs::File,
     _overlay: Option<std::fs::File>,
+    /// The overlays' work directories, opened up again when the session ends.
+    work: Vec<PathBuf>,
+}
+
+impl Drop for Held {
+    /// The kernel leaves `work/work` with mode 000 after an overlay: an ordinary user's
+    /// `rm -rf` of the store (or of a test's or battery scene's home holding it) would fail there.
+    /// Opened up while the overlay lock is still held, so no other session's overlay uses it.
+    fn drop(&mut self) {
+        for w in &self.work {
+            let inner = w.join("work");
+            if std::fs::symlink_metadata(&inner).is_ok_and(|m| m.is_dir()) {
+                let _ = std::fs::set_permissions(&inner, std::fs::Permissions::from_mode(0o700));
+            }
+        }
+    }
 }
 
 /// Create the store (0700, yours, not a symlink).
@@ -317,6 +333,11 @@ pub fn prepare(store: &Path, layers: &mut [Layer]) -> crate::error::Result<Held>
     Ok(Held {
         _in_use: in_use,
         _overlay: overlay,
+        work: layers
+            .iter()
+            .filter(|l| l.overlay && l.human)
+            .map(|l| l.work.clone())
+            .collect(),
     })
 }
 
