@@ -8,7 +8,9 @@
 
 use crate::jail::launch;
 mod hook;
+mod layers;
 use hook::check_hook;
+use layers::check_layers;
 use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -336,27 +338,6 @@ fn check_runtime() -> Vec<Check> {
             format!("{} (yours, 0700)", dir.display()),
         )],
     }
-}
-
-/// The jail's own cache layers: where, and how much disk they take.
-fn check_layers() -> Vec<Check> {
-    let Ok(home) = crate::jail::launch::home_dir() else {
-        return Vec::new();
-    };
-    let env: Vec<(String, String)> = std::env::vars().collect();
-    let store = crate::jail::layers::store_dir(&home, &env);
-    let total: u64 = crate::jail::layers::rows(&home, &store)
-        .iter()
-        .map(|r| r.bytes)
-        .sum();
-    vec![pass(
-        "cache layers",
-        format!(
-            "{} in {} (the jail's own caches; `claude-sandbox cache clear` removes them)",
-            crate::jail::layers::human(total),
-            store.display()
-        ),
-    )]
 }
 
 fn check_inotify() -> Vec<Check> {
