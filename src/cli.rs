@@ -106,6 +106,12 @@ pub enum Command {
         #[command(subcommand)]
         action: HooksAction,
     },
+    /// The jail's cache layers (what the agent wrote to ~/.cache, ~/.npm, ... lives there, never in
+    /// yours): `ls` shows them, `clear [NAME]` removes them.
+    Cache {
+        #[command(subcommand)]
+        action: CacheAction,
+    },
     /// Check what works here and how to fix what does not. Exit 0 when nothing fails, 1 otherwise.
     Doctor {
         /// JSON for scripts.
@@ -162,6 +168,18 @@ pub enum HooksAction {
         #[arg(long)]
         print: bool,
     },
+}
+
+/// `claude-sandbox cache`: the jail's own cache layers.
+#[derive(Debug, Subcommand)]
+pub enum CacheAction {
+    /// Where each layer lives and its size.
+    Ls {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove the jail's layer (all, or the one named); your own caches are not touched.
+    Clear { name: Option<String> },
 }
 
 #[derive(Debug, Subcommand)]
@@ -265,6 +283,16 @@ pub fn main() -> i32 {
                     0
                 })
                 .map_err(crate::Error::Usage)
+        }),
+        Command::Cache { action } => launch::home_dir().and_then(|home| {
+            let store =
+                crate::jail::layers::store_dir(&home, &std::env::vars().collect::<Vec<_>>());
+            match action {
+                CacheAction::Ls { json } => Ok(crate::jail::layers::list(&home, &store, json)),
+                CacheAction::Clear { name } => {
+                    crate::jail::layers::clear(&store, name.as_deref()).map(|()| 0)
+                }
+            }
         }),
         Command::Doctor { json } => Ok(crate::doctor::doctor(json)),
         Command::Watch { workspace } => crate::watch::foreground(workspace),

@@ -17,7 +17,7 @@ pub const NOT_COVERED: &[&str] = &[
     "deleting or corrupting workspace data the agent may write (including .git objects and refs)",
     "writable PATH directories and new repositories' hooks: sealed only by the watcher",
     "entry points created below the workspace root (e.g. sub/.envrc); existing ones are sealed",
-    "poisoned caches in writable holes (~/.cache, ~/.npm)",
+    "caches in the jail's own layer are the agent's: a tool inside the jail runs what an earlier session left there (never a tool outside)",
     "unix sockets made after launch outside ~/.ssh, ~/.gnupg and /run",
     "a sealed file replaced by rename outside during a session (`git config`): the jail sees the new one, writable",
     "kernel exploits and a compromised image",
@@ -94,6 +94,7 @@ pub fn explain(opts: &RunOptions, json: bool, full: bool) -> Result<()> {
         let _ = writeln!(out, "  {}", p.home.join(&e.name).display());
     }
     let _ = writeln!(out, "  /tmp (private, empty, discarded)");
+    caches(&mut out, p, full);
     if full {
         let _ = writeln!(
             out,
@@ -193,4 +194,45 @@ pub fn explain(opts: &RunOptions, json: bool, full: bool) -> Result<()> {
         let _ = writeln!(out, "  - {n}");
     }
     Ok(())
+}
+
+/// Where each cache layer lives: one line by default, one per layer with `--verbose`.
+fn caches(out: &mut impl Write, p: &crate::jail::policy::Policy, full: bool) {
+    let _ = writeln!(
+        out,
+        "\nCaches: the jail's own layers, kept across sessions, never read outside (`claude-sandbox cache ls`):"
+    );
+    if full {
+        for l in &p.layers {
+            let how = if l.overlay {
+                format!(
+                    "overlay: yours read-only beneath, writes in {}",
+                    l.upper.display()
+                )
+            } else {
+                format!("its own directory {} (yours not visible)", l.own.display())
+            };
+            let _ = writeln!(out, "  {}  ({how})", l.path.display());
+        }
+        return;
+    }
+    let name = |l: &&crate::jail::layers::Layer| {
+        l.path
+            .strip_prefix(&p.home)
+            .map(|r| format!("~/{}", r.display()))
+            .unwrap_or_else(|_| l.path.display().to_string())
+    };
+    type Layer = crate::jail::layers::Layer;
+    type Pick = fn(&&Layer) -> bool;
+    let groups: [(&str, Pick); 3] = [
+        ("over yours (read-only)", |l| l.overlay && l.human),
+        ("instead of yours", |l| !l.overlay && l.human),
+        ("yours missing", |l| !l.human),
+    ];
+    for (label, pick) in groups {
+        let names: Vec<String> = p.layers.iter().filter(pick).map(|l| name(&l)).collect();
+        if !names.is_empty() {
+            let _ = writeln!(out, "  {label}: {}", names.join(", "));
+        }
+    }
 }

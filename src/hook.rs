@@ -113,7 +113,11 @@ pub fn sealed(p: &Path, cwd: &Path, home: &Path) -> Option<String> {
             .map(|c| c.as_os_str().to_string_lossy().into_owned())
             .unwrap_or_default();
         let holes = crate::jail::plan::HOME_HOLES;
-        let in_hole = holes.iter().any(|h| p.starts_with(home.join(h)));
+        let caches = crate::jail::layers::CACHES.iter().map(|(rel, _)| rel);
+        let in_hole = holes
+            .iter()
+            .chain(caches)
+            .any(|h| p.starts_with(home.join(h)));
         if first.starts_with('.') && !in_hole && first != ".claude.json" {
             return Some(
                 "programs outside read your home's dotfiles (shell startup, git, ssh, tool config)"

@@ -8,7 +8,9 @@
 
 use crate::jail::launch;
 mod hook;
+mod layers;
 use hook::check_hook;
+use layers::check_layers;
 use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -81,6 +83,7 @@ const CHECKS: &[(&str, CheckFn)] = &[
     ("prompt hook", check_hook),
     ("agent wrappers", check_wrappers),
     ("leftovers", check_leftovers),
+    ("cache layers", check_layers),
     ("alerts", check_alerts),
 ];
 

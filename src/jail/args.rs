@@ -135,6 +135,10 @@ fn home_and_writable(a: &mut Argv, policy: &Policy) {
     for p in &policy.writable {
         a.same("--bind", p);
     }
+    // bwrap 0.8 has no overlay: each cache is the jail's own directory, never the human's.
+    for l in &policy.layers {
+        a.flag("--bind").path(&l.own).path(&l.path);
+    }
 }
 
 /// Steps 5 (after the writable roots) to 7: anchors, hidden directories, seals, masks.
@@ -145,10 +149,13 @@ fn seals(a: &mut Argv, policy: &Policy) {
     for p in &policy.hidden {
         a.flag("--tmpfs").path(p).flag("--remount-ro").path(p);
     }
-    for s in &policy.sealed {
+    // Inside a layer bwrap binds the jail's own directory: the human's files there are not in the
+    // jail, and a mount point made for them would be left in the layer.
+    let outside_layers = |p: &Path| !super::layers::inside(&policy.layers, p);
+    for s in policy.sealed.iter().filter(|s| outside_layers(&s.path)) {
         a.same("--ro-bind", &s.path);
     }
-    for m in &policy.masks {
+    for m in policy.masks.iter().filter(|m| outside_layers(&m.path)) {
         match m.kind {
             MaskKind::File => a.flag("--ro-bind").flag("/dev/null").path(&m.path),
             MaskKind::Dir => a

@@ -191,6 +191,9 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         None
     } else {
         let runtime = crate::runtime::ensure(&input.runtime_dir)?;
+        // Made before planning, so that the plan hides it in the jail (`layers::prepare` says why
+        // when it cannot be made).
+        let _ = super::layers::ensure_store(&super::layers::store_dir(&input.home, &input.env));
         placeholders::sweep(&runtime)?;
         home::sweep_dead(&runtime, session_alive, &input.home);
         Some(runtime)
@@ -208,7 +211,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     // workspace for entry points runs while bwrap builds the jail (the gate keeps the command
     // waiting until the seals are in).
     let seals_pending = runtime.is_some() && sealing == Sealing::ByLauncher;
-    let plan = if seals_pending {
+    let mut plan = if seals_pending {
         plan_jail(&input)?
     } else {
         let plan = plan(&input)?;
@@ -235,6 +238,9 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         }
         return Ok(0);
     };
+    // Held until the session ends: the store in use, and the overlay's upper directories.
+    let store = super::layers::store_dir(&input.home, &input.env);
+    let _layers = super::layers::prepare(&store, &mut plan.policy.layers)?;
     let pending = seals_pending.then_some(PendingSeals {
         input: &input,
         command: cmd,

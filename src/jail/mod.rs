@@ -10,6 +10,7 @@
 //! - `seal`: the seals, anchors and masks mounted from outside while the jail's first process waits;
 //! - `links`: entry points reached through `$HOME`'s symlinks into writable roots;
 //! - `sockets`: `~/.ssh`, `~/.gnupg` and `/run` as fixed views (sockets made later stay unseen);
+//! - `layers`: caches as the jail's own persistent layers over the human's, read-only ones;
 //! - `launch`: `run` itself;
 //! - `nested`: `run` inside the jail runs the command directly, and says so.
 
@@ -17,6 +18,7 @@ pub mod args;
 pub mod exec;
 pub mod home;
 pub mod launch;
+pub mod layers;
 pub(crate) mod links;
 pub(crate) mod nested;
 pub mod placeholders;

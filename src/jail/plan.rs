@@ -18,19 +18,16 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
 /// The writable holes in `$HOME`, relative to it. Each is writable only if it exists (or the agent
-/// being launched owns it: see `RUNTIMES`).
+/// being launched owns it: see `RUNTIMES`). Caches are not holes: they are the jail's own layers
+/// (`layers::CACHES`).
 pub const HOME_HOLES: &[&str] = &[
     ".claude",
     ".codex",
     ".gemini",
     ".cursor",
-    ".cache",
-    ".npm",
     ".local/bin",
     ".local/share/opencode",
     ".local/state/opencode",
-    ".cargo/registry",
-    ".cargo/git",
 ];
 
 /// Agent commands and the state directories created for them when missing.
@@ -228,7 +225,17 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         }
     }
 
-    let home_entries = home_entries(&home, &holes)?;
+    // Caches: the jail's own layer over the human's directory, which the layer replaces in `$HOME`.
+    let store = super::layers::store_dir(&home, &input.env);
+    let made: Vec<PathBuf> = placeholders.iter().map(|p| p.path.clone()).collect();
+    let (layers, mount_points) = super::layers::plan(&home, &store, &made);
+    placeholders.extend(mount_points.into_iter().map(|path| Placeholder {
+        path,
+        stub: Stub::Dir,
+        state_dir: true,
+    }));
+    let mut home_entries = home_entries(&home, &holes)?;
+    home_entries.retain(|e| !layers.iter().any(|l| l.path == home.join(&e.name)));
     let top_level_holes: Vec<PathBuf> = home_entries
         .iter()
         .filter(|e| e.bind == HomeBind::Writable)
@@ -283,6 +290,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         unsetenv,
         chdir,
         command: input.command.clone(),
+        layers,
     };
     Ok(Plan {
         policy,
@@ -357,6 +365,11 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
             hidden.retain(|h| h != &runtime_dir);
             hidden.push(base);
         }
+    }
+    // The layer store: nothing in the jail may change an upper or work directory behind the overlay.
+    let store = super::layers::store_dir(&home, &input.env);
+    if store.is_dir() && !hidden.iter().any(|h| store.starts_with(h)) {
+        hidden.push(store);
     }
     let masks = masks(input, &home, private, &hidden);
     let policy = &mut plan.policy;

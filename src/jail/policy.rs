@@ -85,6 +85,9 @@ pub struct Policy {
     pub chdir: PathBuf,
     #[serde(serialize_with = "lossy_all")]
     pub command: Vec<OsString>,
+    /// Caches: the jail's own layer over the human's read-only directory (see `layers`); mounted
+    /// after the writable roots.
+    pub layers: Vec<super::layers::Layer>,
 }
 
 /// File descriptors the launcher passes to bwrap.
@@ -175,6 +178,7 @@ impl Policy {
             unsetenv: vec!["SSH_AUTH_SOCK".into()],
             chdir: "/w/sub".into(),
             command: vec!["claude".into(), "--flag with space".into()],
+            layers: Vec::new(),
         }
     }
 }

@@ -58,6 +58,14 @@ pub enum SealOp {
     },
     /// A symbolic link in the session's `$HOME` (as bwrap's `--symlink`).
     Symlink { target: PathBuf, dst: PathBuf },
+    /// An overlay at `dst` (nosuid, nodev): the host's `lower` read-only beneath the jail's own
+    /// `upper` (all three reached through `STAGE`; see `layers`). The mount point is made when missing.
+    Overlay {
+        lower: PathBuf,
+        upper: PathBuf,
+        work: PathBuf,
+        dst: PathBuf,
+    },
     /// Unmount `STAGE`: from here on nothing of the host's tree is reachable but what was bound.
     Unstage,
     /// A writable tmpfs (nosuid, nodev, mode 0755), its mount point made when missing.
@@ -119,6 +127,18 @@ pub fn seal_ops(policy: &Policy) -> Vec<SealOp> {
         }
     }
     ops.extend(policy.writable.iter().map(|p| bind(p, p, true)));
+    for l in &policy.layers {
+        ops.push(match (l.overlay, l.human) {
+            (true, false) => bind(&l.upper, &l.path, true),
+            (true, true) => SealOp::Overlay {
+                lower: l.lower.clone(),
+                upper: l.upper.clone(),
+                work: l.work.clone(),
+                dst: l.path.clone(),
+            },
+            (false, _) => bind(&l.own, &l.path, true),
+        });
+    }
     ops.push(SealOp::Unstage);
     let anchors = policy.anchors.iter().cloned().map(SealOp::Anchor);
     let hidden = policy.hidden.iter().cloned().map(SealOp::Hide);
@@ -328,8 +348,21 @@ const NS_GET_USERNS: libc::c_ulong = 0xb701;
 pub fn apply(ops: &[SealOp]) -> Result<(), SealError> {
     // The staging tree, opened once for all the binds taken from it; closed before it goes.
     let mut stage: Option<OwnedFd> = None;
-    for op in ops {
+    let mut rest = ops;
+    while let Some(op) = rest.first() {
+        // A run of overlays is mounted side by side: each mount waits ~1.5-2.5 ms in the kernel,
+        // mostly not on a CPU.
+        let n = rest
+            .iter()
+            .take_while(|o| matches!(o, SealOp::Overlay { .. }))
+            .count();
+        if n > 1 {
+            super::layers::mount_overlays(&rest[..n], STAGE)?;
+            rest = &rest[n..];
+            continue;
+        }
         apply_one(op, &mut stage)?;
+        rest = &rest[1..];
     }
     Ok(())
 }
@@ -394,6 +427,7 @@ fn apply_one(op: &SealOp, stage: &mut Option<OwnedFd>) -> Result<(), SealError> 
         }
         // One mount, not the ones on top of it (as bwrap's `--remount-ro`).
         SealOp::RemountReadOnly(p) => set_path_attrs(p, 0, true),
+        SealOp::Overlay { .. } => super::layers::mount_overlays(std::slice::from_ref(op), STAGE),
         SealOp::Unstage => {
             *stage = None;
             rustix::mount::unmount(STAGE, rustix::mount::UnmountFlags::DETACH)

@@ -120,6 +120,12 @@ impl Fixture {
                 "CLAUDE_SANDBOX_RUNTIME_DIR".into(),
                 self.rt.display().to_string(),
             ),
+            // The jail's cache layers beside the runtime directory, so that before/after snapshots
+            // of the home see only what the jail did (the default, ~/.local/state, has its test).
+            (
+                "CLAUDE_SANDBOX_LAYERS_DIR".into(),
+                self.root.join("layers").display().to_string(),
+            ),
             (
                 "PATH".into(),
                 format!(

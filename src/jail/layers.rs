@@ -1,0 +1,538 @@
+//! Caches as the jail's own layers.
+//!
+//! Guards against a poisoned cache: tools outside the jail run what they find in their caches (npx's
+//! `~/.npm/_npx`, pre-commit's clones under `~/.cache/pre-commit`, cargo's extracted
+//! `~/.cargo/registry/src/*/build.rs`, zsh's compdump under `~/.cache`), and trust it because they
+//! checked it when they downloaded it. So no cache is a writable hole any more: in the jail the
+//! human's directory is the read-only lower layer of an overlay whose upper layer is the jail's own
+//! (persistent, in the layer store); a write copies the file up and the human's inode never changes
+//! (which also breaks a hard link into it). Where the kernel cannot make that overlay (kernel < 5.11;
+//! a store on overlayfs, as `$HOME` is in most Docker containers; bwrap making every mount, as
+//! bubblewrap 0.8 has no overlay options; another session already using the upper directory), the
+//! jail gets a separate persistent directory of its own instead, which starts empty. Neither is ever
+//! read by the human's tools, and neither is ever the human's directory: a cache is never again
+//! writable through to the host.
+//!
+//! The store is `~/.local/state/claude-sandbox/layers` (`CLAUDE_SANDBOX_LAYERS_DIR` overrides it):
+//! persistent across sessions and container restarts (a runtime directory under `/run` is often a
+//! tmpfs), per user, 0700, no tool reads it, and it is hidden in the jail (nothing in the jail may
+//! change an upper or work directory behind the overlay's back).
+
+use serde::Serialize;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// The caches that are layers: path relative to `$HOME`, and the layer's name in the store.
+pub const CACHES: &[(&str, &str)] = &[
+    (".cache", "cache"),
+    (".npm", "npm"),
+    (".cargo/registry", "cargo-registry"),
+    (".cargo/git", "cargo-git"),
+    (".local/share/pnpm", "pnpm"),
+];
+
+/// Names the layer store instead of `~/.local/state/claude-sandbox/layers`.
+pub const ENV_DIR: &str = "CLAUDE_SANDBOX_LAYERS_DIR";
+
+/// `statfs` magic of overlayfs: an upper directory there is refused by the kernel.
+const OVERLAYFS_SUPER_MAGIC: i64 = 0x794c_7630;
+
+/// One cache as the jail sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Layer {
+    pub name: String,
+    /// Where the jail sees it (`~/.cache`): the human's directory.
+    pub path: PathBuf,
+    /// The overlay's lower layer: the human's directory (resolved), or the store's empty directory
+    /// when the human has none.
+    pub lower: PathBuf,
+    pub upper: PathBuf,
+    pub work: PathBuf,
+    /// The directory bound instead when there is no overlay.
+    pub own: PathBuf,
+    /// Whether the sealer mounts the overlay (else `own` is bound).
+    pub overlay: bool,
+    /// Whether the human's directory exists. When it does not, the overlay would show `upper`
+    /// alone: the sealer binds `upper` instead (an overlay mount costs ~1.5-2.5 ms here).
+    pub human: bool,
+}
+
+/// The layer store for this `$HOME` (`env`: the launcher's environment).
+pub fn store_dir(home: &Path, env: &[(String, String)]) -> PathBuf {
+    env.iter()
+        .find(|(k, v)| k == ENV_DIR && v.starts_with('/'))
+        .map(|(_, v)| PathBuf::from(v))
+        .unwrap_or_else(|| home.join(".local/state/claude-sandbox/layers"))
+}
+
+/// Whether the kernel can mount an overlay with an upper directory in the store: overlayfs in a
+/// user namespace needs Linux 5.11; an upper directory on overlayfs is refused; overlayfs's option
+/// string cannot carry `,` `:` `\` or a newline in a path (those get the separate directory).
+pub(crate) fn overlay_possible(release: &str, store_on_overlayfs: bool, paths: &[&Path]) -> bool {
+    let mut nums = release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse::<u32>().ok());
+    let version = (nums.next().unwrap_or(0), nums.next().unwrap_or(0));
+    let plain = |p: &Path| {
+        let s = p.as_os_str().as_encoded_bytes();
+        p.to_str().is_some() && !s.iter().any(|b| b",:\\\n".contains(b))
+    };
+    version >= (5, 11) && !store_on_overlayfs && paths.iter().all(|p| plain(p))
+}
+
+/// The filesystem type of `p`, or of its nearest existing ancestor.
+fn fs_magic(p: &Path) -> Option<i64> {
+    p.ancestors()
+        .find_map(|a| rustix::fs::statfs(a).ok())
+        // `f_type`'s width differs between architectures.
+        .map(|s| {
+            #[allow(clippy::unnecessary_cast)]
+            let t = s.f_type as i64;
+            t
+        })
+}
+
+/// The layers of one launch, and the placeholder directories to make for nested ones whose top
+/// directory the launcher creates for this session only (`made`: a missing `~/.local` made for
+/// `~/.local/bin`): their mount point must exist in a read-only parent. A nested cache that is
+/// missing below a top directory that exists (`~/.cargo/git` when `~/.cargo` does) has no layer:
+/// its mount point would have to be made in your home (for every session: making and removing a
+/// directory costs ~1 ms on ext4 with `discard`), so in the jail it stays missing and read-only,
+/// as before. Reads, never writes.
+pub fn plan(home: &Path, store: &Path, made: &[PathBuf]) -> (Vec<Layer>, Vec<PathBuf>) {
+    let exists = |p: &Path| p.exists() || made.iter().any(|m| m == p);
+    let release = rustix::system::uname()
+        .release()
+        .to_string_lossy()
+        .into_owned();
+    let on_overlay = fs_magic(store) == Some(OVERLAYFS_SUPER_MAGIC);
+    // Resolved, so that the sealer finds it in the host's tree as it is (no symlink on the way).
+    let store = &std::fs::canonicalize(store).unwrap_or_else(|_| store.to_path_buf());
+    let mut layers = Vec::new();
+    let mut mount_points = Vec::new();
+    for (rel, name) in CACHES {
+        let path = home.join(rel);
+        let top = home.join(Path::new(rel).components().next().expect("non-empty"));
+        let meta = std::fs::symlink_metadata(&path);
+        // A symlinked cache points elsewhere, read-only in the jail as everything else: left alone.
+        if meta.as_ref().is_ok_and(|m| !m.is_dir())
+            || std::fs::symlink_metadata(&top).is_ok_and(|m| !m.is_dir())
+            || (meta.is_err() && path != top && top.exists())
+        {
+            continue;
+        }
+        let lower = match std::fs::canonicalize(&path) {
+            Ok(p) if meta.is_ok() => p,
+            _ => {
+                // Missing: nested ones need their mount point made in the human's (read-only)
+                // parent, each missing component, so that all are removed again if left empty.
+                if path != top && !top.exists() && exists(&top) {
+                    let mut missing: Vec<PathBuf> = path
+                        .ancestors()
+                        .take_while(|a| *a != top && !exists(a))
+                        .map(Path::to_path_buf)
+                        .collect();
+                    missing.reverse();
+                    mount_points.extend(missing);
+                }
+                store.join("empty")
+            }
+        };
+        let dir = store.join(name);
+        let (upper, work) = (dir.join("upper"), dir.join("work"));
+        let overlay = overlay_possible(&release, on_overlay, &[&lower, &upper, &work]);
+        layers.push(Layer {
+            human: meta.is_ok(),
+            name: name.to_string(),
+            path,
+            lower,
+            upper,
+            work,
+            own: dir.join("own"),
+            overlay,
+        });
+    }
+    (layers, mount_points)
+}
+
+/// The sealer's part (`seal::SealOp::Overlay`): mount these overlays, in threads of their own,
+/// from inside the jail. Paths are given relative to `stage` (the host's tree; the kernel resolves
+/// them from the working directory), so the jail's mount table does not name the staging tree,
+/// which is gone before the command runs. `overlay_possible` kept `,` `:` `\` and newlines out.
+pub(crate) fn mount_overlays(
+    ops: &[super::seal::SealOp],
+    stage: &str,
+) -> Result<(), super::seal::SealError> {
+    use super::seal::{SealError, SealOp};
+    use rustix::mount::{mount, MountFlags};
+    let fail = |dst: &Path, what: &'static str, err: std::io::Error| SealError::Mount {
+        path: dst.to_path_buf(),
+        what,
+        err,
+    };
+    let mut todo = Vec::new();
+    for op in ops {
+        let SealOp::Overlay {
+            lower,
+            upper,
+            work,
+            dst,
+        } = op
+        else {
+            continue;
+        };
+        let rel = |p: &Path| p.strip_prefix("/").unwrap_or(p).display().to_string();
+        let options = std::ffi::CString::new(format!(
+            "lowerdir={},upperdir={},workdir={},userxattr",
+            rel(lower),
+            rel(upper),
+            rel(work)
+        ))
+        .map_err(|_| {
+            fail(
+                dst,
+                "the overlay's options",
+                std::io::ErrorKind::InvalidInput.into(),
+            )
+        })?;
+        if std::fs::symlink_metadata(dst).is_err() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(dst)
+                .map_err(|e| fail(dst, "making the mount point", e))?;
+        }
+        todo.push((dst.as_path(), options));
+    }
+    std::env::set_current_dir(stage)
+        .map_err(|e| fail(Path::new(stage), "entering the host's tree", e))?;
+    let results: Vec<rustix::io::Result<()>> = std::thread::scope(|s| {
+        let handles: Vec<_> = todo
+            .iter()
+            .map(|(dst, options)| {
+                s.spawn(move || {
+                    mount(
+                        "overlay",
+                        *dst,
+                        "overlay",
+                        MountFlags::NOSUID | MountFlags::NODEV,
+                        options.as_c_str(),
+                    )
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or(Err(rustix::io::Errno::IO)))
+            .collect()
+    });
+    let _ = std::env::set_current_dir("/");
+    for ((dst, _), r) in todo.iter().zip(results) {
+        r.map_err(|e| fail(dst, "mounting the cache's overlay", e.into()))?;
+    }
+    Ok(())
+}
+
+/// What the launcher holds for the session: the store in use, and (in overlay mode) the upper
+/// directories (the kernel only warns when two overlays share one; files would then change under
+/// each other).
+#[derive(Debug)]
+pub struct Held {
+    _in_use: std::fs::File,
+    _overlay: Option<std::fs::File>,
+    /// The overlays' work directories, opened up again when the session ends.
+    work: Vec<PathBuf>,
+}
+
+impl Drop for Held {
+    /// The kernel leaves `work/work` with mode 000 after an overlay: an ordinary user's
+    /// `rm -rf` of the store (or of a test's or battery scene's home holding it) would fail there.
+    /// Opened up while the overlay lock is still held, so no other session's overlay uses it.
+    fn drop(&mut self) {
+        for w in &self.work {
+            let inner = w.join("work");
+            if std::fs::symlink_metadata(&inner).is_ok_and(|m| m.is_dir()) {
+                let _ = std::fs::set_permissions(&inner, std::fs::Permissions::from_mode(0o700));
+            }
+        }
+    }
+}
+
+/// Create the store (0700, yours, not a symlink).
+pub fn ensure_store(store: &Path) -> std::io::Result<()> {
+    // The parents with the usual mode (`~/.local/state` may not exist yet), the store itself 0700.
+    if let Some(parent) = store.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(store) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let m = std::fs::symlink_metadata(store)?;
+    if !m.file_type().is_dir() || m.uid() != rustix::process::geteuid().as_raw() {
+        return Err(std::io::Error::other(
+            "is not a directory owned by you (a symlink or another user's is refused); remove it",
+        ));
+    }
+    if m.mode() & 0o077 != 0 {
+        std::fs::set_permissions(store, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+/// Before bwrap starts: the store and each layer's directories exist, the store is marked in use,
+/// and the overlay is kept only when no other session holds the upper directories (else the
+/// separate directories are used this time).
+pub fn prepare(store: &Path, layers: &mut [Layer]) -> crate::error::Result<Held> {
+    let err = |what: String, e: std::io::Error| {
+        crate::error::Error::io(
+            format!("{what} (the cache layer store {}; set {ENV_DIR} to another directory you own, or remove it)", store.display()),
+            e,
+        )
+    };
+    ensure_store(store).map_err(|e| err(format!("creating {}", store.display()), e))?;
+    for l in layers.iter() {
+        for d in [&l.upper, &l.work, &l.own, &store.join("empty")] {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(d)
+                .map_err(|e| err(format!("creating {}", d.display()), e))?;
+        }
+    }
+    let lock = |name: &str, op| -> std::io::Result<Option<std::fs::File>> {
+        let f = open_lock(&store.join(name))?;
+        match rustix::fs::flock(&f, op) {
+            Ok(()) => Ok(Some(f)),
+            Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    };
+    use rustix::fs::FlockOperation as Op;
+    let in_use = lock(".in-use", Op::LockShared)
+        .map_err(|e| err("locking".into(), e))?
+        .ok_or_else(|| err("locking".into(), std::io::Error::other("unexpected")))?;
+    let overlay = if layers.iter().any(|l| l.overlay) {
+        lock(".overlay", Op::NonBlockingLockExclusive).map_err(|e| err("locking".into(), e))?
+    } else {
+        None
+    };
+    if overlay.is_none() {
+        for l in layers.iter_mut() {
+            if l.overlay {
+                tracing::info!(
+                    "{}: another session holds the overlay; this one uses {}",
+                    l.path.display(),
+                    l.own.display()
+                );
+            }
+            l.overlay = false;
+        }
+    }
+    Ok(Held {
+        _in_use: in_use,
+        _overlay: overlay,
+        work: layers
+            .iter()
+            .filter(|l| l.overlay && l.human)
+            .map(|l| l.work.clone())
+            .collect(),
+    })
+}
+
+fn open_lock(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
+/// Whether `path` is inside one of the layers (a mask or seal there applies to the jail's view).
+pub fn inside(layers: &[Layer], path: &Path) -> bool {
+    layers.iter().any(|l| path.starts_with(&l.path))
+}
+
+/// Disk use of a tree in bytes (blocks, as `du`), never following a symlink.
+pub fn disk_use(dir: &Path) -> u64 {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.blocks() * 512)
+        .sum()
+}
+
+/// Remove a layer's directories. An overlay's work directory holds a mode-000 directory: each
+/// directory is opened up first (no symlink is followed: walkdir does not, and chmod is only given
+/// real directories).
+fn remove_tree(dir: &Path) -> std::io::Result<()> {
+    if std::fs::symlink_metadata(dir).is_err() {
+        return Ok(());
+    }
+    for e in walkdir::WalkDir::new(dir) {
+        let Ok(e) = e else { continue };
+        if e.file_type().is_dir() {
+            std::fs::set_permissions(e.path(), std::fs::Permissions::from_mode(0o700))?;
+        }
+    }
+    std::fs::remove_dir_all(dir)
+}
+
+/// One line per layer for `cache ls` and `doctor`.
+#[derive(Debug, Serialize)]
+pub struct Row {
+    pub name: String,
+    pub path: PathBuf,
+    pub layer: PathBuf,
+    pub bytes: u64,
+}
+
+/// The store's layers, with their size.
+pub fn rows(home: &Path, store: &Path) -> Vec<Row> {
+    CACHES
+        .iter()
+        .map(|(rel, name)| Row {
+            name: name.to_string(),
+            path: home.join(rel),
+            layer: store.join(name),
+            bytes: disk_use(&store.join(name)),
+        })
+        .collect()
+}
+
+/// Human-readable size.
+pub fn human(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 30 => format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64),
+        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64),
+        b if b >= 1 << 10 => format!("{:.1} KiB", b as f64 / 1024.0),
+        b => format!("{b} B"),
+    }
+}
+
+/// `claude-sandbox cache ls`.
+pub fn list(home: &Path, store: &Path, json: bool) -> i32 {
+    let rows = rows(home, store);
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&rows).expect("serialisable")
+        );
+        return 0;
+    }
+    println!("The jail's cache layers (in {}):", store.display());
+    for r in &rows {
+        println!(
+            "  {:<16} {:>10}  over {}",
+            r.name,
+            human(r.bytes),
+            r.path.display()
+        );
+    }
+    0
+}
+
+/// `claude-sandbox cache clear [NAME]`: refused while a session runs.
+pub fn clear(store: &Path, name: Option<&str>) -> crate::error::Result<()> {
+    let names: Vec<&str> = match name {
+        Some(n) if CACHES.iter().any(|(_, c)| *c == n) => vec![n],
+        Some(n) => {
+            return Err(crate::error::Error::Usage(format!(
+                "cache clear: no layer named {n}; see `claude-sandbox cache ls`"
+            )))
+        }
+        None => CACHES.iter().map(|(_, n)| *n).collect(),
+    };
+    if !store.is_dir() {
+        return Ok(());
+    }
+    let f = open_lock(&store.join(".in-use"))
+        .map_err(|e| crate::error::Error::io(format!("opening {}", store.display()), e))?;
+    if rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+        return Err(crate::error::Error::Usage(
+            "cache clear: a session is using the layers; run it again when no session runs".into(),
+        ));
+    }
+    for n in names {
+        let d = store.join(n);
+        remove_tree(&d)
+            .map_err(|e| crate::error::Error::io(format!("removing {}", d.display()), e))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlay_needs_5_11_a_store_off_overlayfs_and_plain_paths() {
+        let p = Path::new("/h/.cache");
+        assert!(overlay_possible("6.18.44-fc-v669", false, &[p]));
+        assert!(overlay_possible("5.11.0", false, &[p]));
+        assert!(!overlay_possible("5.10.200", false, &[p]));
+        assert!(!overlay_possible("6.1.0", true, &[p]));
+        assert!(!overlay_possible("6.1.0", false, &[Path::new("/h/a,b")]));
+        assert!(!overlay_possible("6.1.0", false, &[Path::new("/h/a:b")]));
+        assert!(!overlay_possible("garbage", false, &[p]));
+    }
+
+    #[test]
+    fn missing_caches_get_a_layer_and_nested_ones_a_mount_point() {
+        let root = tempfile::tempdir().unwrap();
+        let home = std::fs::canonicalize(root.path()).unwrap();
+        std::fs::create_dir_all(home.join(".cargo/registry")).unwrap();
+        std::fs::create_dir_all(home.join(".local")).unwrap();
+        std::fs::write(home.join(".npm"), "").unwrap(); // a file: left alone
+        let store = home.join("store");
+        let (layers, mounts) = plan(&home, &store, &[]);
+        let names: Vec<&str> = layers.iter().map(|l| l.name.as_str()).collect();
+        // `~/.cargo/git` and `~/.local/share/pnpm` are missing below existing top directories.
+        assert_eq!(names, ["cache", "cargo-registry"]);
+        let by = |n: &str| layers.iter().find(|l| l.name == n).unwrap();
+        assert_eq!(by("cache").lower, store.join("empty"));
+        assert_eq!(by("cargo-registry").lower, home.join(".cargo/registry"));
+        assert_eq!(
+            by("cargo-registry").upper,
+            store.join("cargo-registry/upper")
+        );
+        assert!(mounts.is_empty(), "{mounts:?}");
+        assert!(by("cargo-registry").human && !by("cache").human);
+    }
+
+    #[test]
+    fn a_parent_made_for_the_session_counts_as_existing() {
+        let root = tempfile::tempdir().unwrap();
+        let home = std::fs::canonicalize(root.path()).unwrap();
+        let (_, mounts) = plan(&home, &home.join("s"), &[home.join(".local")]);
+        assert_eq!(
+            mounts,
+            [home.join(".local/share"), home.join(".local/share/pnpm")]
+        );
+        // Not made and not there: the mount point is made in the session's own `$HOME`.
+        assert!(plan(&home, &home.join("s"), &[]).1.is_empty());
+    }
+
+    #[test]
+    fn clear_removes_an_overlay_work_dir_and_refuses_while_in_use() {
+        let root = tempfile::tempdir().unwrap();
+        let store = root.path().join("layers");
+        let mut layers = plan(root.path(), &store, &[]).0;
+        let held = prepare(&store, &mut layers).unwrap();
+        let stuck = store.join("cache/work/work");
+        std::fs::create_dir_all(&stuck).unwrap();
+        std::fs::write(stuck.join("f"), "x").unwrap();
+        std::fs::set_permissions(&stuck, std::fs::Permissions::from_mode(0o000)).unwrap();
+        assert!(clear(&store, Some("cache")).is_err());
+        drop(held);
+        clear(&store, Some("cache")).unwrap();
+        assert!(!store.join("cache").exists());
+        assert!(store.join("npm/own").is_dir());
+        assert!(clear(&store, Some("nope")).is_err());
+    }
+}
