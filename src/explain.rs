@@ -35,14 +35,24 @@ const SHORT_LIST: usize = 6;
 
 /// `items` joined, at most SHORT_LIST of them unless `full`.
 fn some(items: &[String], full: bool) -> String {
-    if full || items.len() <= SHORT_LIST {
+    if full {
         return items.join(", ");
     }
-    format!(
-        "{}, ... and {} more",
-        items[..SHORT_LIST].join(", "),
-        items.len() - SHORT_LIST
-    )
+    // At most SHORT_LIST items and about 100 columns: a long socket path must not widen the screen.
+    let mut shown: Vec<&str> = Vec::new();
+    let mut width = 0;
+    for item in items.iter().take(SHORT_LIST) {
+        if width + item.len() > 100 {
+            break;
+        }
+        width += item.len() + 2;
+        shown.push(item);
+    }
+    match items.len() - shown.len() {
+        0 => shown.join(", "),
+        rest if shown.is_empty() => format!("{rest} (--verbose lists them)"),
+        rest => format!("{}, ... and {rest} more", shown.join(", ")),
+    }
 }
 
 /// `full` (`explain --verbose`) lists every sealed entry point with who runs it, and every mask;
