@@ -13,6 +13,7 @@ pub mod doctor;
 pub mod entrypoints;
 pub mod error;
 pub mod explain;
+pub(crate) mod gitconfig;
 pub mod hook;
 pub mod jail;
 pub mod runtime;

@@ -1319,7 +1319,12 @@ impl Watcher {
                 severity: Severity::Critical,
                 kind: "git-config".into(),
                 path: file.clone(),
-                detail: format!("exec-capable git config: {key} = {value}"),
+                detail: match key.as_str() {
+                    baseline::REFUSED_KEY => {
+                        format!("git config that git refuses to read: {value}")
+                    }
+                    _ => format!("exec-capable git config: {key} = {value}"),
+                },
                 action: "alerted".into(),
                 quarantine_id: None,
                 sha256: None,
