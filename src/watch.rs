@@ -27,6 +27,8 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+mod shellpath;
+
 /// Environment variable forcing the poll sweep everywhere.
 pub const ENV_MODE: &str = "CLAUDE_SANDBOX_WATCH";
 /// The sweep interval.
@@ -68,6 +70,9 @@ pub struct WatchConfig {
     /// How long after the start deferred names are read (`RESOLVE_DELAY`; tests stretch it to make
     /// sure a change comes first).
     pub resolve_delay: Duration,
+    /// What the jail can write (`None`: what this user can write, for `watch`): decides which
+    /// directories of the human's future shells are watched (see `shellpath`).
+    pub writable_roots: Option<Vec<PathBuf>>,
 }
 
 /// Environment variable setting `WatchConfig::resolve_delay` for `run`, in milliseconds.
@@ -204,6 +209,13 @@ pub struct Watcher {
     /// Any entry whose ctime is at or after this (ns since the epoch) was changed after the watcher
     /// started: its start, less one tick of the coarse clock the kernel stamps ctime with.
     changed_since: i64,
+    /// The order the human's future shells search (see `shellpath::future_order`).
+    future: Vec<PathBuf>,
+    /// The login shell's PATH, while it is being computed.
+    login: Option<std::sync::mpsc::Receiver<Option<Vec<PathBuf>>>>,
+    login_asked: bool,
+    /// The launcher's PATH, for the login shell.
+    path_env: std::ffi::OsString,
 }
 
 /// How a deferred name is read (see `Watcher::resolve`).
@@ -305,6 +317,10 @@ impl Watcher {
             event_buf: Vec::new(),
             deferring: Vec::new(),
             changed_since: started - coarse_tick_ns(),
+            future: Vec::new(),
+            login: None,
+            login_asked: false,
+            path_env: Default::default(),
         };
         for d in base.dirs.iter().filter(|d| d.writable) {
             if d.exists {
@@ -325,6 +341,7 @@ impl Watcher {
                 w.add_pending(d.index);
             }
         }
+        w.watch_future_shells(OsStr::new(&base.path_env));
         for r in &base.repos {
             w.add_repo(r.clone());
         }
@@ -654,11 +671,16 @@ impl Watcher {
 
     /// Run until `stop` becomes readable (or its write end is closed), then do the final sweep.
     pub fn run(&mut self, stop: OwnedFd) {
-        let mut last_sweep = Instant::now();
+        let started = Instant::now();
+        let mut last_sweep = started;
         let resolve_from = Instant::now() + self.cfg.resolve_delay;
         let hash_from = Instant::now() + HASH_DELAY;
         loop {
+            self.take_login_path(false, started);
             let mut wait = TICK.saturating_sub(last_sweep.elapsed());
+            if let Some(login) = self.login_wait(started) {
+                wait = wait.min(login);
+            }
             if self.any_deferred() {
                 wait = wait.min(resolve_from.saturating_duration_since(Instant::now()));
             }
@@ -1010,6 +1032,7 @@ impl Watcher {
     /// reading the queue, sweeping the swept directories and re-reading the repositories' configs
     /// is complete. Otherwise: everything once more, repositories found afresh.
     pub fn final_sweep(&mut self) {
+        self.take_login_path(true, Instant::now());
         if self.is_live_complete() {
             self.drain();
             if !self.lost_events {
@@ -1148,7 +1171,9 @@ impl Watcher {
             // shadows a command is gone already; a harmless one was reported).
             return;
         }
-        if let Some(target) = baseline::shadowed(&self.path, index, name) {
+        let shadows = baseline::shadowed(&self.path, index, name)
+            .or_else(|| shellpath::shadowed_in(&self.future, &self.dirs[idx].path, name));
+        if let Some(target) = shadows {
             let detail = format!("shadows {}{link}", target.display());
             self.quarantine(idx, name, Severity::Critical, "path-shadow", detail, cur);
         } else if self.cfg.quarantine_new {
@@ -1520,6 +1545,7 @@ pub fn foreground(workspace: Option<PathBuf>) -> crate::Result<i32> {
         placeholders: Default::default(),
         tree_dirs: Vec::new(),
         resolve_delay: RESOLVE_DELAY,
+        writable_roots: None,
     };
     let mut watcher = Watcher::new(cfg, &base);
     for (dir, mode) in watcher.modes() {
@@ -1553,6 +1579,7 @@ mod tests {
             catch_up: false,
             placeholders: Default::default(),
             resolve_delay: RESOLVE_DELAY,
+            writable_roots: Some(vec![ws.to_path_buf()]),
         }
     }
 

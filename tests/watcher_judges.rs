@@ -60,3 +60,119 @@ fn bom_and_non_utf8_configs_in_a_new_repository_are_seen() {
         );
     }
 }
+
+/// Debian's `~/.profile` snippet: the two directories first in every later login shell, once they
+/// exist.
+const DEBIAN_PROFILE: &str = "if [ -d \"$HOME/bin\" ] ; then\n    PATH=\"$HOME/bin:$PATH\"\nfi\n\
+if [ -d \"$HOME/.local/bin\" ] ; then\n    PATH=\"$HOME/.local/bin:$PATH\"\nfi\n";
+
+fn jail_with_path(f: &Fixture, mode: &str, path: &str, script: &str) -> std::process::Output {
+    let mut c = f.cmd(["run", "--", "bash", "-c", script]);
+    c.env("PATH", path);
+    if mode == "poll" {
+        c.env("CLAUDE_SANDBOX_WATCH", "poll");
+    }
+    c.output().unwrap()
+}
+
+/// `git` as the human's next login shell finds it.
+fn login_git(f: &Fixture) {
+    let _ = std::process::Command::new("bash")
+        .args(["-lc", "git --version"])
+        .current_dir(&f.ws)
+        .env_clear()
+        .env("HOME", &f.home)
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+}
+
+/// A directory only a login shell puts on PATH, writable by configuration and not on the launcher's
+/// PATH: `~/bin` (a conventional one, watched from the start) and `~/tools/bin` (known only from the
+/// login shell, which the watcher runs after the gate). A `git` planted there shadows the real one in
+/// the human's next terminal.
+#[test]
+fn a_login_shell_only_directory_is_watched() {
+    for (mode, dir) in [
+        ("inotify", "bin"),
+        ("poll", "bin"),
+        ("inotify", "tools/bin"),
+        ("poll", "tools/bin"),
+    ] {
+        let f = Fixture::new();
+        std::fs::write(
+            f.home.join(".profile"),
+            format!("{DEBIAN_PROFILE}PATH=\"$HOME/tools/bin:$PATH\"\n"),
+        )
+        .unwrap();
+        std::fs::create_dir_all(f.home.join(dir)).unwrap();
+        std::fs::create_dir_all(f.home.join(".config/claude-sandbox")).unwrap();
+        std::fs::write(
+            f.home.join(".config/claude-sandbox/config.toml"),
+            format!("writable = [\"~/{dir}\"]\n"),
+        )
+        .unwrap();
+        let marker = f.root.join("pwned");
+        let script = format!(
+            "sleep 0.3; printf '#!/bin/sh\\ntouch {}\\n' > ~/{dir}/git && chmod +x ~/{dir}/git",
+            marker.display()
+        );
+        ok(&jail_with_path(
+            &f,
+            mode,
+            &format!("{}:/usr/bin:/bin", f.home.join(".local/bin").display()),
+            &script,
+        ));
+        login_git(&f);
+        assert!(
+            !marker.exists(),
+            "[{mode} {dir}] the human's login shell ran the plant"
+        );
+        let plant = f.home.join(dir).join("git");
+        assert!(!plant.exists(), "[{mode} {dir}] the plant is still there");
+        let all = alerts(&f);
+        let a: Vec<_> = all
+            .iter()
+            .filter(|a| a["path"].as_str() == plant.to_str())
+            .collect();
+        assert_eq!(a.len(), 1, "[{mode} {dir}] {all:#?}");
+        assert!(
+            matches!(a[0]["kind"].as_str(), Some("path-shadow" | "path-changed")),
+            "[{mode} {dir}] {all:#?}"
+        );
+    }
+}
+
+/// A directory last on the launcher's PATH (so a `git` there shadows nothing for the launcher) but
+/// first in a login shell: judged in the login shell's order.
+#[test]
+fn a_launcher_last_login_first_directory_is_judged_in_login_order() {
+    for mode in ["inotify", "poll"] {
+        let f = Fixture::new();
+        std::fs::write(f.home.join(".profile"), DEBIAN_PROFILE).unwrap();
+        let marker = f.root.join("pwned");
+        let script = format!(
+            "printf '#!/bin/sh\\ntouch {}\\n' > ~/.local/bin/git && chmod +x ~/.local/bin/git",
+            marker.display()
+        );
+        ok(&jail_with_path(
+            &f,
+            mode,
+            &format!("/usr/bin:/bin:{}", f.home.join(".local/bin").display()),
+            &script,
+        ));
+        login_git(&f);
+        assert!(
+            !marker.exists(),
+            "[{mode}] the human's login shell ran the plant"
+        );
+        let plant = f.home.join(".local/bin/git");
+        let all = alerts(&f);
+        let a: Vec<_> = all
+            .iter()
+            .filter(|a| a["path"].as_str() == plant.to_str())
+            .collect();
+        assert_eq!(a.len(), 1, "[{mode}] {all:#?}");
+        assert_eq!(a[0]["kind"], "path-shadow", "[{mode}] {all:#?}");
+    }
+}

@@ -523,6 +523,7 @@ fn start_watcher(
             .and_then(|v| v.parse().ok())
             .map(std::time::Duration::from_millis)
             .unwrap_or(watch::RESOLVE_DELAY),
+        writable_roots: Some(plan.writable_roots()),
     };
     let t0 = std::time::Instant::now();
     let running =
