@@ -27,6 +27,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+mod gitkeys;
 mod shellpath;
 
 /// Environment variable forcing the poll sweep everywhere.
@@ -214,6 +215,8 @@ pub struct Watcher {
     /// The login shell's PATH, while it is being computed.
     login: Option<std::sync::mpsc::Receiver<Option<Vec<PathBuf>>>>,
     login_asked: bool,
+    /// Repositories created during the session: their exec-capable keys are taken out.
+    new_repos: BTreeSet<usize>,
     /// The launcher's PATH, for the login shell.
     path_env: std::ffi::OsString,
 }
@@ -320,6 +323,7 @@ impl Watcher {
             future: Vec::new(),
             login: None,
             login_asked: false,
+            new_repos: BTreeSet::new(),
             path_env: Default::default(),
         };
         for d in base.dirs.iter().filter(|d| d.writable) {
@@ -658,6 +662,7 @@ impl Watcher {
             b.exec_keys.clear();
             let repo = self.repos.len();
             self.add_repo(b);
+            self.new_repos.insert(repo);
             self.check_keys(repo);
             if let Some(idx) = self
                 .dirs
@@ -1320,45 +1325,6 @@ impl Watcher {
             None,
             &e,
         );
-    }
-
-    /// New exec-capable keys in a repository's config are alerted with the key and value.
-    fn check_keys(&mut self, repo: usize) {
-        let (common, git_dir) = (
-            self.repos[repo].common_dir.clone(),
-            self.repos[repo].git_dir.clone(),
-        );
-        let keys = baseline::exec_keys(&common, &git_dir);
-        let known: BTreeSet<(String, String)> = self.repos[repo]
-            .exec_keys
-            .iter()
-            .map(|(_, k, v)| (k.clone(), v.clone()))
-            .collect();
-        for (file, key, value) in &keys {
-            if known.contains(&(key.clone(), value.clone())) {
-                continue;
-            }
-            self.record(Alert {
-                id: alerts::new_id("a"),
-                time: alerts::now_rfc3339(),
-                severity: Severity::Critical,
-                kind: "git-config".into(),
-                path: file.clone(),
-                detail: match key.as_str() {
-                    baseline::REFUSED_KEY => {
-                        format!("git config that git refuses to read: {value}")
-                    }
-                    _ => format!("exec-capable git config: {key} = {value}"),
-                },
-                action: "alerted".into(),
-                quarantine_id: None,
-                sha256: None,
-                session: self.cfg.session.clone(),
-                fingerprint: format!("git-config:{}:{key}={value}", file.display()),
-            });
-            self.actions.push((file.clone(), Instant::now()));
-        }
-        self.repos[repo].exec_keys = keys;
     }
 }
 

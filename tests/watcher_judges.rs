@@ -14,6 +14,13 @@ fn alerts(f: &Fixture) -> Vec<serde_json::Value> {
     serde_json::from_slice::<Vec<serde_json::Value>>(&out.stdout).unwrap()
 }
 
+/// The `core.fsmonitor` line of a config, as text.
+fn gitconfig_fsmonitor(bytes: &[u8]) -> Option<String> {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("fsmonitor = ").map(String::from))
+}
+
 /// A new repository whose config starts with a byte-order mark, another whose config has a
 /// non-UTF-8 byte before the key, and a third git itself refuses: git runs the first two's
 /// `core.fsmonitor` (checked unguarded first), so the watcher must see them; the third is an alert.
@@ -48,6 +55,29 @@ fn bom_and_non_utf8_configs_in_a_new_repository_are_seen() {
                 })
                 .collect();
             assert_eq!(found.len(), 1, "[{mode}] {repo}: {all:#?}");
+            // Taken out of the config: the human's `git status` runs nothing.
+            assert_eq!(found[0]["action"], "neutralised", "[{mode}] {repo}");
+            let _ = std::process::Command::new("git")
+                .args(["status"])
+                .current_dir(f.ws.join(repo))
+                .envs(f.env())
+                .output()
+                .unwrap();
+            assert!(
+                !marker.exists(),
+                "[{mode}] {repo}: git status ran core.fsmonitor"
+            );
+            // And put back byte for byte by the command the prompt shows.
+            let before = std::fs::read(&cfg).unwrap();
+            let id = found[0]["quarantine_id"].as_str().unwrap();
+            ok(&f.cmd(["restore", id]).output().unwrap());
+            let restored = std::fs::read(&cfg).unwrap();
+            assert!(restored.len() > before.len(), "[{mode}] {repo}");
+            assert_eq!(
+                gitconfig_fsmonitor(&restored),
+                Some(format!("touch {}", marker.display())),
+                "[{mode}] {repo}"
+            );
         }
         let broken = f.ws.join("broken/.git/config");
         assert!(
