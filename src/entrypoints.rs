@@ -278,6 +278,33 @@ pub fn declares_generated_dir(dir: &Path) -> bool {
     rustix::fs::open(dir, flags, Mode::empty()).is_ok_and(declares_generated)
 }
 
+/// The one rule for the watcher's walks: whether to skip the directory `dir` (never the walk's root):
+/// `.git`, `node_modules`, or a directory declared generated (`declares_generated`) by a declaration
+/// made before `before` (ns since the epoch: the session's start). A `CACHEDIR.TAG` or `pyvenv.cfg`
+/// that appeared during the session is not honoured: the agent could tag any directory it makes.
+// `stat` field types differ between architectures: keep the casts.
+#[allow(clippy::unnecessary_cast)]
+pub fn walk_skips(dir: &Path, before: i64) -> bool {
+    use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+    if dir
+        .file_name()
+        .is_some_and(|n| PRUNED.iter().any(|p| n == *p))
+    {
+        return true;
+    }
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let Ok(fd) = rustix::fs::open(dir, flags, Mode::empty()) else {
+        return false;
+    };
+    let old_file = |name: &str| {
+        rustix::fs::statat(&fd, name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|st| {
+            FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
+                && (st.st_ctime as i64) * 1_000_000_000 + (st.st_ctime_nsec as i64) < before
+        })
+    };
+    old_file("pyvenv.cfg") || (old_file("CACHEDIR.TAG") && is_tagged_cache(&fd))
+}
+
 /// What the workspace walk reports about one entry.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Seen {

@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 mod gitkeys;
+mod gitlinks;
 mod shellpath;
 
 /// Environment variable forcing the poll sweep everywhere.
@@ -210,15 +211,10 @@ pub struct Watcher {
     /// Any entry whose ctime is at or after this (ns since the epoch) was changed after the watcher
     /// started: its start, less one tick of the coarse clock the kernel stamps ctime with.
     changed_since: i64,
-    /// The order the human's future shells search (see `shellpath::future_order`).
-    future: Vec<PathBuf>,
-    /// The login shell's PATH, while it is being computed.
-    login: Option<std::sync::mpsc::Receiver<Option<Vec<PathBuf>>>>,
-    login_asked: bool,
+    /// The human's future shells: their search order, the login shell's answer (`shellpath`).
+    future: shellpath::Future,
     /// Repositories created during the session: their exec-capable keys are taken out.
     new_repos: BTreeSet<usize>,
-    /// The launcher's PATH, for the login shell.
-    path_env: std::ffi::OsString,
 }
 
 /// How a deferred name is read (see `Watcher::resolve`).
@@ -320,11 +316,8 @@ impl Watcher {
             event_buf: Vec::new(),
             deferring: Vec::new(),
             changed_since: started - coarse_tick_ns(),
-            future: Vec::new(),
-            login: None,
-            login_asked: false,
+            future: Default::default(),
             new_repos: BTreeSet::new(),
-            path_env: Default::default(),
         };
         for d in base.dirs.iter().filter(|d| d.writable) {
             if d.exists {
@@ -359,6 +352,7 @@ impl Watcher {
                 }
             }
         }
+        w.follow_gitlinks_as(false);
         if w.cfg.catch_up {
             w.rescan_all();
         }
@@ -619,13 +613,14 @@ impl Watcher {
         if self.inotify_error.is_some() {
             return; // the sweep walks the tree instead
         }
+        let since = self.declared_before();
         let walker = walkdir::WalkDir::new(root)
             .follow_links(false)
             .into_iter()
             .filter_entry(|e| {
                 e.file_type().is_dir()
                     && !matches!(e.file_name().to_str(), Some(".git" | "node_modules"))
-                    && (e.depth() == 0 || !entrypoints::declares_generated_dir(e.path()))
+                    && (e.depth() == 0 || !entrypoints::walk_skips(e.path(), since))
             });
         for e in walker.flatten() {
             if !self.watch_tree_dir(e.path().to_path_buf()) {
@@ -811,6 +806,7 @@ impl Watcher {
             Role::Pending { index } => self.pending_changed(idx, index),
             Role::GitDir { repo } => match name.as_deref() {
                 Some("config" | "config.worktree") => self.check_keys(repo),
+                Some("index") => self.follow_gitlinks(),
                 Some("hooks") => self.hooks_appeared(repo),
                 _ => {}
             },
@@ -832,9 +828,10 @@ impl Watcher {
                         let sub = dir.join(n);
                         // A cache or a virtual environment (its tag may come after the directory:
                         // cargo makes `target/` first) is not walked, as at launch
-                        // (entrypoints::declares_generated).
-                        if entrypoints::declares_generated_dir(&dir)
-                            || entrypoints::declares_generated_dir(&sub)
+                        // (entrypoints::walk_skips: not for a tag made during the session).
+                        if (dir != self.cfg.workspace
+                            && entrypoints::walk_skips(&dir, self.declared_before()))
+                            || entrypoints::walk_skips(&sub, self.declared_before())
                         {
                             return;
                         }
@@ -963,7 +960,8 @@ impl Watcher {
         if self.inotify_error.is_some() {
             // A cheap listing first (names only, no stat): the full discovery walk runs only when a
             // `.git` or `HEAD` appeared, moved or went away.
-            let markers = git_markers(&self.cfg.workspace, &mut self.tree_cache);
+            let before = self.declared_before();
+            let markers = git_markers(&self.cfg.workspace, &mut self.tree_cache, before);
             if markers != self.last_markers {
                 self.last_markers = markers;
                 self.walk_tree_for_repos();
@@ -1030,6 +1028,8 @@ impl Watcher {
     fn walk_tree_for_repos(&mut self) {
         let ws = self.cfg.workspace.clone();
         self.discover_repos(&ws);
+        self.discover_in_fresh_caches();
+        self.follow_gitlinks();
     }
 
     /// The session is over. Every process of the jail is gone, so every event it caused is queued
@@ -1043,6 +1043,7 @@ impl Watcher {
             if !self.lost_events {
                 self.sweep_polled();
                 self.check_pending();
+                self.follow_gitlinks();
                 for repo in 0..self.repos.len() {
                     self.check_keys(repo);
                 }
@@ -1177,7 +1178,7 @@ impl Watcher {
             return;
         }
         let shadows = baseline::shadowed(&self.path, index, name)
-            .or_else(|| shellpath::shadowed_in(&self.future, &self.dirs[idx].path, name));
+            .or_else(|| shellpath::shadowed_in(&self.future.order, &self.dirs[idx].path, name));
         if let Some(target) = shadows {
             let detail = format!("shadows {}{link}", target.display());
             self.quarantine(idx, name, Severity::Critical, "path-shadow", detail, cur);
@@ -1365,7 +1366,7 @@ struct Listing {
 /// Every entry named `.git` or `HEAD` under `root` (not inside `.git` or `node_modules`), from
 /// directory listings alone. A directory whose settled stamp has not moved is not listed again:
 /// its subdirectories and markers come from `cache` (a new `.git` moves its parent's ctime).
-fn git_markers(root: &Path, cache: &mut HashMap<PathBuf, Listing>) -> Vec<PathBuf> {
+fn git_markers(root: &Path, cache: &mut HashMap<PathBuf, Listing>, before: i64) -> Vec<PathBuf> {
     use std::os::unix::ffi::OsStrExt;
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
@@ -1394,7 +1395,7 @@ fn git_markers(root: &Path, cache: &mut HashMap<PathBuf, Listing>) -> Vec<PathBu
             }
         }
         // A cache or a virtual environment is not walked (entrypoints::declares_generated).
-        if tagged && dir != root && entrypoints::declares_generated_dir(&dir) {
+        if tagged && dir != root && entrypoints::walk_skips(&dir, before) {
             subdirs.clear();
             markers.clear();
         }
@@ -1586,10 +1587,10 @@ mod tests {
         );
     }
 
-    /// A cache made during the session (cargo makes `target/` and its `CACHEDIR.TAG`) is not walked
-    /// or watched for repositories, as at launch; a directory beside it still is.
+    /// A `CACHEDIR.TAG` or `pyvenv.cfg` made during the session is not honoured (the agent can tag any
+    /// directory it makes): repositories inside are found and watched like any other (issue 16).
     #[test]
-    fn a_cache_made_during_the_session_is_not_walked() {
+    fn a_cache_tagged_during_the_session_is_walked() {
         let t = tempfile::tempdir().unwrap();
         let ws = t.path().join("ws");
         let runtime = t.path().join("rt");
@@ -1623,14 +1624,12 @@ mod tests {
             git_dirs.contains(&canonical(ws.join("src/r/.git")).as_path()),
             "a repository made beside the cache was missed: {git_dirs:?}"
         );
-        assert!(
-            !w.dirs
-                .iter()
-                .any(|d| d.path.starts_with(ws.join("target"))
-                    || d.path.starts_with(ws.join(".venv"))),
-            "the cache or the environment is watched: {:?}",
-            w.dirs.iter().map(|d| &d.path).collect::<Vec<_>>()
-        );
+        for hidden in ["target/debug/build/dep/.git", ".venv/src/editable/.git"] {
+            assert!(
+                git_dirs.contains(&canonical(ws.join(hidden)).as_path()),
+                "{hidden}: a repository in a directory tagged during the session was missed: {git_dirs:?}"
+            );
+        }
     }
 
     /// Sweep mode looks for `.git`/`HEAD` markers the same way: not inside a tagged cache.
@@ -1647,7 +1646,7 @@ mod tests {
         std::fs::create_dir_all(ws.join(".venv/src/editable/.git")).unwrap();
         std::fs::write(ws.join(".venv/pyvenv.cfg"), "home = /usr/bin\n").unwrap();
         std::fs::create_dir_all(ws.join("src/r/.git")).unwrap();
-        let markers = git_markers(ws, &mut HashMap::new());
+        let markers = git_markers(ws, &mut HashMap::new(), i64::MAX);
         assert_eq!(markers, vec![ws.join("src/r/.git")]);
     }
 

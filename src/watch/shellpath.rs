@@ -172,18 +172,30 @@ pub(crate) fn user_shell() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/bin/sh"))
 }
 
+/// What the watcher knows of the human's future shells.
+#[derive(Debug, Default)]
+pub(super) struct Future {
+    /// The order they search (`future_order`).
+    pub order: Vec<PathBuf>,
+    /// The login shell's PATH, while it is being computed.
+    login: Option<std::sync::mpsc::Receiver<Option<Vec<PathBuf>>>>,
+    asked: bool,
+    /// The launcher's PATH, which the login shell starts from.
+    path_env: std::ffi::OsString,
+}
+
 /// The watcher's side: which future-shell directories to watch, and when the login shell answers.
 impl super::Watcher {
     /// Before the gate: watch the conventional directories the jail can write (existing ones with
     /// their entries as the baseline, missing ones awaited).
     pub(super) fn watch_future_shells(&mut self, path_env: &std::ffi::OsStr) {
-        self.path_env = path_env.to_owned();
+        self.future.path_env = path_env.to_owned();
         let Some(home) = std::env::var_os("HOME").map(PathBuf::from) else {
             return;
         };
         let npm = npm_prefix(&home, std::env::var_os("NPM_CONFIG_PREFIX").as_deref());
         let conv = conventional(&home, npm.as_deref());
-        self.future = future_order(&conv, &[], &self.path_dirs);
+        self.future.order = future_order(&conv, &[], &self.path_dirs);
         for d in conv {
             self.add_future_dir(d, super::Resolve::Quiet);
         }
@@ -192,10 +204,10 @@ impl super::Watcher {
     /// Ask the login shell for its PATH, in a thread (`LOGIN_DELAY` into the session: not while the
     /// jail is being built on the same cores). Once per session.
     fn start_login_shell(&mut self) {
-        if self.login_asked {
+        if self.future.asked {
             return;
         }
-        self.login_asked = true;
+        self.future.asked = true;
         let Some(home) = std::env::var_os("HOME").map(PathBuf::from) else {
             return;
         };
@@ -203,14 +215,14 @@ impl super::Watcher {
             return;
         }
         let (tx, rx) = std::sync::mpsc::channel();
-        let path_env = self.path_env.clone();
+        let path_env = self.future.path_env.clone();
         let spawned = std::thread::Builder::new()
             .name("login-path".into())
             .spawn(move || {
                 let _ = tx.send(login_path(&user_shell(), &home, &path_env));
             });
         if spawned.is_ok() {
-            self.login = Some(rx);
+            self.future.login = Some(rx);
         }
     }
 
@@ -221,7 +233,7 @@ impl super::Watcher {
         if wait || started.elapsed() >= LOGIN_DELAY {
             self.start_login_shell();
         }
-        let Some(rx) = &self.login else { return };
+        let Some(rx) = &self.future.login else { return };
         let got = match wait {
             true => rx.recv().ok(),
             false => match rx.try_recv() {
@@ -230,10 +242,10 @@ impl super::Watcher {
                 Err(std::sync::mpsc::TryRecvError::Disconnected) => None,
             },
         };
-        self.login = None;
+        self.future.login = None;
         let Some(Some(login)) = got else { return };
         tracing::info!(path = ?login, "the login shell's PATH");
-        self.future = future_order(&[], &login, &self.future);
+        self.future.order = future_order(&[], &login, &self.future.order);
         for d in login {
             self.add_future_dir(d, super::Resolve::Ctime);
         }
@@ -241,7 +253,7 @@ impl super::Watcher {
 
     /// How long the event loop may sleep before looking for the login shell's PATH again.
     pub(super) fn login_wait(&self, started: std::time::Instant) -> Option<Duration> {
-        match (self.login_asked, &self.login) {
+        match (self.future.asked, &self.future.login) {
             (false, _) => Some(LOGIN_DELAY.saturating_sub(started.elapsed())),
             (true, Some(_)) => Some(Duration::from_millis(10)),
             (true, None) => None,
