@@ -42,6 +42,8 @@ fn bom_and_non_utf8_configs_in_a_new_repository_are_seen() {
         }
         ok(&c.output().unwrap());
         let all = alerts(&f);
+        // What the human's prompt shows.
+        let prompt = ok(&f.cmd(["alerts", "--prompt"]).output().unwrap());
         for repo in ["bom", "latin"] {
             let cfg = f.ws.join(repo).join(".git/config");
             let found: Vec<_> = all
@@ -70,6 +72,14 @@ fn bom_and_non_utf8_configs_in_a_new_repository_are_seen() {
             // And put back byte for byte by the command the prompt shows.
             let before = std::fs::read(&cfg).unwrap();
             let id = found[0]["quarantine_id"].as_str().unwrap();
+            assert!(
+                prompt
+                    .lines()
+                    .any(|l| l.contains(&format!("{repo}/.git/config"))
+                        && l.contains("neutralised")
+                        && l.ends_with(&format!("(undo: claude-sandbox restore {id})"))),
+                "[{mode}] {repo}: the prompt does not show how to undo it:\n{prompt}"
+            );
             ok(&f.cmd(["restore", id]).output().unwrap());
             let restored = std::fs::read(&cfg).unwrap();
             assert!(restored.len() > before.len(), "[{mode}] {repo}");
