@@ -149,7 +149,15 @@ impl Watcher {
             };
             for sub in submodule_paths(&r.git_dir.clone(), &r.common_dir.clone(), &wt) {
                 let target = wt.join(&sub);
-                if std::fs::symlink_metadata(target.join(".git")).is_err() {
+                let dotgit = target.join(".git");
+                let git_dir = match std::fs::symlink_metadata(&dotgit) {
+                    Err(_) => continue,
+                    Ok(m) if m.is_file() => crate::entrypoints::read_gitdir_pointer(&dotgit),
+                    Ok(_) => Some(dotgit),
+                };
+                // Known already (an ordinary submodule, found at launch): no walk of its tree.
+                let git_dir = git_dir.map(|g| std::fs::canonicalize(&g).unwrap_or(g));
+                if git_dir.is_some_and(|g| self.known_git_dirs.contains(&g)) {
                     continue;
                 }
                 let found = crate::entrypoints::discover_workspace(&target).repos;
