@@ -392,20 +392,18 @@ fn add_shadows(dirs: &mut [PathDir]) {
 /// The hooks directory and exec-capable keys of one repository.
 pub fn repo_baseline(r: &entrypoints::Repo) -> RepoBaseline {
     let exec_keys = exec_keys(&r.common_dir, &r.git_dir);
+    let home = std::env::var_os("HOME").map(PathBuf::from);
     let hooks_dir = exec_keys
         .iter()
         .rev()
         .find(|(_, k, _)| k == "core.hookspath")
         .map(|(_, _, v)| {
-            let p = Path::new(v);
-            if p.is_absolute() {
-                p.to_path_buf()
-            } else {
-                r.worktree
-                    .clone()
-                    .unwrap_or_else(|| r.git_dir.clone())
-                    .join(p)
-            }
+            crate::gitconfig::hooks_path(
+                v.as_bytes(),
+                r.worktree.as_deref(),
+                &r.git_dir,
+                home.as_deref(),
+            )
         })
         .unwrap_or_else(|| r.common_dir.join("hooks"));
     RepoBaseline {
@@ -418,7 +416,12 @@ pub fn repo_baseline(r: &entrypoints::Repo) -> RepoBaseline {
     }
 }
 
-/// Exec-capable keys (entry-point catalogue §2.2–2.3) in a repository's config files and includes.
+/// The key under which a config git refuses is recorded among the exec-capable keys (its value says
+/// why): the reader fails closed, so such a file is alerted, never taken as empty.
+pub const REFUSED_KEY: &str = "(a config git refuses to read)";
+
+/// Exec-capable keys (entry-point catalogue §2.2–2.3) in a repository's config files and includes,
+/// read by `gitconfig` (git's own grammar and include rules); a file git refuses is `REFUSED_KEY`.
 pub fn exec_keys(common_dir: &Path, git_dir: &Path) -> Vec<(PathBuf, String, String)> {
     let mut files = vec![
         common_dir.join("config"),
@@ -426,30 +429,19 @@ pub fn exec_keys(common_dir: &Path, git_dir: &Path) -> Vec<(PathBuf, String, Str
         git_dir.join("config.worktree"),
     ];
     files.dedup();
-    let mut out = Vec::new();
-    let mut depth = 0;
-    while let Some(file) = (!files.is_empty()).then(|| files.remove(0)) {
-        let Ok(text) = std::fs::read_to_string(&file) else {
-            continue;
-        };
-        for (key, value) in entrypoints::parse_git_config(&text) {
-            let lower = key.to_ascii_lowercase();
-            if (lower == "include.path"
-                || (lower.starts_with("includeif.") && lower.ends_with(".path")))
-                && depth < 10
-            {
-                let p = Path::new(&value);
-                files.push(if p.is_absolute() {
-                    p.to_path_buf()
-                } else {
-                    file.parent().unwrap_or(Path::new("/")).join(p)
-                });
-                depth += 1;
-            }
-            if is_exec_key(&lower, &value) {
-                out.push((file.clone(), lower, value));
-            }
-        }
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let c = crate::gitconfig::read(&files, home.as_deref());
+    let mut out: Vec<(PathBuf, String, String)> = c
+        .keys
+        .iter()
+        .filter_map(|l| {
+            let lower = l.key.name.to_ascii_lowercase();
+            let value = l.key.text();
+            is_exec_key(&lower, &value).then(|| (l.file.clone(), lower, value))
+        })
+        .collect();
+    for (file, bad) in c.bad() {
+        out.push((file.to_path_buf(), REFUSED_KEY.into(), bad.to_string()));
     }
     out
 }

@@ -278,6 +278,33 @@ pub fn declares_generated_dir(dir: &Path) -> bool {
     rustix::fs::open(dir, flags, Mode::empty()).is_ok_and(declares_generated)
 }
 
+/// The one rule for the watcher's walks: whether to skip the directory `dir` (never the walk's root):
+/// `.git`, `node_modules`, or a directory declared generated (`declares_generated`) by a declaration
+/// made before `before` (ns since the epoch: the session's start). A `CACHEDIR.TAG` or `pyvenv.cfg`
+/// that appeared during the session is not honoured: the agent could tag any directory it makes.
+// `stat` field types differ between architectures: keep the casts.
+#[allow(clippy::unnecessary_cast)]
+pub fn walk_skips(dir: &Path, before: i64) -> bool {
+    use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+    if dir
+        .file_name()
+        .is_some_and(|n| PRUNED.iter().any(|p| n == *p))
+    {
+        return true;
+    }
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let Ok(fd) = rustix::fs::open(dir, flags, Mode::empty()) else {
+        return false;
+    };
+    let old_file = |name: &str| {
+        rustix::fs::statat(&fd, name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|st| {
+            FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
+                && (st.st_ctime as i64) * 1_000_000_000 + (st.st_ctime_nsec as i64) < before
+        })
+    };
+    old_file("pyvenv.cfg") || (old_file("CACHEDIR.TAG") && is_tagged_cache(&fd))
+}
+
 /// What the workspace walk reports about one entry.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Seen {
@@ -578,117 +605,30 @@ fn collect_module_dirs(dir: &Path, out: &mut Vec<PathBuf>, depth: usize) {
     }
 }
 
-/// The config file and every file it includes (depth-limited), each with the `core.hooksPath`
-/// target it sets, if any.
+/// The config file and every file it includes (read by `gitconfig`, git's rules), each with the
+/// `core.hooksPath` target it sets, if any.
 pub(crate) fn config_with_includes(
     config: &Path,
     worktree: Option<&Path>,
 ) -> Vec<(PathBuf, Option<PathBuf>)> {
-    let mut out = Vec::new();
-    let mut todo = vec![(config.to_path_buf(), 0)];
-    while let Some((file, depth)) = todo.pop() {
-        let Ok(text) = std::fs::read_to_string(&file) else {
-            out.push((file, None));
-            continue;
-        };
-        let keys = parse_git_config(&text);
-        let base = file.parent().unwrap_or(Path::new("/")).to_path_buf();
-        let mut hooks = None;
-        for (key, value) in &keys {
-            if key == "core.hookspath" {
-                hooks = Some(resolve_git_path(value, worktree.unwrap_or(&base)));
-            } else if depth < 5
-                && (key == "include.path"
-                    || (key.starts_with("includeif.") && key.ends_with(".path")))
-            {
-                todo.push((resolve_git_path(value, &base), depth + 1));
-            }
-        }
-        out.push((file, hooks));
-    }
-    out
-}
-
-fn resolve_git_path(value: &str, base: &Path) -> PathBuf {
-    if let Some(rest) = value.strip_prefix("~/") {
-        if let Some(home) = std::env::var_os("HOME") {
-            return PathBuf::from(home).join(rest);
-        }
-    }
-    let p = Path::new(value);
-    if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        base.join(p)
-    }
-}
-
-/// A small reader for git's config syntax: `(section[.subsection].key, value)` pairs, keys lowercased
-/// except the subsection, as git compares them. Enough to find `core.hooksPath`, `include.path` and
-/// the exec-capable keys; it does not interpret values.
-pub fn parse_git_config(text: &str) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let mut section = String::new();
-    for raw in text.lines() {
-        let line = raw.trim();
-        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
-            continue;
-        }
-        let mut rest = line;
-        if let Some(body) = line.strip_prefix('[') {
-            let Some(end) = body.find(']') else { continue };
-            section = section_name(&body[..end]);
-            rest = body[end + 1..].trim();
-            if rest.is_empty() {
-                continue;
-            }
-        }
-        let (key, value) = match rest.split_once('=') {
-            Some((k, v)) => (k.trim(), unquote(v.trim())),
-            None => (rest, "true".to_string()),
-        };
-        out.push((format!("{section}.{}", key.to_ascii_lowercase()), value));
-    }
-    out
-}
-
-fn section_name(header: &str) -> String {
-    match header.split_once(char::is_whitespace) {
-        Some((name, sub)) => {
-            let sub = sub
-                .trim()
-                .trim_matches('"')
-                .replace("\\\"", "\"")
-                .replace("\\\\", "\\");
-            format!("{}.{}", name.to_ascii_lowercase(), sub)
-        }
-        None => match header.split_once('.') {
-            Some((name, sub)) => {
-                format!("{}.{}", name.to_ascii_lowercase(), sub.to_ascii_lowercase())
-            }
-            None => header.to_ascii_lowercase(),
-        },
-    }
-}
-
-fn unquote(v: &str) -> String {
-    let mut out = String::new();
-    let mut quoted = false;
-    let mut chars = v.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' => quoted = !quoted,
-            '\\' => match chars.next() {
-                Some('n') => out.push('\n'),
-                Some('t') => out.push('\t'),
-                Some(other) => out.push(other),
-                None => {}
-            },
-            '#' | ';' if !quoted => break,
-            _ => out.push(c),
-        }
-    }
-    out.trim_end().to_string()
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let c = crate::gitconfig::read(&[config.to_path_buf()], home.as_deref());
+    let git_dir = config.parent().unwrap_or(Path::new("/"));
+    c.files
+        .iter()
+        .map(|f| {
+            let hooks = match &f.read {
+                crate::gitconfig::Read::Keys(keys) => keys
+                    .iter()
+                    .rev()
+                    .find(|k| k.name == "core.hookspath")
+                    .and_then(|k| k.value.as_deref())
+                    .map(|v| crate::gitconfig::hooks_path(v, worktree, git_dir, home.as_deref())),
+                _ => None,
+            };
+            (f.path.clone(), hooks)
+        })
+        .collect()
 }
 
 /// Group findings by path, keeping the first description (a path found twice is sealed once).
@@ -703,24 +643,6 @@ pub fn dedup(findings: Vec<Finding>) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn git_config_keys() {
-        let text = "[core]\n\thooksPath = .husky/_\n\tfsmonitor = \"/tmp/x y\" # c\n[include]\npath = ../a.inc\n\
-                    [includeIf \"gitdir:~/w/\"]\n path = b\n[hook \"Lint\"]\ncommand = echo\n[remote.Origin]\nurl=x\n";
-        let keys = parse_git_config(text);
-        assert_eq!(
-            keys,
-            vec![
-                ("core.hookspath".into(), ".husky/_".into()),
-                ("core.fsmonitor".into(), "/tmp/x y".into()),
-                ("include.path".into(), "../a.inc".into()),
-                ("includeif.gitdir:~/w/.path".into(), "b".into()),
-                ("hook.Lint.command".into(), "echo".into()),
-                ("remote.origin.url".into(), "x".into()),
-            ]
-        );
-    }
 
     /// A directory tagged as a cache (CACHEDIR.TAG with the specification's signature) or holding a
     /// `pyvenv.cfg` is not walked: a repository inside it is not found and the directory is not handed

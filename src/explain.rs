@@ -62,12 +62,22 @@ pub fn explain(opts: &RunOptions, json: bool, full: bool) -> Result<()> {
     opts.command = vec!["true".into()];
     let (input, config) = plan_input(&opts, "explain")?;
     let plan = plan(&input)?;
-    let judged = crate::shellpath::judged_path(
-        &plan.policy.home,
-        &input.path_env,
+    // The conventional user bin directories are watched whether or not PATH has them yet.
+    let home = &plan.policy.home;
+    let npm = crate::watch::shellpath::npm_prefix(
+        home,
         input.env("NPM_CONFIG_PREFIX").map(std::ffi::OsStr::new),
     );
-    let watched = writable_path_dirs(&plan, &judged);
+    let conventional = crate::watch::shellpath::conventional(home, npm.as_deref());
+    let judged = std::env::join_paths(
+        conventional
+            .into_iter()
+            .chain(std::env::split_paths(&input.path_env)),
+    )
+    .unwrap_or_else(|_| input.path_env.clone());
+    let mut watched = writable_path_dirs(&plan, &judged);
+    let mut seen = std::collections::HashSet::new();
+    watched.retain(|d| seen.insert(d.clone()));
     let mut out = std::io::stdout().lock();
     if json {
         let v = serde_json::json!({

@@ -26,6 +26,8 @@ use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+pub(crate) mod config;
+
 /// Files larger than this are moved but not hashed.
 pub const HASH_CAP: u64 = 64 << 20;
 
@@ -53,6 +55,9 @@ pub struct Record {
     pub reason: String,
     #[serde(default)]
     pub restored: bool,
+    /// A config whose keys were taken out (`config::KIND`): the hash of what was left in place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_sha256: Option<String>,
 }
 
 fn qdir(runtime: &Path) -> PathBuf {
@@ -185,6 +190,7 @@ pub fn quarantine(
         stored_at: store.join(&data_name),
         reason: reason.into(),
         restored: false,
+        after_sha256: None,
     };
     match rename_noreplace(&dirfd, name, &store_fd, OsStr::new(&data_name)) {
         Ok(()) => {
@@ -295,6 +301,9 @@ pub fn restore(runtime: &Path, id: &str, force: bool) -> Result<Record> {
             "{id} was already restored to {}",
             r.original.display()
         )));
+    }
+    if r.kind == config::KIND {
+        return config::restore(runtime, r, force);
     }
     let dir = r
         .original

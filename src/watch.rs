@@ -27,6 +27,10 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+mod gitkeys;
+mod gitlinks;
+pub(crate) mod shellpath;
+
 /// Environment variable forcing the poll sweep everywhere.
 pub const ENV_MODE: &str = "CLAUDE_SANDBOX_WATCH";
 /// The sweep interval.
@@ -68,6 +72,9 @@ pub struct WatchConfig {
     /// How long after the start deferred names are read (`RESOLVE_DELAY`; tests stretch it to make
     /// sure a change comes first).
     pub resolve_delay: Duration,
+    /// What the jail can write (`None`: what this user can write, for `watch`): decides which
+    /// directories of the human's future shells are watched (see `shellpath`).
+    pub writable_roots: Option<Vec<PathBuf>>,
 }
 
 /// Environment variable setting `WatchConfig::resolve_delay` for `run`, in milliseconds.
@@ -204,6 +211,10 @@ pub struct Watcher {
     /// Any entry whose ctime is at or after this (ns since the epoch) was changed after the watcher
     /// started: its start, less one tick of the coarse clock the kernel stamps ctime with.
     changed_since: i64,
+    /// The human's future shells: their search order, the login shell's answer (`shellpath`).
+    future: shellpath::Future,
+    /// Repositories created during the session: their exec-capable keys are taken out.
+    new_repos: BTreeSet<usize>,
 }
 
 /// How a deferred name is read (see `Watcher::resolve`).
@@ -305,6 +316,8 @@ impl Watcher {
             event_buf: Vec::new(),
             deferring: Vec::new(),
             changed_since: started - coarse_tick_ns(),
+            future: Default::default(),
+            new_repos: BTreeSet::new(),
         };
         for d in base.dirs.iter().filter(|d| d.writable) {
             if d.exists {
@@ -325,6 +338,7 @@ impl Watcher {
                 w.add_pending(d.index);
             }
         }
+        w.watch_future_shells(OsStr::new(&base.path_env));
         for r in &base.repos {
             w.add_repo(r.clone());
         }
@@ -338,6 +352,7 @@ impl Watcher {
                 }
             }
         }
+        w.follow_gitlinks_as(false);
         if w.cfg.catch_up {
             w.rescan_all();
         }
@@ -598,13 +613,14 @@ impl Watcher {
         if self.inotify_error.is_some() {
             return; // the sweep walks the tree instead
         }
+        let since = self.declared_before();
         let walker = walkdir::WalkDir::new(root)
             .follow_links(false)
             .into_iter()
             .filter_entry(|e| {
                 e.file_type().is_dir()
                     && !matches!(e.file_name().to_str(), Some(".git" | "node_modules"))
-                    && (e.depth() == 0 || !entrypoints::declares_generated_dir(e.path()))
+                    && (e.depth() == 0 || !entrypoints::walk_skips(e.path(), since))
             });
         for e in walker.flatten() {
             if !self.watch_tree_dir(e.path().to_path_buf()) {
@@ -641,6 +657,7 @@ impl Watcher {
             b.exec_keys.clear();
             let repo = self.repos.len();
             self.add_repo(b);
+            self.new_repos.insert(repo);
             self.check_keys(repo);
             if let Some(idx) = self
                 .dirs
@@ -654,11 +671,16 @@ impl Watcher {
 
     /// Run until `stop` becomes readable (or its write end is closed), then do the final sweep.
     pub fn run(&mut self, stop: OwnedFd) {
-        let mut last_sweep = Instant::now();
+        let started = Instant::now();
+        let mut last_sweep = started;
         let resolve_from = Instant::now() + self.cfg.resolve_delay;
         let hash_from = Instant::now() + HASH_DELAY;
         loop {
+            self.take_login_path(false, started);
             let mut wait = TICK.saturating_sub(last_sweep.elapsed());
+            if let Some(login) = self.login_wait(started) {
+                wait = wait.min(login);
+            }
             if self.any_deferred() {
                 wait = wait.min(resolve_from.saturating_duration_since(Instant::now()));
             }
@@ -784,6 +806,7 @@ impl Watcher {
             Role::Pending { index } => self.pending_changed(idx, index),
             Role::GitDir { repo } => match name.as_deref() {
                 Some("config" | "config.worktree") => self.check_keys(repo),
+                Some("index") => self.follow_gitlinks(),
                 Some("hooks") => self.hooks_appeared(repo),
                 _ => {}
             },
@@ -805,9 +828,10 @@ impl Watcher {
                         let sub = dir.join(n);
                         // A cache or a virtual environment (its tag may come after the directory:
                         // cargo makes `target/` first) is not walked, as at launch
-                        // (entrypoints::declares_generated).
-                        if entrypoints::declares_generated_dir(&dir)
-                            || entrypoints::declares_generated_dir(&sub)
+                        // (entrypoints::walk_skips: not for a tag made during the session).
+                        if (dir != self.cfg.workspace
+                            && entrypoints::walk_skips(&dir, self.declared_before()))
+                            || entrypoints::walk_skips(&sub, self.declared_before())
                         {
                             return;
                         }
@@ -936,7 +960,8 @@ impl Watcher {
         if self.inotify_error.is_some() {
             // A cheap listing first (names only, no stat): the full discovery walk runs only when a
             // `.git` or `HEAD` appeared, moved or went away.
-            let markers = git_markers(&self.cfg.workspace, &mut self.tree_cache);
+            let before = self.declared_before();
+            let markers = git_markers(&self.cfg.workspace, &mut self.tree_cache, before);
             if markers != self.last_markers {
                 self.last_markers = markers;
                 self.walk_tree_for_repos();
@@ -1003,6 +1028,8 @@ impl Watcher {
     fn walk_tree_for_repos(&mut self) {
         let ws = self.cfg.workspace.clone();
         self.discover_repos(&ws);
+        self.discover_in_fresh_caches();
+        self.follow_gitlinks();
     }
 
     /// The session is over. Every process of the jail is gone, so every event it caused is queued
@@ -1010,11 +1037,13 @@ impl Watcher {
     /// reading the queue, sweeping the swept directories and re-reading the repositories' configs
     /// is complete. Otherwise: everything once more, repositories found afresh.
     pub fn final_sweep(&mut self) {
+        self.take_login_path(true, Instant::now());
         if self.is_live_complete() {
             self.drain();
             if !self.lost_events {
                 self.sweep_polled();
                 self.check_pending();
+                self.follow_gitlinks();
                 for repo in 0..self.repos.len() {
                     self.check_keys(repo);
                 }
@@ -1148,7 +1177,9 @@ impl Watcher {
             // shadows a command is gone already; a harmless one was reported).
             return;
         }
-        if let Some(target) = baseline::shadowed(&self.path, index, name) {
+        let shadows = baseline::shadowed(&self.path, index, name)
+            .or_else(|| shellpath::shadowed_in(&self.future.order, &self.dirs[idx].path, name));
+        if let Some(target) = shadows {
             let detail = format!("shadows {}{link}", target.display());
             self.quarantine(idx, name, Severity::Critical, "path-shadow", detail, cur);
         } else if self.cfg.quarantine_new {
@@ -1296,40 +1327,6 @@ impl Watcher {
             &e,
         );
     }
-
-    /// New exec-capable keys in a repository's config are alerted with the key and value.
-    fn check_keys(&mut self, repo: usize) {
-        let (common, git_dir) = (
-            self.repos[repo].common_dir.clone(),
-            self.repos[repo].git_dir.clone(),
-        );
-        let keys = baseline::exec_keys(&common, &git_dir);
-        let known: BTreeSet<(String, String)> = self.repos[repo]
-            .exec_keys
-            .iter()
-            .map(|(_, k, v)| (k.clone(), v.clone()))
-            .collect();
-        for (file, key, value) in &keys {
-            if known.contains(&(key.clone(), value.clone())) {
-                continue;
-            }
-            self.record(Alert {
-                id: alerts::new_id("a"),
-                time: alerts::now_rfc3339(),
-                severity: Severity::Critical,
-                kind: "git-config".into(),
-                path: file.clone(),
-                detail: format!("exec-capable git config: {key} = {value}"),
-                action: "alerted".into(),
-                quarantine_id: None,
-                sha256: None,
-                session: self.cfg.session.clone(),
-                fingerprint: format!("git-config:{}:{key}={value}", file.display()),
-            });
-            self.actions.push((file.clone(), Instant::now()));
-        }
-        self.repos[repo].exec_keys = keys;
-    }
 }
 
 /// Whether `name` in the open directory still has the attributes of `e` (an `fstatat`, no
@@ -1369,7 +1366,7 @@ struct Listing {
 /// Every entry named `.git` or `HEAD` under `root` (not inside `.git` or `node_modules`), from
 /// directory listings alone. A directory whose settled stamp has not moved is not listed again:
 /// its subdirectories and markers come from `cache` (a new `.git` moves its parent's ctime).
-fn git_markers(root: &Path, cache: &mut HashMap<PathBuf, Listing>) -> Vec<PathBuf> {
+fn git_markers(root: &Path, cache: &mut HashMap<PathBuf, Listing>, before: i64) -> Vec<PathBuf> {
     use std::os::unix::ffi::OsStrExt;
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
@@ -1398,7 +1395,7 @@ fn git_markers(root: &Path, cache: &mut HashMap<PathBuf, Listing>) -> Vec<PathBu
             }
         }
         // A cache or a virtual environment is not walked (entrypoints::declares_generated).
-        if tagged && dir != root && entrypoints::declares_generated_dir(&dir) {
+        if tagged && dir != root && entrypoints::walk_skips(&dir, before) {
             subdirs.clear();
             markers.clear();
         }
@@ -1481,12 +1478,7 @@ pub fn foreground(workspace: Option<PathBuf>) -> crate::Result<i32> {
         .map_err(|e| crate::Error::Usage(format!("{}: {e}", ws.display())))?;
     let runtime = crate::runtime::ensure(&crate::runtime::locate())?;
     let session = format!("watch-{}", std::process::id());
-    let home = crate::jail::launch::home_dir()?;
-    let path_env = crate::shellpath::judged_path(
-        &home,
-        &std::env::var_os("PATH").unwrap_or_default(),
-        std::env::var_os("NPM_CONFIG_PREFIX").as_deref(),
-    );
+    let path_env = std::env::var_os("PATH").unwrap_or_default();
     let user_can_write = |p: &Path| {
         let existing = p.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"));
         rustix::fs::access(existing, rustix::fs::Access::WRITE_OK).is_ok()
@@ -1520,6 +1512,7 @@ pub fn foreground(workspace: Option<PathBuf>) -> crate::Result<i32> {
         placeholders: Default::default(),
         tree_dirs: Vec::new(),
         resolve_delay: RESOLVE_DELAY,
+        writable_roots: None,
     };
     let mut watcher = Watcher::new(cfg, &base);
     for (dir, mode) in watcher.modes() {
@@ -1553,6 +1546,7 @@ mod tests {
             catch_up: false,
             placeholders: Default::default(),
             resolve_delay: RESOLVE_DELAY,
+            writable_roots: Some(vec![ws.to_path_buf()]),
         }
     }
 
@@ -1593,10 +1587,10 @@ mod tests {
         );
     }
 
-    /// A cache made during the session (cargo makes `target/` and its `CACHEDIR.TAG`) is not walked
-    /// or watched for repositories, as at launch; a directory beside it still is.
+    /// A `CACHEDIR.TAG` or `pyvenv.cfg` made during the session is not honoured (the agent can tag any
+    /// directory it makes): repositories inside are found and watched like any other (issue 16).
     #[test]
-    fn a_cache_made_during_the_session_is_not_walked() {
+    fn a_cache_tagged_during_the_session_is_walked() {
         let t = tempfile::tempdir().unwrap();
         let ws = t.path().join("ws");
         let runtime = t.path().join("rt");
@@ -1630,14 +1624,12 @@ mod tests {
             git_dirs.contains(&canonical(ws.join("src/r/.git")).as_path()),
             "a repository made beside the cache was missed: {git_dirs:?}"
         );
-        assert!(
-            !w.dirs
-                .iter()
-                .any(|d| d.path.starts_with(ws.join("target"))
-                    || d.path.starts_with(ws.join(".venv"))),
-            "the cache or the environment is watched: {:?}",
-            w.dirs.iter().map(|d| &d.path).collect::<Vec<_>>()
-        );
+        for hidden in ["target/debug/build/dep/.git", ".venv/src/editable/.git"] {
+            assert!(
+                git_dirs.contains(&canonical(ws.join(hidden)).as_path()),
+                "{hidden}: a repository in a directory tagged during the session was missed: {git_dirs:?}"
+            );
+        }
     }
 
     /// Sweep mode looks for `.git`/`HEAD` markers the same way: not inside a tagged cache.
@@ -1654,7 +1646,7 @@ mod tests {
         std::fs::create_dir_all(ws.join(".venv/src/editable/.git")).unwrap();
         std::fs::write(ws.join(".venv/pyvenv.cfg"), "home = /usr/bin\n").unwrap();
         std::fs::create_dir_all(ws.join("src/r/.git")).unwrap();
-        let markers = git_markers(ws, &mut HashMap::new());
+        let markers = git_markers(ws, &mut HashMap::new(), i64::MAX);
         assert_eq!(markers, vec![ws.join("src/r/.git")]);
     }
 

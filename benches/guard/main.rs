@@ -563,6 +563,7 @@ fn start_watcher(scene: &Path, path_env: &str, rt: &Path, ws: PathBuf, poll: boo
         catch_up: true,
         placeholders: Default::default(),
         resolve_delay: claude_sandbox::watch::RESOLVE_DELAY,
+        writable_roots: Some(vec![scene.to_path_buf()]),
     };
     Running::start(cfg, &base).unwrap()
 }

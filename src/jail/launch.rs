@@ -505,12 +505,7 @@ fn start_watcher(
     session: &placeholders::SessionId,
     session_dir: &Path,
 ) -> Result<(watch::Running, Record)> {
-    // Judged against the PATH of the human's next shell, not only the launcher's.
-    let path_env = crate::shellpath::judged_path(
-        &plan.policy.home,
-        &std::env::var_os("PATH").unwrap_or_default(),
-        std::env::var_os("NPM_CONFIG_PREFIX").as_deref(),
-    );
+    let path_env = std::env::var_os("PATH").unwrap_or_default();
     let cwd = std::env::current_dir().unwrap_or_else(|_| plan.policy.workspace.clone());
     let t0 = std::time::Instant::now();
     let base = baseline::take(
@@ -537,6 +532,7 @@ fn start_watcher(
             .and_then(|v| v.parse().ok())
             .map(std::time::Duration::from_millis)
             .unwrap_or(watch::RESOLVE_DELAY),
+        writable_roots: Some(plan.writable_roots()),
     };
     let t0 = std::time::Instant::now();
     let running =

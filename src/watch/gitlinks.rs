@@ -1,0 +1,249 @@
+//! Repositories reached through gitlinks: the submodule entries (mode 160000) of every watched
+//! repository's index and the `path`s of its `.gitmodules`, followed wherever they point.
+//!
+//! Guards against a repository hidden where the walks do not look (`node_modules`, a cache, a virtual
+//! environment): the agent commits a gitlink to `node_modules/.x`, whose repository sets
+//! `core.fsmonitor`; `git status` in the *main* repository (VS Code runs it by itself) recurses into
+//! the submodule and runs it. The index is parsed here (versions 2 to 4, SHA-1 or SHA-256), never by
+//! running git in a repository the agent wrote.
+
+use super::Watcher;
+use std::path::{Component, Path, PathBuf};
+
+/// The paths of every gitlink (mode 160000) in an index file, `None` if it is not one git writes.
+pub(crate) fn index_gitlinks(index: &[u8], hash_len: usize) -> Option<Vec<Vec<u8>>> {
+    let u32_at = |at: usize| -> Option<u32> {
+        Some(u32::from_be_bytes(index.get(at..at + 4)?.try_into().ok()?))
+    };
+    if index.get(..4)? != b"DIRC" {
+        return None;
+    }
+    let version = u32_at(4)?;
+    if !(2..=4).contains(&version) {
+        return None;
+    }
+    let count = u32_at(8)? as usize;
+    let mut at = 12;
+    let mut prev: Vec<u8> = Vec::new();
+    let mut out = Vec::new();
+    for _ in 0..count {
+        let start = at;
+        let mode = u32_at(start + 24)?;
+        let flags_at = start + 40 + hash_len;
+        let flags = u16::from_be_bytes(index.get(flags_at..flags_at + 2)?.try_into().ok()?);
+        let mut p = flags_at + 2;
+        if version >= 3 && flags & 0x4000 != 0 {
+            p += 2;
+        }
+        let path = if version == 4 {
+            // Prefix compression: strip N bytes of the previous path, then a NUL-terminated suffix.
+            let (mut strip, mut c) = (0usize, *index.get(p)?);
+            p += 1;
+            strip |= (c & 0x7f) as usize;
+            while c & 0x80 != 0 {
+                c = *index.get(p)?;
+                p += 1;
+                strip = ((strip + 1) << 7) | (c & 0x7f) as usize;
+            }
+            let end = p + index.get(p..)?.iter().position(|&b| b == 0)?;
+            let mut path = prev.get(..prev.len().checked_sub(strip)?)?.to_vec();
+            path.extend_from_slice(&index[p..end]);
+            at = end + 1;
+            path
+        } else {
+            let end = p + index.get(p..)?.iter().position(|&b| b == 0)?;
+            let path = index[p..end].to_vec();
+            // Entries are padded with 1 to 8 NULs to a multiple of 8 bytes.
+            at = start + ((end - start + 8) & !7);
+            path
+        };
+        if mode & 0o170000 == 0o160000 {
+            out.push(path.clone());
+        }
+        prev = path;
+    }
+    Some(out)
+}
+
+/// A gitlink path git would use: relative, no `..`, no empty or `.` component.
+fn safe_relative(path: &Path) -> bool {
+    !path.as_os_str().is_empty() && path.components().all(|c| matches!(c, Component::Normal(_)))
+}
+
+/// Every submodule path of a repository: its index's gitlinks and its `.gitmodules` entries.
+fn submodule_paths(git_dir: &Path, common_dir: &Path, worktree: &Path) -> Vec<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let sha256 = crate::gitconfig::read(&[common_dir.join("config")], None)
+        .keys
+        .iter()
+        .any(|l| {
+            l.key.name == "extensions.objectformat"
+                && l.key
+                    .value
+                    .as_deref()
+                    .is_some_and(|v| v.eq_ignore_ascii_case(b"sha256"))
+        });
+    let mut out: Vec<PathBuf> = std::fs::read(git_dir.join("index"))
+        .ok()
+        .and_then(|i| index_gitlinks(&i, if sha256 { 32 } else { 20 }))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| PathBuf::from(std::ffi::OsStr::from_bytes(&p)))
+        .collect();
+    if let Ok(bytes) = std::fs::read(worktree.join(".gitmodules")) {
+        if let Ok(keys) = crate::gitconfig::parse(&bytes) {
+            out.extend(
+                keys.iter()
+                    .filter(|k| k.name.starts_with("submodule.") && k.name.ends_with(".path"))
+                    .filter_map(|k| k.value.as_deref())
+                    .map(|v| PathBuf::from(std::ffi::OsStr::from_bytes(v))),
+            );
+        }
+    }
+    out.retain(|p| safe_relative(p));
+    out.sort();
+    out.dedup();
+    out
+}
+
+impl Watcher {
+    /// A cache tag or `pyvenv.cfg` is honoured only if older than this: a second before the session
+    /// (ctime is stamped with a coarse clock; one made during the session is never honoured).
+    pub(super) fn declared_before(&self) -> i64 {
+        self.changed_since - super::SETTLE_NS
+    }
+
+    /// Repositories the launch's kind of walk misses: it honours every cache tag, the watcher only
+    /// those older than the session (`entrypoints::walk_skips`).
+    pub(super) fn discover_in_fresh_caches(&mut self) {
+        let ws = self.cfg.workspace.clone();
+        // The launch's walk honours every cache tag; the watcher only those older than the session.
+        let before = self.declared_before();
+        for m in super::git_markers(&ws, &mut self.tree_cache, before) {
+            let git_dir = match m.file_name().is_some_and(|n| n == "HEAD") {
+                true => m.parent().map(Path::to_path_buf),
+                false => Some(std::fs::canonicalize(&m).unwrap_or_else(|_| m.clone())),
+            };
+            if git_dir.is_some_and(|g| !self.known_git_dirs.contains(&g)) {
+                if let Some(parent) = m.parent() {
+                    self.discover_repos(parent);
+                }
+            }
+        }
+    }
+
+    /// Follow every watched repository's gitlinks to repositories not known yet. `new`: found
+    /// during the session, so nothing in them is trusted (see `discover_repos`); otherwise (the
+    /// watcher's start, before the gate) what is there is their baseline.
+    pub(super) fn follow_gitlinks(&mut self) {
+        self.follow_gitlinks_as(true);
+    }
+
+    pub(super) fn follow_gitlinks_as(&mut self, new: bool) {
+        let mut repo = 0;
+        while repo < self.repos.len() {
+            let r = &self.repos[repo];
+            repo += 1;
+            let Some(wt) = r.worktree.clone() else {
+                continue;
+            };
+            for sub in submodule_paths(&r.git_dir.clone(), &r.common_dir.clone(), &wt) {
+                let target = wt.join(&sub);
+                let dotgit = target.join(".git");
+                let git_dir = match std::fs::symlink_metadata(&dotgit) {
+                    Err(_) => continue,
+                    Ok(m) if m.is_file() => crate::entrypoints::read_gitdir_pointer(&dotgit),
+                    Ok(_) => Some(dotgit),
+                };
+                // Known already (an ordinary submodule, found at launch): no walk of its tree.
+                let git_dir = git_dir.map(|g| std::fs::canonicalize(&g).unwrap_or(g));
+                if git_dir.is_some_and(|g| self.known_git_dirs.contains(&g)) {
+                    continue;
+                }
+                let found = crate::entrypoints::discover_workspace(&target).repos;
+                if found
+                    .iter()
+                    .all(|g| self.known_git_dirs.contains(&g.git_dir))
+                {
+                    continue;
+                }
+                tracing::info!(dir = %target.display(), "repository reached through a gitlink");
+                match new {
+                    true => self.discover_repos(&target),
+                    false => {
+                        for g in found {
+                            self.add_repo(crate::baseline::repo_baseline(&g));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn git(dir: &Path, args: &[&str]) -> Vec<u8> {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", dir)
+            .output()
+            .expect("git is needed for this test");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    }
+
+    /// Real indexes, versions 2, 3 and 4, read like `git ls-files --stage` reads them.
+    #[test]
+    fn gitlinks_are_read_from_real_indexes_of_every_version() {
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path();
+        git(r, &["init", "-q"]);
+        for f in ["a", "node_modules/x/b", "zz/long/name/c"] {
+            std::fs::create_dir_all(r.join(f).parent().unwrap()).unwrap();
+            std::fs::write(r.join(f), f).unwrap();
+        }
+        git(r, &["add", "."]);
+        let sha = "0123456789012345678901234567890123456789";
+        for p in ["node_modules/.x", "node_modules/.y", "sub"] {
+            git(
+                r,
+                &[
+                    "update-index",
+                    "--add",
+                    "--cacheinfo",
+                    &format!("160000,{sha},{p}"),
+                ],
+            );
+        }
+        std::fs::write(r.join("ita"), "later").unwrap();
+        git(r, &["add", "--intent-to-add", "ita"]); // an extended flag: index version 3 at least
+        for version in ["2", "3", "4"] {
+            git(r, &["update-index", "--index-version", version]);
+            let index = std::fs::read(r.join(".git/index")).unwrap();
+            let links = index_gitlinks(&index, 20).expect("an index git wrote");
+            let links: Vec<String> = links
+                .iter()
+                .map(|l| String::from_utf8(l.clone()).unwrap())
+                .collect();
+            assert_eq!(
+                links,
+                ["node_modules/.x", "node_modules/.y", "sub"],
+                "v{version}"
+            );
+        }
+        assert!(index_gitlinks(b"DIRX", 20).is_none());
+        assert!(!safe_relative(Path::new("../up")));
+        assert!(!safe_relative(Path::new("/abs")));
+        assert!(safe_relative(Path::new("node_modules/.x")));
+    }
+}
