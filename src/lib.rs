@@ -15,6 +15,7 @@ pub mod error;
 pub mod explain;
 pub mod hook;
 pub mod jail;
+pub mod net;
 pub mod runtime;
 pub mod secrets;
 

@@ -77,6 +77,10 @@ pub struct Policy {
     pub unsetenv: Vec<String>,
     pub chdir: PathBuf,
     pub command: Vec<OsString>,
+    /// The network mode and lists (see `net`).
+    pub network: crate::net::NetPolicy,
+    /// Allowlist mode: the host directory holding the proxy's socket, bound at `net::JAIL_DIR`.
+    pub net_dir: Option<PathBuf>,
 }
 
 /// File descriptors the launcher passes to bwrap.
@@ -159,6 +163,8 @@ impl Policy {
             unsetenv: vec!["SSH_AUTH_SOCK".into()],
             chdir: "/w/sub".into(),
             command: vec!["claude".into(), "--flag with space".into()],
+            network: Default::default(),
+            net_dir: None,
         }
     }
 }
