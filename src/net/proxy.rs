@@ -338,24 +338,25 @@ fn http(mut conn: UnixStream, first: u8, shared: &Shared) -> std::io::Result<()>
             "claude-sandbox: this is the sandbox's egress proxy: send CONNECT host:port or an absolute http:// URL\n",
         );
     };
-    let mut upstream =
-        match shared.open(&host, port) {
-            Ok(s) => s,
-            Err(Failure::Refused(r)) => {
-                return respond(
-                    &mut conn,
-                    "403 Forbidden",
-                    &denial_sentence(&host, &r.reason()),
-                )
-            }
-            Err(Failure::Upstream(e)) => return respond(
+    let mut upstream = match shared.open(&host, port) {
+        Ok(s) => s,
+        Err(Failure::Refused(r)) => {
+            return respond(
+                &mut conn,
+                "403 Forbidden",
+                &denial_sentence(&host, &r.reason()),
+            )
+        }
+        Err(Failure::Upstream(e)) => {
+            return respond(
                 &mut conn,
                 "502 Bad Gateway",
                 &format!(
                     "claude-sandbox: {host}:{port} is allowed, but the connection failed: {e}\n"
                 ),
-            ),
-        };
+            )
+        }
+    };
     if connect {
         conn.write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")?;
     } else {
