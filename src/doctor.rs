@@ -69,6 +69,7 @@ const CHECKS: &[(&str, CheckFn)] = &[
     ("agent wrappers", check_wrappers),
     ("leftovers", check_leftovers),
     ("alerts", check_alerts),
+    ("network", crate::net::doctor::check_network),
 ];
 
 pub fn run_all() -> Vec<Check> {

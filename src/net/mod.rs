@@ -8,6 +8,7 @@
 //! resolves (`pattern`).
 
 pub(crate) mod bridge;
+pub(crate) mod doctor;
 pub(crate) mod pattern;
 pub(crate) mod proxy;
 
@@ -148,6 +149,31 @@ impl Default for NetPolicy {
             deny: Vec::new(),
         }
     }
+}
+
+/// `explain`'s lines for the network policy.
+pub fn describe(p: &NetPolicy) -> Vec<String> {
+    let mut out = vec![match p.mode {
+        Mode::Host => {
+            "Network: host — the container's network; egress is not filtered and abstract \
+                       unix sockets are reachable (set [network] mode = \"allowlist\" or \"none\")"
+                .to_string()
+        }
+        Mode::None => {
+            "Network: none — a network namespace of its own with only a loopback".to_string()
+        }
+        Mode::Allowlist => format!(
+            "Network: allowlist — only through the proxy (HTTP_PROXY/HTTPS_PROXY/ALL_PROXY \
+             127.0.0.1:{PORT}), to these names; internal addresses refused after resolution"
+        ),
+    }];
+    if p.mode == Mode::Allowlist {
+        out.push(format!("  allow: {}", p.allow.join(" ")));
+        if !p.deny.is_empty() {
+            out.push(format!("  deny (wins): {}", p.deny.join(" ")));
+        }
+    }
+    out
 }
 
 /// Where the proxy's socket directory appears in the jail (inside the private `/tmp`).

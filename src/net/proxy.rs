@@ -161,7 +161,9 @@ impl Shared {
         match &result {
             Ok(_) => tracing::info!("network: allowed {name}:{port}"),
             Err(Failure::Refused(r)) => self.refused(&name, port, r),
-            Err(Failure::Upstream(e)) => tracing::info!("network: {name}:{port}: {e}"),
+            Err(Failure::Upstream(e)) => {
+                tracing::info!("network: allowed {name}:{port}, but the connection failed: {e}")
+            }
         }
         result
     }
