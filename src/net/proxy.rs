@@ -22,6 +22,7 @@ use std::time::Duration;
 
 const MAX_HEAD: usize = 64 * 1024;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The sentence a refused client reads (an agent reads it too: it must not look like a fault).
 pub(crate) fn denial_sentence(host: &str, reason: &str) -> String {
@@ -234,6 +235,9 @@ impl Shared {
 }
 
 fn serve(mut conn: UnixStream, shared: &Shared) -> std::io::Result<()> {
+    // A client that never finishes its request does not hold a thread for ever; once the tunnel
+    // is up, idle connections (a long poll, a websocket) are the client's business.
+    conn.set_read_timeout(Some(HEAD_TIMEOUT))?;
     let mut first = [0u8; 1];
     conn.read_exact(&mut first)?;
     if first[0] == 5 {
@@ -433,6 +437,7 @@ fn socks5(mut conn: UnixStream, shared: &Shared) -> std::io::Result<()> {
 
 /// Copy both ways until both sides have closed.
 fn splice(conn: UnixStream, upstream: TcpStream) -> std::io::Result<()> {
+    conn.set_read_timeout(None)?;
     let (mut c_read, mut u_write) = (conn.try_clone()?, upstream.try_clone()?);
     let up = std::thread::spawn(move || {
         let _ = std::io::copy(&mut c_read, &mut u_write);
