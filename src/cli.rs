@@ -37,6 +37,12 @@ pub enum Command {
         /// Print the exact bwrap argv (one shell-quoted argument per line) and exit.
         #[arg(long)]
         dry_run: bool,
+        /// Network: host (the container's), allowlist (only allowed names, through a proxy), none.
+        #[arg(long, value_name = "MODE", value_enum)]
+        network: Option<crate::net::Mode>,
+        /// Allow this host name or `*.` pattern in allowlist mode (repeatable).
+        #[arg(long = "allow-domain", value_name = "DOMAIN")]
+        allow_domain: Vec<String>,
         /// The command and its arguments.
         #[arg(
             required = true,
@@ -230,6 +236,12 @@ pub fn main() -> i32 {
     {
         return crate::jail::exec::main(&args[2..]);
     }
+    if args
+        .get(1)
+        .is_some_and(|a| a == crate::net::bridge::CONNECT)
+    {
+        return crate::net::bridge::connect_main(&args[2..]);
+    }
     if args.len() == 2 && args[1] == crate::jail::seal::SUBCOMMAND {
         return crate::jail::seal::main();
     }
@@ -251,11 +263,15 @@ pub fn main() -> i32 {
             workspace,
             config,
             dry_run,
+            network,
+            allow_domain,
             command,
         } => launch::run(&RunOptions {
             workspace,
             config,
             dry_run,
+            network,
+            allow_domains: allow_domain,
             command,
         }),
         Command::Battery {
@@ -325,6 +341,7 @@ pub fn main() -> i32 {
                 config,
                 dry_run: true,
                 command: Vec::new(),
+                ..Default::default()
             },
             json,
             cli.verbose > 0,

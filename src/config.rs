@@ -35,6 +35,16 @@ struct RawConfig {
     quarantine_new_executables: Option<bool>,
     hidden: Option<Vec<String>>,
     reveal: Option<Spanned<Vec<String>>>,
+    network: Option<Spanned<RawNetwork>>,
+}
+
+/// `[network]` (see `net`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNetwork {
+    mode: Option<String>,
+    allow: Option<Vec<String>>,
+    deny: Option<Vec<String>>,
 }
 
 /// The merged configuration, paths already expanded to absolute paths.
@@ -54,6 +64,8 @@ pub struct Config {
     pub hidden: Vec<String>,
     /// Default hidden paths to show after all (system and user files only).
     pub reveal: Vec<PathBuf>,
+    /// `[network]`: mode, allow and deny lists (the command line adds to it).
+    pub network: crate::net::NetConfig,
     /// The files that were read, in order.
     pub sources: Vec<PathBuf>,
 }
@@ -171,6 +183,32 @@ impl Config {
                 self.quarantine_new_executables = q;
             }
         }
+        if let Some(net) = raw.network {
+            let span = net.span();
+            let net = net.into_inner();
+            let workspace = scope == Scope::Workspace;
+            use crate::net::MergeError;
+            crate::net::merge(
+                &mut self.network,
+                net.mode.as_deref(),
+                net.allow,
+                net.deny,
+                workspace,
+            )
+            .map_err(|e| match e {
+                MergeError::Loosens(key) => loosening(path, text, span, &format!("network.{key}")),
+                MergeError::BadMode => Error::Config {
+                    path: path.to_path_buf(),
+                    line: line_of(text, Some(span)),
+                    message: "[network] mode must be \"host\", \"allowlist\" or \"none\"".into(),
+                },
+                MergeError::BadPattern(m) => Error::Config {
+                    path: path.to_path_buf(),
+                    line: line_of(text, Some(span)),
+                    message: format!("[network] {m}"),
+                },
+            })?;
+        }
         for p in raw.read_only.unwrap_or_default() {
             self.read_only.push(expand(&p, home, base));
         }
@@ -262,6 +300,50 @@ mod tests {
         let msg = err.to_string();
         assert!(msg.starts_with("/w/f.toml:2:"), "{msg}");
         assert!(msg.contains("writeable"), "{msg}");
+    }
+
+    #[test]
+    fn network_workspace_may_only_tighten() {
+        let c = merge(
+            "[network]\nmode = \"allowlist\"\ndeny = [\"*.example.org\"]\n",
+            Scope::Workspace,
+        )
+        .unwrap();
+        assert_eq!(c.network.mode, Some(crate::net::Mode::Allowlist));
+        let err = merge(
+            "read_only = []\n[network]\nallow = [\"x.com\"]\n",
+            Scope::Workspace,
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains(":2: `network.allow` loosens"),
+            "{err}"
+        );
+        let mut c = Config::default();
+        let (ws, home) = (Path::new("/w"), Path::new("/h"));
+        c.merge_text(
+            "[network]\nmode = \"none\"\n",
+            Path::new("/u"),
+            Scope::User,
+            home,
+            ws,
+        )
+        .unwrap();
+        let err = c
+            .merge_text(
+                "[network]\nmode = \"host\"\n",
+                Path::new("/w/f"),
+                Scope::Workspace,
+                home,
+                ws,
+            )
+            .unwrap_err();
+        assert!(err.to_string().contains("`network.mode` loosens"), "{err}");
+        let err = merge("[network]\nmode = \"open\"\n", Scope::User).unwrap_err();
+        assert!(err.to_string().contains("must be"), "{err}");
+        let err = merge("[network]\nallow = [\"http://x\"]\n", Scope::User).unwrap_err();
+        assert!(err.to_string().contains("not a host pattern"), "{err}");
+        assert!(merge("[network]\nports = []\n", Scope::User).is_err());
     }
 
     #[test]

@@ -12,8 +12,8 @@ use std::path::PathBuf;
 
 /// What the jail does not cover; printed by `explain` and kept in README.md.
 pub const NOT_COVERED: &[&str] = &[
-    "network egress (pair the jail with a devcontainer firewall)",
-    "abstract unix sockets (no path; only a network namespace would isolate them)",
+    "in network mode `host` (the default): network egress and abstract unix sockets (docs/network.md)",
+    "in network mode `allowlist`: what the allowed hosts accept (an API or registry can carry data)",
     "deleting or corrupting workspace data the agent may write (including .git objects and refs)",
     "writable PATH directories and new repositories' hooks: sealed only by the watcher",
     "entry points created below the workspace root (e.g. sub/.envrc); existing ones are sealed",
@@ -186,6 +186,9 @@ pub fn explain(opts: &RunOptions, json: bool, full: bool) -> Result<()> {
         .collect();
     let _ = writeln!(out, "\nHidden: {}", some(&hidden, full));
     let _ = writeln!(out, "Unset in the jail: {}", some(&p.unsetenv, full));
+    for line in crate::net::describe(&p.network) {
+        let _ = writeln!(out, "{line}");
+    }
     let _ = writeln!(out, "\nWatched (writable PATH directories):");
     if watched.is_empty() {
         let _ = writeln!(out, "  none");

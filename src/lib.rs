@@ -18,6 +18,7 @@ pub(crate) mod gitconfig;
 pub mod hook;
 pub mod jail;
 pub(crate) mod logfile;
+pub mod net;
 pub mod runtime;
 pub mod secrets;
 

@@ -498,6 +498,49 @@ fn overhead_rows(b: &[f64], g: &[f64], labels: [&str; 3]) -> f64 {
     bm
 }
 
+/// `run -- true` in each network mode, alternating (20 rounds after 3 to warm up), and the
+/// differences to `host`: the proxy and the bridge must cost nothing outside `allowlist` mode.
+fn launch_network_modes() {
+    let (d, ws, path) = fixture(5, 10, 200);
+    let modes = ["host", "none", "allowlist"];
+    let once = |mode: &str| {
+        let mut c = Command::new(bin());
+        c.args(["run", "--network", mode, "--", "true"])
+            .current_dir(&ws)
+            .env("HOME", d.path().join("home"))
+            .env("CLAUDE_SANDBOX_RUNTIME_DIR", d.path().join("rt"))
+            .env("PATH", &path)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        assert!(c.status().unwrap().success(), "run --network {mode}");
+    };
+    for m in modes.iter().chain(&modes).chain(&modes) {
+        once(m);
+    }
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+    for _ in 0..20 {
+        for (i, m) in modes.iter().enumerate() {
+            times[i].extend(time_runs(1, || once(m)));
+        }
+    }
+    let host = pct(&times[0], 0.5);
+    for (i, m) in modes.iter().enumerate() {
+        let med = pct(&times[i], 0.5);
+        Table::row(
+            &format!("run --network {m} -- true"),
+            ms(med),
+            ms(pct(&times[i], 0.99)),
+            if i == 0 { "reference" } else { "" },
+            if i == 0 {
+                String::new()
+            } else {
+                format!("{:+.2} ms", med - host)
+            },
+            times[i].len(),
+        );
+    }
+}
+
 fn launch_by_repos() {
     for repos in [1, 10, 100] {
         let (d, ws, path) = fixture(repos, 1, 10);
@@ -700,6 +743,9 @@ fn main() {
         launch_phases();
         launch_with_build_tree();
         launch_by_repos();
+    }
+    if wanted("network") {
+        launch_network_modes();
     }
     for n in [1_000, 10_000, 100_000]
         .into_iter()

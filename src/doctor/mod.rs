@@ -85,6 +85,7 @@ const CHECKS: &[(&str, CheckFn)] = &[
     ("leftovers", check_leftovers),
     ("cache layers", check_layers),
     ("alerts", check_alerts),
+    ("network", crate::net::doctor::check_network),
 ];
 
 pub fn run_all() -> Vec<Check> {

@@ -42,9 +42,12 @@ pub fn bwrap_args(policy: &Policy, fds: Fds, sealing: Sealing) -> Vec<OsString> 
     a.flag("--die-with-parent")
         .flag("--unshare-user")
         .flag("--unshare-pid")
-        .flag("--unshare-ipc")
-        .flag("--cap-drop")
-        .flag("ALL");
+        .flag("--unshare-ipc");
+    if policy.network.mode.unshares() {
+        // Only `lo`, which bwrap brings up; abstract unix sockets live here too.
+        a.flag("--unshare-net");
+    }
+    a.flag("--cap-drop").flag("ALL");
     a.flag("--ro-bind").flag("/").flag("/");
     a.flag("--dev").flag("/dev").flag("--proc").flag("/proc");
     if let Some(run) = &policy.run_view {
@@ -60,6 +63,12 @@ pub fn bwrap_args(policy: &Policy, fds: Fds, sealing: Sealing) -> Vec<OsString> 
     }
     for p in &policy.private {
         a.flag("--tmpfs").path(p);
+    }
+    if let Some(dir) = &policy.net_dir {
+        // The proxy's socket: the jail's only way out in allowlist mode (in the private `/tmp`).
+        a.flag("--bind")
+            .path(dir)
+            .path(Path::new(crate::net::JAIL_DIR));
     }
     if let (Some(bin), Sealing::InBwrap) = (&policy.hook_bin, sealing) {
         // A read-only tmpfs mount point holding only a read-only bind: neither can be replaced.
@@ -274,6 +283,35 @@ mod tests {
         assert!(
             text.ends_with("-- /proc/self/fd/5 __exec 5 6 7 8 /w/sub -- claude --flag with space")
         );
+    }
+
+    #[test]
+    fn network_modes() {
+        let mut p = policy();
+        let text = |p: &Policy, s| {
+            bwrap_args(p, Fds::default(), s)
+                .into_iter()
+                .map(|s| s.into_string().unwrap())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert!(!text(&p, Sealing::InBwrap).contains("--unshare-net"));
+        p.network.mode = crate::net::Mode::None;
+        for s in [Sealing::InBwrap, Sealing::ByLauncher] {
+            let t = text(&p, s);
+            assert!(t.starts_with("--die-with-parent --unshare-user --unshare-pid --unshare-ipc --unshare-net --cap-drop ALL"), "{t}");
+            assert!(!t.contains(crate::net::JAIL_DIR), "{t}");
+        }
+        p.network.mode = crate::net::Mode::Allowlist;
+        p.net_dir = Some("/run/cs/1/s/net".into());
+        for s in [Sealing::InBwrap, Sealing::ByLauncher] {
+            let t = text(&p, s);
+            assert!(t.contains("--unshare-net"), "{t}");
+            assert!(
+                t.contains("--tmpfs /run/user/1 --bind /run/cs/1/s/net /tmp/.claude-sandbox-net "),
+                "{t}"
+            );
+        }
     }
 
     #[test]

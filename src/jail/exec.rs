@@ -89,6 +89,12 @@ pub fn main(args: &[OsString]) -> i32 {
     if let Some(fd) = exe_fd {
         drop(take(fd));
     }
+    // Allowlist mode: the loopback bridge to the proxy, forked while the terminal signals are still
+    // ignored (so Ctrl-C, sent to the whole foreground group, leaves it alone).
+    if let Err(e) = crate::net::bridge::start_from_env() {
+        eprintln!("claude-sandbox: {e}");
+        return crate::error::EXIT_JAIL;
+    }
     for s in IGNORED_IN_BWRAP {
         // SAFETY: restoring the default action runs no handler code.
         let _ = unsafe { signal(*s, SigHandler::SigDfl) };

@@ -52,6 +52,10 @@ pub struct RunOptions {
     pub workspace: Option<PathBuf>,
     pub config: Option<PathBuf>,
     pub dry_run: bool,
+    /// `--network MODE`: replaces the configured mode.
+    pub network: Option<crate::net::Mode>,
+    /// `--allow-domain D`: added to the allow list.
+    pub allow_domains: Vec<String>,
     pub command: Vec<OsString>,
 }
 
@@ -151,7 +155,8 @@ pub fn plan_input(opts: &RunOptions, session_id: &str) -> Result<(PlanInput, Con
     let workspace =
         std::fs::canonicalize(&workspace).map_err(|e| Error::io("resolving the workspace", e))?;
     let config_paths = ConfigPaths::new(&home, &workspace);
-    let config = Config::load(&config_paths, opts.config.as_deref(), &home, &workspace)?;
+    let mut config = Config::load(&config_paths, opts.config.as_deref(), &home, &workspace)?;
+    crate::net::apply_cli(&mut config.network, opts.network, &opts.allow_domains)?;
     let runtime_dir = crate::runtime::locate();
     let session_home = home::session_dir(&runtime_dir, session_id).join("home");
     let input = PlanInput {
@@ -303,6 +308,16 @@ fn execute(
         &plan.policy.home,
         record.to_string().as_bytes(),
     )?;
+    // Allowlist mode: the proxy's socket is bound now (bwrap binds its directory into the jail) and
+    // served once bwrap has started (the sealer is forked while the launcher has one thread).
+    let mut proxy = match crate::net::proxy::for_policy(&plan.policy, runtime, &session.id) {
+        Ok(p) => p,
+        Err(e) => {
+            home::finish(&session_dir, &plan.policy.home, &plan.policy.workspace);
+            return Err(e);
+        }
+    };
+    let mut proxy_running = None;
     // The state directories (bound writable) are made before bwrap starts, and every placeholder
     // too when bwrap makes the seals. The sealer needs the seals' placeholders only once the jail
     // is up, so those are made while bwrap sets up (making an inode can wait on the disk: 2 to 50 ms
@@ -354,6 +369,9 @@ fn execute(
             }
         };
         tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "bwrap started");
+        if let Some(p) = proxy.take() {
+            proxy_running = Some(p.start());
+        }
         // The rest of the plan, the baseline and the watcher are made while bwrap builds the jail:
         // the command cannot run before the gate opens, so nothing the agent does can precede them.
         if let Some(p) = pending.take() {
@@ -440,6 +458,9 @@ fn execute(
         }
     };
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "jail ended");
+    for line in proxy_running.iter().flat_map(|p| p.summary()) {
+        eprintln!("claude-sandbox: network: {line}");
+    }
     end_session(&plan, runtime, session, &session_dir, watcher);
     crate::logfile::restore(runtime);
     result

@@ -260,6 +260,21 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
     if !input.config.allow_ssh_agent {
         unsetenv.insert(0, "SSH_AUTH_SOCK".into());
     }
+    let network = input.config.network.policy();
+    let mut setenv = vec![
+        ("CLAUDE_SANDBOX".into(), "1".into()),
+        (
+            crate::hook::HOOK_BIN_ENV.into(),
+            format!("{}/claude-sandbox", crate::hook::HOOK_BIN_DIR),
+        ),
+    ];
+    let net_dir = (network.mode == crate::net::Mode::Allowlist).then(|| {
+        let bin = format!("{}/claude-sandbox", crate::hook::HOOK_BIN_DIR);
+        setenv.extend(crate::net::proxy_env(
+            input.self_exe.is_some().then_some(bin.as_str()),
+        ));
+        input.session_home.with_file_name("net")
+    });
     let cwd = std::fs::canonicalize(&input.cwd).unwrap_or_else(|_| ws.clone());
     let chdir = if cwd.starts_with(&ws) || cwd.starts_with(&home) {
         cwd
@@ -280,17 +295,13 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         run_view,
         hidden: Vec::new(),
         hook_bin: input.self_exe.clone(),
-        setenv: vec![
-            ("CLAUDE_SANDBOX".into(), "1".into()),
-            (
-                crate::hook::HOOK_BIN_ENV.into(),
-                format!("{}/claude-sandbox", crate::hook::HOOK_BIN_DIR),
-            ),
-        ],
+        setenv,
         unsetenv,
         chdir,
         command: input.command.clone(),
         layers,
+        network,
+        net_dir,
     };
     Ok(Plan {
         policy,

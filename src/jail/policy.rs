@@ -88,6 +88,10 @@ pub struct Policy {
     /// Caches: the jail's own layer over the human's read-only directory (see `layers`); mounted
     /// after the writable roots.
     pub layers: Vec<super::layers::Layer>,
+    /// The network mode and lists (see `net`).
+    pub network: crate::net::NetPolicy,
+    /// Allowlist mode: the host directory holding the proxy's socket, bound at `net::JAIL_DIR`.
+    pub net_dir: Option<PathBuf>,
 }
 
 /// File descriptors the launcher passes to bwrap.
@@ -179,6 +183,8 @@ impl Policy {
             chdir: "/w/sub".into(),
             command: vec!["claude".into(), "--flag with space".into()],
             layers: Vec::new(),
+            network: Default::default(),
+            net_dir: None,
         }
     }
 }

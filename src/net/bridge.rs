@@ -1,0 +1,142 @@
+//! Inside the jail: the bridge from `127.0.0.1:PORT` to the proxy's unix socket, and `__connect`,
+//! the `ProxyCommand` that takes `ssh` (git over ssh) through the proxy.
+//!
+//! Guards against a way out that outlives the jail or precedes its seals: the bridge is forked by the
+//! exec helper after the gate, just before the command is executed, with its listening socket bound
+//! first (so the command never races it) and `PR_SET_PDEATHSIG` set, so it dies with the command.
+
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener};
+use std::os::unix::net::UnixStream;
+
+/// argv[1] of the `ProxyCommand`: `claude-sandbox __connect HOST PORT`.
+pub const CONNECT: &str = "__connect";
+
+/// In the exec helper: when `ENV_BRIDGE` names a socket, listen on the jail's loopback and fork a
+/// child that bridges every connection to it. The variable is removed from the command's
+/// environment. Called while the helper is single-threaded.
+pub(crate) fn start_from_env() -> Result<(), String> {
+    let Some(socket) = std::env::var_os(super::ENV_BRIDGE) else {
+        return Ok(());
+    };
+    // SAFETY: the exec helper is single-threaded.
+    unsafe { std::env::remove_var(super::ENV_BRIDGE) };
+    let listener = TcpListener::bind(("127.0.0.1", super::PORT)).map_err(|e| {
+        format!(
+            "cannot listen on 127.0.0.1:{} in the jail for the network proxy: {e}",
+            super::PORT
+        )
+    })?;
+    let parent = rustix::process::getpid();
+    // SAFETY: the helper is single-threaded, so the child may do anything the parent could.
+    match unsafe { libc::fork() } {
+        -1 => Err(format!(
+            "cannot start the network bridge: {}",
+            std::io::Error::last_os_error()
+        )),
+        0 => {
+            let dies = rustix::process::set_parent_process_death_signal(Some(
+                rustix::process::Signal::KILL,
+            ));
+            if dies.is_err() || rustix::process::getppid() != Some(parent) {
+                // SAFETY: ending this child only.
+                unsafe { libc::_exit(0) };
+            }
+            quiet_stdio();
+            serve(listener, socket.into());
+            // SAFETY: ending this child only.
+            unsafe { libc::_exit(0) }
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The bridge keeps no terminal or pipe of the command open (a reader waiting for end of file).
+fn quiet_stdio() {
+    if let Ok(null) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+    {
+        let _ = rustix::stdio::dup2_stdin(&null);
+        let _ = rustix::stdio::dup2_stdout(&null);
+        let _ = rustix::stdio::dup2_stderr(&null);
+    }
+}
+
+fn serve(listener: TcpListener, socket: std::path::PathBuf) {
+    for tcp in listener.incoming().flatten() {
+        let socket = socket.clone();
+        std::thread::spawn(move || {
+            let Ok(unix) = UnixStream::connect(&socket) else {
+                return;
+            };
+            let (Ok(mut t_read), Ok(mut u_write)) = (tcp.try_clone(), unix.try_clone()) else {
+                return;
+            };
+            let up = std::thread::spawn(move || {
+                let _ = std::io::copy(&mut t_read, &mut u_write);
+                let _ = u_write.shutdown(Shutdown::Write);
+            });
+            let (mut u_read, mut t_write) = (unix, tcp);
+            let _ = std::io::copy(&mut u_read, &mut t_write);
+            let _ = t_write.shutdown(Shutdown::Write);
+            let _ = up.join();
+        });
+    }
+}
+
+/// `claude-sandbox __connect HOST PORT`: a CONNECT through the proxy, then stdin/stdout are the
+/// tunnel (ssh's `ProxyCommand`). On a refusal the proxy's sentence goes to stderr, status 1.
+pub fn connect_main(args: &[OsString]) -> i32 {
+    let [host, port] = args else {
+        eprintln!("claude-sandbox: {CONNECT} is internal: {CONNECT} HOST PORT");
+        return crate::error::EXIT_USAGE;
+    };
+    let (host, port) = (host.to_string_lossy(), port.to_string_lossy());
+    let path = format!("{}/{}", super::JAIL_DIR, super::SOCKET);
+    let mut sock = match UnixStream::connect(&path) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!(
+                "claude-sandbox: no network proxy at {path} ({e}): is this jail in allowlist mode?"
+            );
+            return 1;
+        }
+    };
+    let host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.into_owned()
+    };
+    let req = format!("CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n");
+    if sock.write_all(req.as_bytes()).is_err() {
+        return 1;
+    }
+    // Byte by byte: nothing of the tunnel may be read into a buffer that is then dropped.
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match sock.read(&mut byte) {
+            Ok(1) => head.push(byte[0]),
+            _ => return 1,
+        }
+    }
+    let status = String::from_utf8_lossy(&head);
+    if status.split_whitespace().nth(1) != Some("200") {
+        let mut body = String::new();
+        let _ = sock.read_to_string(&mut body);
+        eprint!("{body}");
+        return 1;
+    }
+    let Ok(mut s_write) = sock.try_clone() else {
+        return 1;
+    };
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut s_write);
+        let _ = s_write.shutdown(Shutdown::Write);
+    });
+    let _ = std::io::copy(&mut sock, &mut std::io::stdout().lock());
+    0
+}

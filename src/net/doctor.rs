@@ -1,0 +1,103 @@
+//! `doctor`'s network check: which mode a launch here gets, whether a network namespace of its own
+//! can be made, and what fails in `allowlist` mode by design.
+//!
+//! Guards against a surprise: a program that ignores the proxy variables fails with "no route" or a
+//! name-resolution error in `allowlist` mode, which reads like a broken network unless it is said.
+
+use super::Mode;
+use crate::doctor::{Check, Mark};
+
+const NAME: &str = "network";
+
+fn check(mark: Mark, why: String, fix: Option<&str>) -> Check {
+    Check {
+        name: NAME,
+        mark,
+        why,
+        fix: fix.map(String::from),
+    }
+}
+
+pub(crate) fn check_network() -> Vec<Check> {
+    let opts = crate::jail::launch::RunOptions {
+        command: vec!["true".into()],
+        ..Default::default()
+    };
+    let mode = crate::jail::launch::plan_input(&opts, "doctor")
+        .map(|(_, c)| c.network.mode())
+        .unwrap_or(Mode::DEFAULT);
+    let mut out = Vec::new();
+    out.push(match mode {
+        Mode::Host => check(
+            Mark::Warn,
+            "network mode `host`: the jail shares the container's network; egress is not filtered \
+             and abstract unix sockets (X11, D-Bus, IDE IPC) are reachable"
+                .into(),
+            Some("[network] mode = \"allowlist\" in ~/.config/claude-sandbox/config.toml, or run --network allowlist (docs/network.md)"),
+        ),
+        Mode::Allowlist => check(
+            Mark::Pass,
+            format!(
+                "network mode `allowlist`: egress only through the proxy at 127.0.0.1:{} to allowed \
+                 names. Programs that ignore HTTP_PROXY/HTTPS_PROXY/ALL_PROXY (raw sockets, ping, \
+                 direct DNS, some Go/Rust/Java clients) fail with \"no route\" or a resolution \
+                 error: that is the block working, not a fault",
+                super::PORT
+            ),
+            None,
+        ),
+        Mode::None => check(
+            Mark::Pass,
+            "network mode `none`: only the jail's own loopback".into(),
+            None,
+        ),
+    });
+    if mode != Mode::Host {
+        out.push(namespace_works());
+    }
+    out
+}
+
+/// `run --network none -- true` in a throwaway workspace.
+fn namespace_works() -> Check {
+    let (Ok(exe), Ok(dir)) = (std::env::current_exe(), throwaway()) else {
+        return check(
+            Mark::Fail,
+            "cannot try a jail with its own network namespace (no binary or no /var/tmp)".into(),
+            Some("make /var/tmp writable"),
+        );
+    };
+    let out = std::process::Command::new(exe)
+        .args(["run", "--network", "none", "--workspace"])
+        .arg(&dir)
+        .args(["--", "true"])
+        .current_dir(&dir)
+        .stdin(std::process::Stdio::null())
+        .output();
+    let _ = std::fs::remove_dir_all(&dir);
+    match out {
+        Ok(o) if o.status.success() => check(
+            Mark::Pass,
+            "a jail with a network namespace of its own starts (--unshare-net)".into(),
+            None,
+        ),
+        Ok(o) => check(
+            Mark::Fail,
+            format!(
+                "`run --network none -- true` failed: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            ),
+            Some("the container must allow network namespaces in user namespaces; or set [network] mode = \"host\""),
+        ),
+        Err(e) => check(Mark::Fail, e.to_string(), Some("reinstall claude-sandbox")),
+    }
+}
+
+fn throwaway() -> std::io::Result<std::path::PathBuf> {
+    let dir = std::path::PathBuf::from(format!(
+        "/var/tmp/claude-sandbox-doctor-net-{}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}

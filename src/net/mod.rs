@@ -1,0 +1,352 @@
+//! Network: the jail's own network namespace and the per-domain egress allowlist.
+//!
+//! Guards against the agent sending what it can read to any host, and against the container's
+//! abstract unix sockets (X11, D-Bus, IDE and tool IPC), which live in the network namespace: in
+//! `none` and `allowlist` modes the jail has a namespace of its own with only a loopback. In
+//! `allowlist` mode the only way out is a unix socket bound into the jail (`bridge`) that leads to a
+//! proxy in the launcher (`proxy`), which decides on the requested host name and on the address it
+//! resolves (`pattern`).
+
+pub(crate) mod bridge;
+pub(crate) mod doctor;
+pub(crate) mod pattern;
+pub(crate) mod proxy;
+
+use serde::Serialize;
+
+/// How the jail reaches the network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// The container's network, as outside the jail (abstract unix sockets reachable too).
+    Host,
+    /// Own network namespace; egress only through the proxy, to allowed names.
+    Allowlist,
+    /// Own network namespace with only a loopback.
+    None,
+}
+
+impl Mode {
+    /// The mode when no configuration file and no `--network` names one (see docs/network.md).
+    pub const DEFAULT: Mode = Mode::Host;
+
+    pub fn parse(s: &str) -> Option<Mode> {
+        match s {
+            "host" => Some(Mode::Host),
+            "allowlist" => Some(Mode::Allowlist),
+            "none" => Some(Mode::None),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Host => "host",
+            Mode::Allowlist => "allowlist",
+            Mode::None => "none",
+        }
+    }
+
+    /// Whether bwrap gives the jail a network namespace of its own.
+    pub fn unshares(self) -> bool {
+        self != Mode::Host
+    }
+}
+
+/// The default allow list: the agents' own APIs and sign-in, and the common package registries.
+/// Every entry is also a way out for data (an attacker's API key, a package upload): `deny` removes
+/// any of them.
+pub const DEFAULT_ALLOW: &[&str] = &[
+    // Claude Code
+    "api.anthropic.com",
+    "statsig.anthropic.com",
+    "console.anthropic.com",
+    "claude.ai",
+    // Codex CLI
+    "api.openai.com",
+    "auth.openai.com",
+    "chatgpt.com",
+    // Gemini CLI
+    "generativelanguage.googleapis.com",
+    "cloudcode-pa.googleapis.com",
+    "oauth2.googleapis.com",
+    // Cursor CLI, OpenCode
+    "api2.cursor.sh",
+    "api.cursor.com",
+    "opencode.ai",
+    "models.dev",
+    // npm, PyPI, crates.io, Go modules
+    "registry.npmjs.org",
+    "registry.yarnpkg.com",
+    "pypi.org",
+    "files.pythonhosted.org",
+    "crates.io",
+    "index.crates.io",
+    "static.crates.io",
+    "static.rust-lang.org",
+    "proxy.golang.org",
+    "sum.golang.org",
+    // git over https/ssh for dependencies
+    "github.com",
+    "codeload.github.com",
+    "objects.githubusercontent.com",
+    "raw.githubusercontent.com",
+];
+
+/// `[network]` in the configuration, merged over the files and the command line.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct NetConfig {
+    /// `None`: the default (`Mode::DEFAULT`).
+    pub mode: Option<Mode>,
+    /// Added to `DEFAULT_ALLOW` (system and user files, `--allow-domain`).
+    pub allow: Vec<String>,
+    /// Wins over every allow entry, default ones included.
+    pub deny: Vec<String>,
+}
+
+impl NetConfig {
+    pub fn mode(&self) -> Mode {
+        self.mode.unwrap_or(Mode::DEFAULT)
+    }
+
+    /// The resolved network policy of a launch.
+    pub fn policy(&self) -> NetPolicy {
+        let mode = self.mode();
+        let mut allow: Vec<String> = Vec::new();
+        if mode == Mode::Allowlist {
+            allow = DEFAULT_ALLOW.iter().map(|s| s.to_string()).collect();
+            for a in &self.allow {
+                if !allow.contains(a) {
+                    allow.push(a.clone());
+                }
+            }
+        }
+        NetPolicy {
+            mode,
+            allow,
+            deny: if mode == Mode::Allowlist {
+                self.deny.clone()
+            } else {
+                Vec::new()
+            },
+        }
+    }
+}
+
+/// The network part of a `Policy`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NetPolicy {
+    pub mode: Mode,
+    pub allow: Vec<String>,
+    pub deny: Vec<String>,
+}
+
+impl Default for NetPolicy {
+    fn default() -> Self {
+        NetPolicy {
+            mode: Mode::Host,
+            allow: Vec::new(),
+            deny: Vec::new(),
+        }
+    }
+}
+
+/// `explain`'s lines for the network policy.
+pub fn describe(p: &NetPolicy) -> Vec<String> {
+    let mut out = vec![match p.mode {
+        Mode::Host => {
+            "Network: host — the container's network; egress is not filtered and abstract \
+                       unix sockets are reachable (set [network] mode = \"allowlist\" or \"none\")"
+                .to_string()
+        }
+        Mode::None => {
+            "Network: none — a network namespace of its own with only a loopback".to_string()
+        }
+        Mode::Allowlist => format!(
+            "Network: allowlist — only through the proxy (HTTP_PROXY/HTTPS_PROXY/ALL_PROXY \
+             127.0.0.1:{PORT}), to these names; internal addresses refused after resolution"
+        ),
+    }];
+    if p.mode == Mode::Allowlist {
+        out.push(format!("  allow: {}", p.allow.join(" ")));
+        if !p.deny.is_empty() {
+            out.push(format!("  deny (wins): {}", p.deny.join(" ")));
+        }
+    }
+    out
+}
+
+/// Where the proxy's socket directory appears in the jail (inside the private `/tmp`).
+pub const JAIL_DIR: &str = "/tmp/.claude-sandbox-net";
+/// The proxy's socket in that directory.
+pub const SOCKET: &str = "proxy.sock";
+/// The loopback port inside the jail where the bridge serves both HTTP and SOCKS5 (the jail has a
+/// namespace of its own, so no port of the container is taken).
+pub const PORT: u16 = 3128;
+/// Set for the exec helper only (removed before the command runs): the socket to bridge to.
+pub const ENV_BRIDGE: &str = "CLAUDE_SANDBOX_NET_BRIDGE";
+/// Tests only: `name=ip,name=ip` resolved by the proxy instead of DNS (read by the launcher).
+pub const ENV_TEST_HOSTS: &str = "CLAUDE_SANDBOX_TEST_HOSTS";
+
+/// The environment that points every common client at the proxy (allowlist mode).
+pub fn proxy_env(hook_bin: Option<&str>) -> Vec<(String, String)> {
+    let http = format!("http://127.0.0.1:{PORT}");
+    let socks = format!("socks5h://127.0.0.1:{PORT}");
+    let mut env = Vec::new();
+    for (k, v) in [
+        ("HTTP_PROXY", http.as_str()),
+        ("HTTPS_PROXY", http.as_str()),
+        ("ALL_PROXY", socks.as_str()),
+        ("NO_PROXY", "localhost,127.0.0.1,::1"),
+    ] {
+        env.push((k.to_string(), v.to_string()));
+        env.push((k.to_ascii_lowercase(), v.to_string()));
+    }
+    env.push(("NODE_USE_ENV_PROXY".into(), "1".into()));
+    env.push((ENV_BRIDGE.into(), format!("{JAIL_DIR}/{SOCKET}")));
+    if let Some(bin) = hook_bin {
+        env.push((
+            "GIT_SSH_COMMAND".into(),
+            format!("ssh -o ProxyCommand='{bin} {} %h %p'", bridge::CONNECT),
+        ));
+    }
+    env
+}
+
+/// Merge one file's `[network]` table. The workspace file may only tighten: a stricter mode, more
+/// deny entries. Returns the key that would loosen the policy, for the caller's error.
+pub(crate) fn merge(
+    net: &mut NetConfig,
+    mode: Option<&str>,
+    allow: Option<Vec<String>>,
+    deny: Option<Vec<String>>,
+    workspace: bool,
+) -> Result<(), MergeError> {
+    if let Some(m) = mode {
+        let m = Mode::parse(m).ok_or(MergeError::BadMode)?;
+        if workspace && m < net.mode() {
+            return Err(MergeError::Loosens("mode"));
+        }
+        net.mode = Some(m);
+    }
+    if let Some(allow) = allow {
+        if workspace && !allow.is_empty() {
+            return Err(MergeError::Loosens("allow"));
+        }
+        for a in &allow {
+            pattern::Pattern::parse(a).map_err(MergeError::BadPattern)?;
+        }
+        net.allow.extend(allow);
+    }
+    for d in deny.unwrap_or_default() {
+        pattern::Pattern::parse(&d).map_err(MergeError::BadPattern)?;
+        net.deny.push(d);
+    }
+    Ok(())
+}
+
+/// `run --network MODE --allow-domain D`: the human's command line may loosen.
+pub(crate) fn apply_cli(
+    net: &mut NetConfig,
+    mode: Option<Mode>,
+    allow: &[String],
+) -> crate::error::Result<()> {
+    if let Some(m) = mode {
+        net.mode = Some(m);
+    }
+    for d in allow {
+        pattern::Pattern::parse(d)
+            .map_err(|e| crate::error::Error::Usage(format!("--allow-domain: {e}")))?;
+        net.allow.push(d.clone());
+    }
+    Ok(())
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum MergeError {
+    BadMode,
+    Loosens(&'static str),
+    BadPattern(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_workspace_may_only_tighten() {
+        let mut n = NetConfig::default();
+        merge(&mut n, Some("allowlist"), None, None, true).unwrap();
+        assert_eq!(n.mode(), Mode::Allowlist);
+        assert_eq!(
+            merge(&mut n, Some("host"), None, None, true),
+            Err(MergeError::Loosens("mode"))
+        );
+        assert_eq!(
+            merge(&mut n, None, Some(vec!["x.com".into()]), None, true),
+            Err(MergeError::Loosens("allow"))
+        );
+        merge(
+            &mut n,
+            Some("none"),
+            None,
+            Some(vec!["*.x.com".into()]),
+            true,
+        )
+        .unwrap();
+        assert_eq!((n.mode(), n.deny.len()), (Mode::None, 1));
+        merge(
+            &mut n,
+            Some("host"),
+            Some(vec!["x.com".into()]),
+            None,
+            false,
+        )
+        .unwrap();
+        assert_eq!(n.mode(), Mode::Host);
+        assert_eq!(
+            merge(&mut n, Some("open"), None, None, false),
+            Err(MergeError::BadMode)
+        );
+        assert!(matches!(
+            merge(&mut n, None, Some(vec!["http://x".into()]), None, false),
+            Err(MergeError::BadPattern(_))
+        ));
+    }
+
+    #[test]
+    fn the_policy_lists_defaults_then_additions_and_only_in_allowlist_mode() {
+        let n = NetConfig {
+            mode: Some(Mode::Allowlist),
+            allow: vec!["api.example.com".into(), "github.com".into()],
+            deny: vec!["github.com".into()],
+        };
+        let p = n.policy();
+        assert_eq!(p.allow.len(), DEFAULT_ALLOW.len() + 1);
+        assert_eq!(p.allow.last().unwrap(), "api.example.com");
+        assert_eq!(p.deny, vec!["github.com".to_string()]);
+        let p = NetConfig {
+            mode: Some(Mode::None),
+            ..n
+        }
+        .policy();
+        assert!(p.allow.is_empty() && p.deny.is_empty());
+        for d in DEFAULT_ALLOW {
+            pattern::Pattern::parse(d).unwrap();
+        }
+    }
+
+    #[test]
+    fn every_client_variable_is_set_in_both_cases() {
+        let env = proxy_env(Some("/b/cs"));
+        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("https_proxy"), Some("http://127.0.0.1:3128"));
+        assert_eq!(get("ALL_PROXY"), Some("socks5h://127.0.0.1:3128"));
+        assert_eq!(get("no_proxy"), get("NO_PROXY"));
+        assert_eq!(get("NODE_USE_ENV_PROXY"), Some("1"));
+        assert_eq!(
+            get("GIT_SSH_COMMAND"),
+            Some("ssh -o ProxyCommand='/b/cs __connect %h %p'")
+        );
+    }
+}
