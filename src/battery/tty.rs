@@ -92,18 +92,39 @@ pub(super) fn run_tty(script: &str, s: &Scene, bin: &Path, unguarded: bool) -> (
         })
         .unwrap_or_default();
     let _ = tmux(&["kill-server"]);
+    // The pane is a session led by its first process (pids[1]): wait for all of it, since a shell
+    // that process started writes its history last.
     let t0 = Instant::now();
-    let alive = |p: &u32| {
-        std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
-            s.rsplit(')')
-                .next()
-                .and_then(|r| r.split_whitespace().next())
-                != Some("Z")
-        })
-    };
-    while pids.iter().any(alive) && t0.elapsed() < Duration::from_secs(5) {
+    while pids
+        .first()
+        .is_some_and(|server| alive(*server, &pids[1..]))
+        && t0.elapsed() < Duration::from_secs(5)
+    {
         std::thread::sleep(Duration::from_millis(20));
     }
     let out = std::fs::read_to_string(s.root.join("tty.out")).unwrap_or_default();
     (out.contains(PLANTED), out)
+}
+
+/// Whether the process `server`, or any live member of the sessions `sessions`, still runs.
+fn alive(server: u32, sessions: &[u32]) -> bool {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    rd.flatten().any(|e| {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            return false;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            return false;
+        };
+        let f: Vec<&str> = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .collect();
+        let sid = f.get(4).and_then(|s| s.parse::<u32>().ok());
+        f.first() != Some(&"Z") && (pid == server || sid.is_some_and(|s| sessions.contains(&s)))
+    })
 }

@@ -299,36 +299,56 @@ impl Drop for Tmux {
     }
 }
 
-/// End the tmux server on `sock` and wait (at most 5 s) until it and its shells are gone: a shell
-/// writes its history as it exits, which would recreate a fixture being removed.
+/// End the tmux server on `sock` and wait (at most 5 s) until it and everything its panes ran are
+/// gone: a shell writes its history as it exits, which would recreate a fixture being removed. Each
+/// pane is a session led by its first process; a shell that `sh -c` started is in that session.
 pub fn kill_tmux_server(sock: &Path) {
-    let pids: Vec<u32> = Command::new("tmux")
+    let mut server = Vec::new();
+    let mut sessions = Vec::new();
+    if let Ok(o) = Command::new("tmux")
         .arg("-S")
         .arg(sock)
         .args(["list-panes", "-a", "-F", "#{pid} #{pane_pid}"])
         .output()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
+    {
+        for line in String::from_utf8_lossy(&o.stdout).lines() {
+            let mut it = line
                 .split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default();
+                .filter_map(|p| p.parse::<u32>().ok());
+            server.extend(it.next());
+            sessions.extend(it.next());
+        }
+    }
     let _ = Command::new("tmux")
         .arg("-S")
         .arg(sock)
         .arg("kill-server")
         .output();
-    let alive = |p: &u32| {
-        std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
-            s.rsplit(')')
-                .next()
-                .and_then(|r| r.split_whitespace().next())
-                != Some("Z")
-        })
+    let alive = || {
+        std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| {
+                let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                    return false;
+                };
+                let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+                    return false;
+                };
+                let f: Vec<&str> = stat
+                    .rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .split_whitespace()
+                    .collect();
+                let sid = f.get(4).and_then(|s| s.parse::<u32>().ok());
+                f.first() != Some(&"Z")
+                    && (server.contains(&pid) || sid.is_some_and(|s| sessions.contains(&s)))
+            })
     };
     let t0 = std::time::Instant::now();
-    while pids.iter().any(alive) && t0.elapsed() < std::time::Duration::from_secs(5) {
+    while alive() && t0.elapsed() < std::time::Duration::from_secs(5) {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
