@@ -489,6 +489,8 @@ pub fn is_exec_key(key: &str, value: &str) -> bool {
         ("trailer.", ".cmd"),
         ("difftool.", ".cmd"),
         ("mergetool.", ".cmd"),
+        ("difftool.", ".path"),
+        ("mergetool.", ".path"),
         ("browser.", ".cmd"),
         ("man.", ".cmd"),
         ("guitool.", ".cmd"),
@@ -508,6 +510,15 @@ pub fn is_exec_key(key: &str, value: &str) -> bool {
             && key.ends_with(".update")
             && value.trim_start().starts_with('!'))
         || (key.starts_with("url.") && key.ends_with(".insteadof") && value.starts_with("ext::"))
+        // `[url "ext::sh -c …"] insteadOf = https://host/`: the command is in the subsection.
+        || (key.starts_with("url.ext::")
+            && (key.ends_with(".insteadof") || key.ends_with(".pushinsteadof")))
+        // A remote or submodule whose URL runs a command (`ext::`), and what lets git use it.
+        || ((key.starts_with("remote.") || key.starts_with("submodule."))
+            && (key.ends_with(".url") || key.ends_with(".pushurl"))
+            && value.trim_start().starts_with("ext::"))
+        || ((key == "protocol.allow" || (key.starts_with("protocol.") && key.ends_with(".allow")))
+            && !value.trim().eq_ignore_ascii_case("never"))
 }
 
 impl Baseline {
@@ -599,6 +610,15 @@ mod tests {
             ("url.x.insteadof", "ext::sh"),
             ("pager.log", "x"),
             ("includeif.gitdir:/x/.path", "y"),
+            ("url.ext::sh -c touch% x.insteadof", "https://h/"),
+            ("url.ext::sh -c touch% x.pushinsteadof", "https://h/"),
+            ("remote.origin.url", "ext::sh -c touch% x"),
+            ("remote.origin.pushurl", " ext::sh"),
+            ("submodule.s.url", "ext::sh"),
+            ("protocol.allow", "always"),
+            ("protocol.ext.allow", "user"),
+            ("mergetool.vimdiff.path", "/x"),
+            ("difftool.vimdiff.path", "/x"),
         ] {
             assert!(is_exec_key(k, v), "{k}");
         }
@@ -608,6 +628,9 @@ mod tests {
             ("core.fsmonitor", "false"),
             ("user.name", "x"),
             ("hook.x.event", "pre-commit"),
+            ("remote.origin.url", "https://h/r.git"),
+            ("protocol.allow", "never"),
+            ("url.https://h/.insteadof", "git@h:"),
         ] {
             assert!(!is_exec_key(k, v), "{k}");
         }
