@@ -27,6 +27,12 @@ fn sockets_made_after_launch_are_unreachable_and_ssh_config_stays_readable() {
     std::fs::create_dir_all(f.home.join(".gnupg")).unwrap();
     std::fs::write(ssh.join("config"), "Host x\n  ControlPath ~/.ssh/cm-%C\n").unwrap();
     std::fs::write(ssh.join("known_hosts"), "KNOWN-HOST\n").unwrap();
+    // Subdirectories hold sockets made later too (a ControlPath from the system config, `${HOME}`
+    // or `%h` in its directory part): only their files are in the jail.
+    std::fs::create_dir_all(ssh.join("sockets")).unwrap();
+    std::fs::create_dir_all(ssh.join("config.d")).unwrap();
+    std::fs::write(ssh.join("config.d/work"), "WORK-INCLUDE\n").unwrap();
+    std::fs::create_dir_all(f.home.join(".docker/run")).unwrap();
     std::fs::write(f.home.join(".gnupg/pubring.kbx"), "PUBRING\n").unwrap();
     // Under /run only root can make one; the runtime directory's base is hidden anyway.
     let run_sock = is_root()
@@ -34,17 +40,22 @@ fn sockets_made_after_launch_are_unreachable_and_ssh_config_stays_readable() {
     if run_sock.is_none() {
         eprintln!("\n*** /run part NOT RUN as this user (only root can make a socket under /run); the root run covers it.\n");
     }
-    let targets: Vec<std::path::PathBuf> = [ssh.join("cm-abc"), f.home.join(".gnupg/S.gpg-agent")]
-        .into_iter()
-        .chain(run_sock.clone())
-        .collect();
+    let targets: Vec<std::path::PathBuf> = [
+        ssh.join("cm-abc"),
+        ssh.join("sockets/cm-def"),
+        f.home.join(".gnupg/S.gpg-agent"),
+        f.home.join(".docker/run/docker.sock"),
+    ]
+    .into_iter()
+    .chain(run_sock.clone())
+    .collect();
     let list = targets
         .iter()
         .map(|t| format!("'{}'", t.display()))
         .collect::<Vec<_>>()
         .join(" ");
     let script = format!(
-        "cat ~/.ssh/config ~/.ssh/known_hosts ~/.gnupg/pubring.kbx; touch ready; \
+        "cat ~/.ssh/config ~/.ssh/known_hosts ~/.ssh/config.d/work ~/.gnupg/pubring.kbx; touch ready; \
          while [ ! -e go ]; do sleep 0.02; done; \
          for s in {list}; do python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print(\"CONNECTED\", sys.argv[1])' \"$s\" 2>&1 | tail -1; done"
     );
@@ -73,7 +84,7 @@ fn sockets_made_after_launch_are_unreachable_and_ssh_config_stays_readable() {
         let _ = std::fs::remove_file(t);
     }
     let text = ok(&out);
-    for visible in ["ControlPath", "KNOWN-HOST", "PUBRING"] {
+    for visible in ["ControlPath", "KNOWN-HOST", "WORK-INCLUDE", "PUBRING"] {
         assert!(
             text.contains(visible),
             "{visible} unreadable inside:\n{text}"

@@ -382,7 +382,17 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
     if store.is_dir() && !hidden.iter().any(|h| store.starts_with(h)) {
         hidden.push(store);
     }
-    let masks = masks(input, &home, private, &hidden);
+    let mut masks = masks(input, &home, private, &hidden);
+    // ssh's ControlMaster sockets outside `~/.ssh` (a fixed view): their directory is masked.
+    for dir in super::sockets::control_path_dirs(&home) {
+        if !dir.starts_with(home.join(".ssh")) && dir != home && dir.is_dir() {
+            masks.push(Mask {
+                path: dir,
+                kind: MaskKind::Dir,
+                why: "ssh ControlPath directory: sockets made later".into(),
+            });
+        }
+    }
     let policy = &mut plan.policy;
     policy.anchors = anchors;
     policy.sealed = sealed;
@@ -439,11 +449,14 @@ fn home_entries(home: &Path, holes: &[PathBuf]) -> Result<Vec<HomeEntry>> {
             ),
             Ok(m) if m.file_type().is_socket() => continue, // masked: never bound
             _ if holes.contains(&path) => HomeBind::Writable,
-            Ok(m) if m.is_dir() && (name == ".ssh" || name == ".gnupg") => {
-                let view = if name == ".ssh" {
-                    super::sockets::ssh_view(home)
-                } else {
-                    super::sockets::gnupg_view(home)
+            Ok(m)
+                if m.is_dir()
+                    && [".ssh", ".gnupg", ".docker"].contains(&name.to_str().unwrap_or("")) =>
+            {
+                let view = match name.to_str() {
+                    Some(".ssh") => super::sockets::ssh_view(home),
+                    Some(".gnupg") => super::sockets::gnupg_view(home),
+                    _ => super::sockets::docker_view(home),
                 };
                 view.map_or(HomeBind::ReadOnly, HomeBind::Filtered)
             }

@@ -8,9 +8,10 @@
 //! So these directories are replaced in the jail by a read-only tmpfs holding read-only binds of
 //! what the jail may see, taken at launch: nothing created there later is visible at all.
 //!
-//! - `~/.ssh`: its regular files but private keys (by name or content: `secrets`), and its
-//!   directories but the ones `ControlPath` names; `config`, `known_hosts` and public keys stay.
-//! - `~/.gnupg`: everything but sockets and `private-keys-v1.d`.
+//! - `~/.ssh`: its files (three levels, each bound on its own) but private keys (by name or
+//!   content: `secrets`); no directory is kept as such, so no later socket appears in one;
+//!   `config`, `known_hosts` and public keys stay.
+//! - `~/.gnupg`: its files but `private-keys-v1.d`; `~/.docker`: its files (not `run/docker.sock`).
 //! - `/run`: default deny: only what name resolution and locking read (`RUN_KEEP`), the directory
 //!   `/etc/resolv.conf` links into, and the mount points of the jail's private directories.
 //!
@@ -110,36 +111,52 @@ impl Views {
     }
 }
 
-/// The children of `~/.ssh` the jail sees, or `None` when `~/.ssh` is not a directory.
+/// The files of `~/.ssh` the jail sees (relative paths), or `None` when it is not a directory:
+/// regular files (and symlinks to them) but private keys, by name or content. No directory is
+/// kept as such — its files are bound one by one into the view's own directories — so a socket
+/// made later in any subdirectory (a `ControlPath` set in the system config, `-o`, or one with
+/// `${VAR}` or `%h` in its directory part) is not in the jail.
 pub(crate) fn ssh_view(home: &Path) -> Option<Vec<OsString>> {
-    let dir = home.join(".ssh");
-    let control = control_path_dirs(home);
     let keys = crate::secrets::ssh_private_keys(home);
-    view(&dir, |path, ft| {
-        if ft.is_file() {
-            !keys.iter().any(|k| k == path)
-        } else {
-            ft.is_dir() && !control.iter().any(|c| c == path)
-        }
-    })
+    view(&home.join(".ssh"), |path| !keys.iter().any(|k| k == path))
 }
 
-/// The children of `~/.gnupg` the jail sees, or `None` when it is not a directory.
+/// The files of `~/.gnupg` the jail sees: all but `private-keys-v1.d` (sockets are never files).
 pub(crate) fn gnupg_view(home: &Path) -> Option<Vec<OsString>> {
-    view(&home.join(".gnupg"), |path, ft| {
-        (ft.is_file() || ft.is_dir()) && path.file_name() != Some("private-keys-v1.d".as_ref())
-    })
+    let private = home.join(".gnupg/private-keys-v1.d");
+    view(&home.join(".gnupg"), |path| !path.starts_with(&private))
 }
 
-fn view(dir: &Path, keep: impl Fn(&Path, std::fs::FileType) -> bool) -> Option<Vec<OsString>> {
+/// The files of `~/.docker` the jail sees (Docker Desktop's socket lives in `~/.docker/run`;
+/// `config.json` is masked as a secret afterwards).
+pub(crate) fn docker_view(home: &Path) -> Option<Vec<OsString>> {
+    view(&home.join(".docker"), |_| true)
+}
+
+/// The names, relative to `dir`, of regular files (or symlinks to regular files) up to three levels
+/// down that `keep` accepts; `None` when `dir` is not a directory.
+fn view(dir: &Path, keep: impl Fn(&Path) -> bool) -> Option<Vec<OsString>> {
     if !std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
         return None;
     }
-    let mut names: Vec<OsString> = std::fs::read_dir(dir)
-        .ok()?
+    let mut names: Vec<OsString> = walkdir::WalkDir::new(dir)
+        .min_depth(1)
+        .max_depth(3)
+        .follow_links(false)
+        .into_iter()
         .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| keep(&e.path(), t)))
-        .map(|e| e.file_name())
+        .filter(|e| {
+            let file = e.file_type().is_file()
+                || (e.file_type().is_symlink()
+                    && std::fs::metadata(e.path()).is_ok_and(|m| m.is_file()));
+            file && keep(e.path())
+        })
+        .filter_map(|e| {
+            e.path()
+                .strip_prefix(dir)
+                .ok()
+                .map(|r| r.as_os_str().to_owned())
+        })
         .collect();
     names.sort();
     Some(names)
@@ -170,7 +187,8 @@ pub(crate) fn control_path_dirs(home: &Path) -> Vec<PathBuf> {
             };
             let value = value.trim().trim_matches('"');
             let expand = |v: &str| -> PathBuf {
-                let v = v.replace("%d", &home.to_string_lossy());
+                let h = home.to_string_lossy();
+                let v = v.replace("%d", &h).replace("${HOME}", &h);
                 match v.strip_prefix("~/") {
                     Some(rest) => home.join(rest),
                     None if Path::new(&v).is_relative() => home.join(".ssh").join(v),
@@ -178,9 +196,15 @@ pub(crate) fn control_path_dirs(home: &Path) -> Vec<PathBuf> {
                 }
             };
             if key.eq_ignore_ascii_case("ControlPath") && !value.eq_ignore_ascii_case("none") {
-                if let Some(parent) = expand(value).parent() {
-                    out.push(parent.to_path_buf());
-                }
+                // The literal part of the directory: up to the first component with a token.
+                let full = expand(value);
+                let literal: PathBuf = full
+                    .parent()
+                    .unwrap_or(Path::new("/"))
+                    .components()
+                    .take_while(|c| !c.as_os_str().to_string_lossy().contains(['%', '$']))
+                    .collect();
+                out.push(literal);
             } else if key.eq_ignore_ascii_case("Include") {
                 for inc in value.split_whitespace() {
                     let p = expand(inc);
@@ -247,7 +271,7 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            ["config", "config.d", "id_ed25519.pub", "known_hosts"]
+            ["config", "config.d/work", "id_ed25519.pub", "known_hosts"]
         );
         drop(listener);
         assert_eq!(ssh_view(&home.join("nowhere")), None);
