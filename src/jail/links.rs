@@ -3,9 +3,10 @@
 //! Guards against a dotfiles repository that is the workspace. With stow (or by hand),
 //! `~/.bashrc -> ~/dotfiles/bashrc` and `~/.config/fish -> ~/dotfiles/fish`: the link is read-only in
 //! the jail, but its target lies in a writable root, and the human's shell runs the target. Every
-//! symlink at the top of `$HOME` and in `~/.config` (two levels, where stow folds and users link by
-//! hand) is resolved; a target inside a writable root is sealed like any entry point, whatever it
-//! is, because everything the human's `$HOME` shows is read-only in the jail.
+//! symlink at the top of `$HOME`, in `~/.config` (four levels), `~/.ssh`, `~/.gnupg` and top-level
+//! `*.d` directories is resolved — a dangling one too, as far as its target exists (the agent could
+//! create the rest) — and a target inside a writable root is sealed like any entry point (a
+//! placeholder where it is missing), because everything `$HOME` shows is read-only in the jail.
 //!
 //! The same holds for what the human's global git config names: an `include.path` (or
 //! `includeIf`) target and a global `core.hooksPath` that lie in a writable root are read by every
@@ -14,15 +15,64 @@
 use crate::entrypoints::{Finding, Stub};
 use std::path::{Path, PathBuf};
 
+/// At most this many directory entries are read looking for links (a bound on the launch's cost).
+const SCAN_BUDGET: usize = 20_000;
+
+/// Where links to dotfiles live, with how many levels are read below each: the top of `$HOME`,
+/// `~/.config`, `~/.ssh`, `~/.gnupg`, and every top-level `*.d` directory (`~/.bashrc.d`).
+fn scan_roots(home: &Path) -> Vec<(PathBuf, usize)> {
+    let mut roots = vec![
+        (home.to_path_buf(), 1),
+        (home.join(".config"), 4),
+        (home.join(".ssh"), 3),
+        (home.join(".gnupg"), 2),
+    ];
+    if let Ok(rd) = std::fs::read_dir(home) {
+        for e in rd.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir())
+                && e.file_name().to_string_lossy().ends_with(".d")
+            {
+                roots.push((e.path(), 2));
+            }
+        }
+    }
+    roots
+}
+
+/// Where a link leads even when its target does not exist yet: the longest existing ancestor of
+/// the target, resolved, with the rest appended (the agent could create the rest).
+fn lead(link: &Path) -> Option<PathBuf> {
+    if let Ok(t) = std::fs::canonicalize(link) {
+        return Some(t);
+    }
+    let raw = std::fs::read_link(link).ok()?;
+    let target = link.parent()?.join(raw);
+    let mut existing = target.as_path();
+    let mut rest = Vec::new();
+    while std::fs::symlink_metadata(existing).is_err() {
+        rest.push(existing.file_name()?.to_owned());
+        existing = existing.parent()?;
+    }
+    let mut out = std::fs::canonicalize(existing).ok()?;
+    for part in rest.iter().rev() {
+        if part == ".." {
+            return None; // a missing component followed by `..`: nothing lexical to trust
+        }
+        out.push(part);
+    }
+    Some(out)
+}
+
 /// Findings for the targets of `$HOME`'s symlinks that lie in a writable root (but not in a hole:
-/// a hole is writable by design).
+/// a hole is writable by design), existing or not.
 pub(crate) fn home_link_targets(
     home: &Path,
     holes: &[PathBuf],
     writable_roots: &[PathBuf],
 ) -> Vec<Finding> {
     let mut links = Vec::new();
-    let mut dirs = vec![(home.to_path_buf(), 1), (home.join(".config"), 2)];
+    let mut budget = SCAN_BUDGET;
+    let mut dirs = scan_roots(home);
     while let Some((dir, depth)) = dirs.pop() {
         if holes.iter().any(|h| dir.starts_with(h)) {
             continue;
@@ -31,24 +81,33 @@ pub(crate) fn home_link_targets(
             continue;
         };
         for e in rd.flatten() {
+            if budget == 0 {
+                tracing::warn!("stopped looking for links into the workspace after {SCAN_BUDGET} entries of $HOME");
+                break;
+            }
+            budget -= 1;
             let Ok(t) = e.file_type() else { continue };
             let path = e.path();
             if t.is_symlink() {
                 links.push(path);
-            } else if t.is_dir() && depth > 1 && dir != home {
+            } else if t.is_dir() && depth > 1 {
                 dirs.push((path, depth - 1));
             }
         }
     }
+    links.sort();
+    links.dedup();
     let mut out = Vec::new();
     for link in links {
         if holes.contains(&link) {
             continue;
         }
-        let Ok(target) = std::fs::canonicalize(&link) else {
-            continue; // dangling: nothing runs yet, and nothing outside a writable root can appear
+        let Some(target) = lead(&link) else {
+            continue;
         };
-        let in_writable = writable_roots.iter().any(|r| target.starts_with(r));
+        let in_writable = writable_roots
+            .iter()
+            .any(|r| target.starts_with(r) && target != *r);
         let in_hole = holes.iter().any(|h| target.starts_with(h));
         if in_writable && !in_hole {
             let shown = link
@@ -132,7 +191,17 @@ mod tests {
         link(&ws.join("fish"), ".config/fish"); // a folded directory
         link(&root.join("ro/profile"), ".profile"); // read-only already
         link(&hole, ".cache-link"); // into a hole
-        link(&root.join("missing"), ".zshrc"); // dangling
+        link(&root.join("missing"), ".zshrc"); // dangling, outside every writable root
+        link(&ws.join("bash_local"), ".bash_local"); // dangling into the workspace: it can appear
+        for d in [".ssh", ".config/nvim/lua", ".bashrc.d"] {
+            std::fs::create_dir_all(home.join(d)).unwrap();
+        }
+        std::fs::create_dir_all(ws.join("nvim")).unwrap();
+        std::fs::write(ws.join("nvim/init.lua"), "").unwrap();
+        std::fs::write(ws.join("sshconfig"), "").unwrap();
+        link(&ws.join("sshconfig"), ".ssh/config"); // inside ~/.ssh
+        link(&ws.join("nvim/init.lua"), ".config/nvim/lua/init.lua"); // three levels down
+        link(&ws.join("aliases.sh"), ".bashrc.d/aliases.sh"); // a *.d directory, dangling
         let got = home_link_targets(
             &home,
             std::slice::from_ref(&hole),
@@ -140,10 +209,19 @@ mod tests {
         );
         let mut paths: Vec<_> = got.iter().map(|f| f.path.clone()).collect();
         paths.sort();
-        assert_eq!(
-            paths,
-            [ws.join("bashrc"), ws.join("fish"), ws.join("gitconfig")]
-        );
+        let want: Vec<PathBuf> = [
+            "aliases.sh",
+            "bash_local",
+            "bashrc",
+            "fish",
+            "gitconfig",
+            "nvim/init.lua",
+            "sshconfig",
+        ]
+        .iter()
+        .map(|n| ws.join(n))
+        .collect();
+        assert_eq!(paths, want);
         assert!(got
             .iter()
             .any(|f| f.runs.starts_with("~/.bashrc links here")));
