@@ -41,6 +41,12 @@ impl Server {
                     let text = String::from_utf8_lossy(&buf[..n]).into_owned();
                     let first = text.lines().next().unwrap_or_default().to_string();
                     log.lock().unwrap().push(first.clone());
+                    if let Some(h) = text
+                        .lines()
+                        .find(|l| l.to_ascii_lowercase().starts_with("host:"))
+                    {
+                        log.lock().unwrap().push(format!("HOST {}", h[5..].trim()));
+                    }
                     if first.starts_with("GET ") {
                         let path = first.split_whitespace().nth(1).unwrap_or_default();
                         let body = format!("outside:{path}");
@@ -190,6 +196,7 @@ fn allowlist_lets_allowed_names_through_and_refuses_the_rest_with_a_sentence() {
     let _l = abstract_socket(&name);
     let script = format!(
         "echo \"== plain\"; curl -sS -m 10 http://allowed.test:{p}/plain; echo \" rc=$?\"
+         echo \"== fronted\"; curl -sS -m 10 -H 'Host: evil.test' http://allowed.test:{p}/fronted; echo \" rc=$?\"
          echo \"== tunnel\"; curl -sS -m 10 -p http://allowed.test:{p}/tunnel; echo \" rc=$?\"
          echo \"== tls\"; curl -sS -m 10 https://allowed.test:{p}/tls 2>&1; echo \" rc=$?\"
          echo \"== socks\"; curl -sS -m 10 --socks5-hostname 127.0.0.1:3128 http://allowed.test:{p}/socks; echo \" rc=$?\"
@@ -228,6 +235,14 @@ fn allowlist_lets_allowed_names_through_and_refuses_the_rest_with_a_sentence() {
     };
     assert!(section("plain").contains("outside:/plain rc=0"), "{out}");
     assert!(section("tunnel").contains("outside:/tunnel rc=0"), "{out}");
+    // A plain request's Host is the authority that was checked, never the client's.
+    assert!(
+        section("fronted").contains("outside:/fronted rc=0"),
+        "{out}"
+    );
+    let seen = srv.seen();
+    assert!(!seen.iter().any(|l| l == "HOST evil.test"), "{seen:?}");
+    assert!(seen.contains(&format!("HOST allowed.test:{p}")), "{seen:?}");
     // A TLS handshake went through the CONNECT tunnel (the server is plain, so curl then fails).
     assert!(srv.seen().contains(&"TLS".to_string()), "{:?}", srv.seen());
     assert!(section("socks").contains("outside:/socks rc=0"), "{out}");

@@ -367,10 +367,23 @@ fn http(mut conn: UnixStream, first: u8, shared: &Shared) -> std::io::Result<()>
         conn.write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")?;
     } else {
         // Origin form, one request per connection (a keep-alive connection could name another host).
-        let mut out = format!("{method} {path} {version}\r\n");
+        // `Host` is the authority that was checked, never the client's (a different `Host` to an
+        // allowed front would reach whatever the front serves under that name).
+        let shown = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host.clone()
+        };
+        let authority = if port == 80 {
+            shown
+        } else {
+            format!("{shown}:{port}")
+        };
+        let mut out = format!("{method} {path} {version}\r\nHost: {authority}\r\n");
         for line in lines.filter(|l| !l.is_empty()) {
             let name = line.split(':').next().unwrap_or_default().trim();
             let hop = [
+                "host",
                 "proxy-connection",
                 "proxy-authorization",
                 "connection",
