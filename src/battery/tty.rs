@@ -124,7 +124,8 @@ fn alive(server: u32, sessions: &[u32]) -> bool {
             .unwrap_or("")
             .split_whitespace()
             .collect();
-        let sid = f.get(4).and_then(|s| s.parse::<u32>().ok());
+        // Fields after the command: state, ppid, pgrp, session.
+        let sid = f.get(3).and_then(|s| s.parse::<u32>().ok());
         f.first() != Some(&"Z") && (pid == server || sid.is_some_and(|s| sessions.contains(&s)))
     })
 }

@@ -342,7 +342,8 @@ pub fn kill_tmux_server(sock: &Path) {
                     .unwrap_or("")
                     .split_whitespace()
                     .collect();
-                let sid = f.get(4).and_then(|s| s.parse::<u32>().ok());
+                // Fields after the command: state, ppid, pgrp, session.
+                let sid = f.get(3).and_then(|s| s.parse::<u32>().ok());
                 f.first() != Some(&"Z")
                     && (server.contains(&pid) || sid.is_some_and(|s| sessions.contains(&s)))
             })
