@@ -1,0 +1,165 @@
+use super::*;
+use std::os::unix::fs::PermissionsExt;
+
+/// A `run` watcher's configuration for a workspace watched as a tree.
+fn config(ws: &Path, runtime: PathBuf) -> WatchConfig {
+    WatchConfig {
+        runtime,
+        session: "s".into(),
+        workspace: ws.to_path_buf(),
+        force_poll: false,
+        quarantine_new: false,
+        hidden_globs: Vec::new(),
+        tree_dirs: vec![ws.to_path_buf()],
+        catch_up: false,
+        placeholders: Default::default(),
+        resolve_delay: RESOLVE_DELAY,
+        writable_roots: Some(vec![ws.to_path_buf()]),
+    }
+}
+
+/// `mkdir -p node_modules/.bin && cp … .bin/ls` can outrun the watcher: `.bin` is made after the
+/// watcher saw it missing and before it watches `node_modules`, so no event ever names it. The
+/// watcher must look again once the watch is in place. (Found as a rare miss of the battery's
+/// `path-node-modules-bin` and of `a_hard_link_and_a_path_dir_created_during_the_session`.)
+#[test]
+fn a_path_directory_made_before_its_parent_is_watched_is_still_scanned() {
+    let t = tempfile::tempdir().unwrap();
+    let ws = t.path().join("ws");
+    let runtime = t.path().join("rt");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::create_dir(&runtime).unwrap();
+    let late = ws.join("node_modules/.bin");
+    let path_env = std::env::join_paths([late.clone(), PathBuf::from("/usr/bin")]).unwrap();
+    let in_ws = |p: &Path| p.starts_with(&ws);
+    let base = baseline::take(
+        "s",
+        &path_env,
+        &ws,
+        &in_ws,
+        &[],
+        baseline::Depth::Attributes,
+    );
+    let index = base.dirs.iter().find(|d| d.path == late).unwrap().index;
+    let mut w = Watcher::new(config(&ws, runtime), &base);
+    assert!(w.inotify.is_some(), "this test needs inotify");
+    // The whole chain exists before the watch moves down to `node_modules`.
+    std::fs::create_dir_all(&late).unwrap();
+    let plant = late.join("ls");
+    std::fs::write(&plant, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&plant, std::fs::Permissions::from_mode(0o755)).unwrap();
+    w.add_pending(index);
+    assert!(
+        !plant.exists(),
+        "a plant in a PATH directory that appeared unseen was not quarantined"
+    );
+}
+
+/// A `CACHEDIR.TAG` or `pyvenv.cfg` made during the session is not honoured (the agent can tag any
+/// directory it makes): repositories inside are found and watched like any other (issue 16).
+#[test]
+fn a_cache_tagged_during_the_session_is_walked() {
+    let t = tempfile::tempdir().unwrap();
+    let ws = t.path().join("ws");
+    let runtime = t.path().join("rt");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::create_dir(&runtime).unwrap();
+    let path_env = std::env::join_paths([PathBuf::from("/usr/bin")]).unwrap();
+    let base = baseline::take("s", &path_env, &ws, &|_| false, &[], baseline::Depth::Names);
+    let mut w = Watcher::new(config(&ws, runtime), &base);
+    assert!(w.inotify.is_some(), "this test needs inotify");
+    let repo = |dir: &Path| {
+        for sub in ["hooks", "objects", "refs"] {
+            std::fs::create_dir_all(dir.join(".git").join(sub)).unwrap();
+        }
+        std::fs::write(dir.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    };
+    std::fs::create_dir(ws.join("target")).unwrap();
+    std::fs::write(
+        ws.join("target/CACHEDIR.TAG"),
+        "Signature: 8a477f597d28d172789f06886806bc55\n",
+    )
+    .unwrap();
+    repo(&ws.join("target/debug/build/dep"));
+    std::fs::create_dir(ws.join(".venv")).unwrap();
+    std::fs::write(ws.join(".venv/pyvenv.cfg"), "home = /usr/bin\n").unwrap();
+    repo(&ws.join(".venv/src/editable"));
+    repo(&ws.join("src/r"));
+    w.drain();
+    let git_dirs: Vec<&Path> = w.repos.iter().map(|r| r.git_dir.as_path()).collect();
+    let canonical = |p: PathBuf| std::fs::canonicalize(p).unwrap();
+    assert!(
+        git_dirs.contains(&canonical(ws.join("src/r/.git")).as_path()),
+        "a repository made beside the cache was missed: {git_dirs:?}"
+    );
+    for hidden in ["target/debug/build/dep/.git", ".venv/src/editable/.git"] {
+        assert!(
+            git_dirs.contains(&canonical(ws.join(hidden)).as_path()),
+            "{hidden}: a repository in a directory tagged during the session was missed: {git_dirs:?}"
+        );
+    }
+}
+
+/// Sweep mode looks for `.git`/`HEAD` markers the same way: not inside a tagged cache.
+#[test]
+fn the_sweep_does_not_look_for_repositories_inside_a_cache() {
+    let t = tempfile::tempdir().unwrap();
+    let ws = t.path();
+    std::fs::create_dir_all(ws.join("target/debug/dep/.git")).unwrap();
+    std::fs::write(
+        ws.join("target/CACHEDIR.TAG"),
+        "Signature: 8a477f597d28d172789f06886806bc55\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(ws.join(".venv/src/editable/.git")).unwrap();
+    std::fs::write(ws.join(".venv/pyvenv.cfg"), "home = /usr/bin\n").unwrap();
+    std::fs::create_dir_all(ws.join("src/r/.git")).unwrap();
+    let markers = git_markers(ws, &mut HashMap::new(), i64::MAX);
+    assert_eq!(markers, vec![ws.join("src/r/.git")]);
+}
+
+/// At launch a PATH directory's names are only listed; their attributes are read a little later
+/// (`resolve_batch`). One changed in between has an event queued by then and counts as changed
+/// (here a shadowing `ls`: quarantined); one untouched becomes baseline; one gone is dropped, so
+/// that the reading ends.
+#[test]
+fn names_read_after_launch_count_a_change_made_in_between() {
+    let t = tempfile::tempdir().unwrap();
+    let ws = t.path().join("ws");
+    let bin = ws.join("bin");
+    let runtime = t.path().join("rt");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir(&runtime).unwrap();
+    for name in ["ls", "cat", "gone"] {
+        let p = bin.join(name);
+        std::fs::write(&p, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let path_env = std::env::join_paths([bin.clone(), PathBuf::from("/usr/bin")]).unwrap();
+    let in_ws = |p: &Path| p.starts_with(&ws);
+    let base = baseline::take("s", &path_env, &ws, &in_ws, &[], baseline::Depth::Names);
+    // Gone before the watch: no event will ever name it.
+    std::fs::remove_file(bin.join("gone")).unwrap();
+    let mut w = Watcher::new(config(&ws, runtime), &base);
+    assert!(w.inotify.is_some(), "this test needs inotify");
+    assert!(w.any_deferred(), "Depth::Names defers every name");
+    std::fs::write(bin.join("ls"), "#!/bin/sh\necho planted\n").unwrap();
+    w.resolve_batch(RESOLVE_BATCH);
+    assert!(
+        !w.any_deferred(),
+        "a name that went away is still waiting to be read"
+    );
+    assert!(
+        !bin.join("ls").exists(),
+        "a shadowing executable changed before it was read was not quarantined"
+    );
+    assert!(
+        bin.join("cat").exists(),
+        "an untouched executable was quarantined"
+    );
+    let idx = w.dirs.iter().position(|d| d.path == bin).unwrap();
+    assert!(
+        w.dirs[idx].state.contains_key("cat"),
+        "an untouched name did not become baseline"
+    );
+}
