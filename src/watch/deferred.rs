@@ -1,4 +1,5 @@
-//! Deferred attributes: names read at launch whose attributes are read once the session runs, and the background hashing of the baseline's executables.
+//! Deferred attributes: names read at launch whose attributes are read once the session runs, and
+//! the background hashing of the baseline's executables.
 
 use super::*;
 

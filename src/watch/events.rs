@@ -1,4 +1,5 @@
-//! The event loop: waiting on inotify and the stop pipe, reading events, and what each event means for the directory it names.
+//! The event loop: waiting on inotify and the stop pipe, reading events, and what each event means
+//! for the directory it names.
 
 use super::*;
 

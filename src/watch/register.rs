@@ -1,4 +1,5 @@
-//! Registration: the watched directories (PATH directories, pending ones, repositories' hooks, the workspace tree), each with its inotify watch or its place in the sweep.
+//! Registration: the watched directories (PATH directories, pending ones, repositories' hooks, the
+//! workspace tree), each with its inotify watch or its place in the sweep.
 
 use super::*;
 

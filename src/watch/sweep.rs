@@ -1,4 +1,5 @@
-//! Sweeps: looking again at a directory (after an overflow, in poll mode, at the end of the session), and the checks that ride on them.
+//! Sweeps: looking again at a directory (after an overflow, in poll mode, at the end of the
+//! session), and the checks that ride on them.
 
 use super::*;
 

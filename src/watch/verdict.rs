@@ -1,4 +1,5 @@
-//! The verdict on one name and what follows from it: reconcile with the baseline, judge a PATH entry, quarantine, alert, record.
+//! The verdict on one name and what follows from it: reconcile with the baseline, judge a PATH
+//! entry, quarantine, alert, record.
 
 use super::*;
 
