@@ -1,0 +1,436 @@
+//! The supervisor: bwrap started by `fork` + `execv` with the jail's fds in place, the sealer,
+//! the gate the command waits at, the status pipe, signal forwarding and the exit status.
+//!
+//! Guards against a command that runs before the jail is complete, a signal lost on its way to the
+//! jail, and a status misread (a signal reported as an exit).
+
+use super::*;
+
+/// What bwrap reported on its status fd.
+#[derive(Debug, Default)]
+pub(super) struct Status {
+    pub(super) child_pid: Option<i32>,
+    pub(super) exit_code: Option<i32>,
+}
+
+/// Mark every inherited fd above stderr close-on-exec, so that no socket or file the launcher was
+/// given (by an IDE terminal, a supervisor) reaches the jail; only the fds placed for bwrap survive.
+pub(super) fn close_inherited_fds() {
+    let Ok(rd) = std::fs::read_dir("/proc/self/fd") else {
+        return;
+    };
+    let fds: Vec<i32> = rd
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    for fd in fds.into_iter().filter(|fd| *fd > 2) {
+        // SAFETY: only the flag changes; an fd closed meanwhile (the read_dir's own) gives EBADF.
+        let fd = unsafe { rustix::fd::BorrowedFd::borrow_raw(fd) };
+        let _ = rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::CLOEXEC);
+    }
+}
+
+pub(super) fn pipe() -> Result<(OwnedFd, OwnedFd)> {
+    rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+        .map_err(|e| Error::io("creating a pipe", e.into()))
+}
+
+/// A started bwrap whose first process waits at the gate.
+pub(super) struct Jail {
+    pub(super) child: rustix::process::Pid,
+    pub(super) status: Arc<Mutex<Status>>,
+    pub(super) reader: std::thread::JoinHandle<()>,
+    pub(super) bwrap_messages: std::thread::JoinHandle<String>,
+    pub(super) forwarder: std::thread::JoinHandle<()>,
+    pub(super) signals: signal_hook::iterator::Handle,
+    pub(super) ready: OwnedFd,
+    pub(super) go: OwnedFd,
+    /// The sealer, started with bwrap; waits for its request.
+    pub(super) sealer: Option<Sealer>,
+    /// A forked sealer that has answered, to be reaped.
+    pub(super) reap: Option<rustix::process::Pid>,
+}
+
+/// `CLAUDE_SANDBOX_SEAL=exec` (tests): execute `__seal` even when the launcher could fork it, so
+/// that the path a second attempt takes is tested too.
+pub(super) fn executed_sealer_asked() -> bool {
+    std::env::var(ENV_SEAL).is_ok_and(|v| v == "exec")
+}
+
+/// A process that seals the jail from outside (see `seal`).
+pub(super) enum Sealer {
+    /// Forked from the launcher (the usual case).
+    Forked(seal::Forked),
+    /// `claude-sandbox __seal`, when the launcher already runs threads and must not fork.
+    Executed(std::process::Child),
+}
+
+/// Start `program` with `args`, the fds in `map` placed at fixed numbers and `stderr` as its
+/// stderr, without waiting for the exec (the launcher has better things to do meanwhile; an exec
+/// failure is reported on `stderr` and ends the child with 127, which the gate sees as a failed
+/// setup).
+pub(super) fn fork_exec(
+    program: &Path,
+    args: &[OsString],
+    map: &[(i32, i32); 6],
+    stderr: OwnedFd,
+) -> std::io::Result<rustix::process::Pid> {
+    use std::os::unix::ffi::OsStrExt;
+    let cstring = |s: &std::ffi::OsStr| {
+        std::ffi::CString::new(s.as_bytes())
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))
+    };
+    let program = cstring(program.as_os_str())?;
+    let mut owned = vec![program.clone()];
+    for a in args {
+        owned.push(cstring(a)?);
+    }
+    let mut argv: Vec<*const libc::c_char> = owned.iter().map(|c| c.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    let stderr_fd = stderr.as_raw_fd();
+    // SAFETY: between fork and exec the child makes only async-signal-safe calls (fcntl, dup2,
+    // sigaction, execv, write, _exit) on memory prepared before the fork.
+    match unsafe { libc::fork() } {
+        -1 => Err(std::io::Error::last_os_error()),
+        0 => unsafe {
+            let placed = place_fds(map).is_ok()
+                && libc::dup2(stderr_fd, 2) == 2
+                && crate::jail::exec::ignore_terminal_signals().is_ok();
+            if placed {
+                libc::execv(program.as_ptr(), argv.as_ptr());
+            }
+            const MSG: &[u8] = b"claude-sandbox: cannot execute bwrap\n";
+            libc::write(2, MSG.as_ptr().cast(), MSG.len());
+            libc::_exit(127)
+        },
+        pid => Ok(rustix::process::Pid::from_raw(pid).expect("fork returns a positive pid")),
+    }
+}
+
+/// How opening the gate went.
+pub(super) enum Gate {
+    /// The command runs.
+    Opened(Jail),
+    /// bwrap's setup failed before the jail's first process started.
+    SetupFailed(Jail),
+    /// The jail is up but could not be sealed from outside; the command has not run.
+    SealFailed(Jail, String),
+}
+
+/// The jail behind a shut gate (see `Jail::hold_and_seal`).
+pub(super) enum Held {
+    Ready,
+    SetupFailed,
+    SealFailed(String),
+}
+
+impl Jail {
+    pub(super) fn spawn(plan: &Plan, args: &[OsString], sealing: Sealing) -> Result<Jail> {
+        close_inherited_fds();
+        let self_exe = std::env::current_exe()
+            .map_err(|e| Error::io("finding the claude-sandbox binary", e))?;
+        let sealer = match sealing {
+            Sealing::InBwrap => None,
+            // Forked while this process has one thread (the first attempt); executed otherwise.
+            Sealing::ByLauncher if seal::single_threaded() && !executed_sealer_asked() => {
+                Some(Sealer::Forked(
+                    seal::Forked::start().map_err(|e| Error::io("starting the sealer", e))?,
+                ))
+            }
+            Sealing::ByLauncher => Some(Sealer::Executed(
+                std::process::Command::new(&self_exe)
+                    .arg(seal::SUBCOMMAND)
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .map_err(|e| Error::io("starting the sealer", e))?,
+            )),
+        };
+        let (seccomp_r, seccomp_w) = pipe()?;
+        let (status_r, status_w) = pipe()?;
+        // bwrap's own stderr is captured, so a setup failure becomes one clear line; the command
+        // gets the real stderr back from the exec helper.
+        let (err_r, err_w) = pipe()?;
+        let (ready_r, ready_w) = pipe()?;
+        let (go_r, go_w) = pipe()?;
+        let real_stderr = rustix::io::fcntl_dupfd_cloexec(std::io::stderr(), 3)
+            .map_err(|e| Error::io("duplicating stderr", e.into()))?;
+        let helper = std::fs::File::open(&self_exe)
+            .map_err(|e| Error::io(format!("opening {}", self_exe.display()), e))?;
+        let program = seccomp::program_bytes();
+        rustix::io::write(&seccomp_w, &program)
+            .map_err(|e| Error::io("writing the seccomp filter", e.into()))?;
+        drop(seccomp_w);
+
+        // Register before spawning, so no signal in between kills the launcher with the jail running.
+        let mut signals = SignalsInfo::<WithOrigin>::new(FORWARDED)
+            .map_err(|e| Error::io("registering signal handlers", e))?;
+        let handle = signals.handle();
+
+        let map = [
+            (seccomp_r.as_raw_fd(), SECCOMP_FD),
+            (status_w.as_raw_fd(), STATUS_FD),
+            (helper.as_raw_fd(), EXEC_FD),
+            (real_stderr.as_raw_fd(), STDERR_FD),
+            (ready_w.as_raw_fd(), READY_FD),
+            (go_r.as_raw_fd(), GO_FD),
+        ];
+        let child = fork_exec(&plan.policy.bwrap, args, &map, err_w).map_err(|e| {
+            Error::Jail(format!("cannot start {}: {e}", plan.policy.bwrap.display()))
+        })?;
+        drop((seccomp_r, status_w, helper, real_stderr, ready_w, go_r));
+
+        let status = Arc::new(Mutex::new(Status::default()));
+        let reader = spawn_status_reader(status_r, Arc::clone(&status));
+        let bwrap_messages = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = std::io::Read::read_to_string(&mut std::fs::File::from(err_r), &mut text);
+            text
+        });
+        let forwarder = {
+            let status = Arc::clone(&status);
+            std::thread::spawn(move || {
+                for origin in signals.forever() {
+                    if origin.cause == Cause::Kernel {
+                        continue; // from the terminal: the command, in our process group, got it too
+                    }
+                    let init = status.lock().map(|s| s.child_pid).unwrap_or(None);
+                    if let Some(init) = init {
+                        forward(init, origin.signal);
+                    }
+                }
+            })
+        };
+        Ok(Jail {
+            child,
+            status,
+            reader,
+            bwrap_messages,
+            forwarder,
+            signals: handle,
+            ready: ready_r,
+            go: go_w,
+            sealer,
+            reap: None,
+        })
+    }
+
+    /// Wait until bwrap's setup is done, and seal from outside if asked. The command still waits at
+    /// the gate (see `open_gate`).
+    pub(super) fn hold_and_seal(&mut self, ops: &[seal::SealOp], t0: std::time::Instant) -> Held {
+        let mut byte = [0u8; 1];
+        let ready = loop {
+            match rustix::io::read(&self.ready, &mut byte) {
+                Err(rustix::io::Errno::INTR) => continue,
+                r => break matches!(r, Ok(1)),
+            }
+        };
+        if !ready {
+            return Held::SetupFailed;
+        }
+        tracing::debug!(
+            ms = t0.elapsed().as_secs_f64() * 1e3,
+            "jail set up, held at the gate"
+        );
+        if let Some(sealer) = self.sealer.take() {
+            if let Err(why) = self.seal(sealer, ops) {
+                return Held::SealFailed(why);
+            }
+            tracing::debug!(
+                ms = t0.elapsed().as_secs_f64() * 1e3,
+                mounts = ops.len(),
+                "sealed from outside"
+            );
+        }
+        Held::Ready
+    }
+
+    /// Let the command run, if `hold_and_seal` found the jail ready.
+    pub(super) fn open_gate(self, held: Held) -> Gate {
+        match held {
+            Held::SetupFailed => Gate::SetupFailed(self),
+            Held::SealFailed(why) => Gate::SealFailed(self, why),
+            Held::Ready => match rustix::io::write(&self.go, &[crate::jail::exec::GO]) {
+                Ok(1) => Gate::Opened(self),
+                _ => Gate::SetupFailed(self),
+            },
+        }
+    }
+
+    /// Hand the jail's init PID and the mounts to the sealer and wait for its answer.
+    pub(super) fn seal(
+        &mut self,
+        sealer: Sealer,
+        ops: &[seal::SealOp],
+    ) -> std::result::Result<(), String> {
+        let bwrap = self.child.as_raw_nonzero();
+        // bwrap's only child is the jail's init; the helper is waiting, so it exists.
+        let init = std::fs::read_to_string(format!("/proc/{bwrap}/task/{bwrap}/children"))
+            .ok()
+            .and_then(|c| c.split_whitespace().next()?.parse::<i32>().ok())
+            .ok_or_else(|| "cannot find the jail's init process".to_string());
+        let request = |pid| seal::SealRequest {
+            pid,
+            ops: ops.to_vec(),
+        };
+        match sealer {
+            Sealer::Forked(forked) => {
+                self.reap = Some(forked.pid);
+                forked.seal(&request(init?))
+            }
+            Sealer::Executed(mut child) => {
+                let text = serde_json::to_vec(&request(init?)).map_err(|e| e.to_string())?;
+                if let Some(mut stdin) = child.stdin.take() {
+                    let _ = stdin.write_all(&text);
+                }
+                let out = child.wait_with_output().map_err(|e| e.to_string())?;
+                if out.status.success() {
+                    return Ok(());
+                }
+                let msg = String::from_utf8_lossy(&out.stderr);
+                Err(msg
+                    .lines()
+                    .next()
+                    .unwrap_or("no message")
+                    .trim()
+                    .to_string())
+            }
+        }
+    }
+
+    /// Shut the gate for good (the command never runs) and wait for bwrap to go.
+    pub(super) fn abort(self) {
+        let _ = self.wait();
+    }
+
+    /// Wait for bwrap; the command's exit status, or bwrap's setup failure.
+    pub(super) fn wait(self) -> Result<i32> {
+        let Jail {
+            child,
+            status,
+            reader,
+            bwrap_messages,
+            forwarder,
+            signals,
+            ready,
+            go,
+            sealer,
+            reap,
+        } = self;
+        // Closing our ends: a helper still at the gate sees end of file and exits.
+        drop((ready, go));
+        let unused = match sealer {
+            Some(Sealer::Forked(f)) => Some(f.pid),
+            Some(Sealer::Executed(mut c)) => {
+                let _ = c.kill();
+                let _ = c.wait();
+                None
+            }
+            None => None,
+        };
+        if let Some(pid) = unused {
+            let _ = crate::process::signal_process(
+                pid.as_raw_nonzero().get(),
+                rustix::process::Signal::KILL,
+            );
+        }
+        for pid in unused.into_iter().chain(reap) {
+            let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty());
+        }
+        let exit = loop {
+            match rustix::process::waitpid(Some(child), rustix::process::WaitOptions::empty()) {
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(Error::io("waiting for bwrap", e.into())),
+                Ok(None) => continue,
+                Ok(Some((_, status))) => break status,
+            }
+        };
+        let _ = reader.join();
+        signals.close();
+        let _ = forwarder.join();
+        let messages = bwrap_messages.join().unwrap_or_default();
+        let exit_code = status.lock().map(|s| s.exit_code).unwrap_or(None);
+        match (exit_code, exit.terminating_signal()) {
+            (Some(code), _) => {
+                if !messages.is_empty() {
+                    eprint!("{messages}");
+                }
+                Ok(code)
+            }
+            (None, Some(sig)) => Ok(128 + sig),
+            (None, None) => {
+                let first = messages
+                    .lines()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("no message")
+                    .trim();
+                Err(Error::Jail(format!(
+                    "{first} (bwrap exit status {})",
+                    exit.exit_status().unwrap_or(EXIT_JAIL)
+                )))
+            }
+        }
+    }
+}
+
+/// In the child after fork: move fds to fixed numbers without CLOEXEC. No allocation here.
+pub(super) fn place_fds(map: &[(i32, i32); 6]) -> std::io::Result<()> {
+    use rustix::fd::BorrowedFd;
+    use std::os::fd::FromRawFd;
+    // First lift every source above the targets, so no dup2 clobbers a source not yet moved.
+    let mut lifted: [Option<OwnedFd>; 6] = Default::default();
+    for (i, (src, _)) in map.iter().enumerate() {
+        // SAFETY: the fd numbers are open in the parent and inherited by this child.
+        lifted[i] = Some(rustix::io::fcntl_dupfd_cloexec(
+            unsafe { BorrowedFd::borrow_raw(*src) },
+            64,
+        )?);
+    }
+    for (i, (_, dst)) in map.iter().enumerate() {
+        let high = lifted[i].as_ref().expect("lifted above");
+        // SAFETY: dup2 onto a fixed number is the point; the OwnedFd is forgotten, never closed.
+        let mut target = unsafe { OwnedFd::from_raw_fd(*dst) };
+        let res = rustix::io::dup2(high, &mut target);
+        std::mem::forget(target);
+        res?;
+    }
+    Ok(())
+}
+
+pub(super) fn spawn_status_reader(
+    fd: OwnedFd,
+    status: Arc<Mutex<Status>>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let reader = std::io::BufReader::new(std::fs::File::from(fd));
+        for line in reader.lines().map_while(|l| l.ok()) {
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
+                continue;
+            };
+            if let Ok(mut s) = status.lock() {
+                if let Some(pid) = v.get("child-pid").and_then(|p| p.as_i64()) {
+                    s.child_pid = Some(pid as i32);
+                }
+                if let Some(code) = v.get("exit-code").and_then(|c| c.as_i64()) {
+                    s.exit_code = Some(code as i32);
+                }
+            }
+        }
+    })
+}
+
+/// Send `sig` to every child of the jail's init (the command, and orphans it adopted).
+pub(super) fn forward(init: i32, sig: i32) {
+    let children =
+        std::fs::read_to_string(format!("/proc/{init}/task/{init}/children")).unwrap_or_default();
+    let Ok(signal) = rustix::process::Signal::from_named_raw(sig).ok_or(()) else {
+        return;
+    };
+    for pid in children
+        .split_whitespace()
+        .filter_map(|p| p.parse::<i32>().ok())
+    {
+        let _ = crate::process::signal_process(pid, signal);
+    }
+}
