@@ -1,0 +1,160 @@
+//! The escape hatches to mask: sockets listening at launch and known socket paths, privileged
+//! binaries, bwrap and claude-sandbox themselves.
+
+use super::*;
+
+/// Sockets and binaries to mask.
+pub(super) fn masks(
+    input: &PlanInput,
+    home: &Path,
+    private: &[PathBuf],
+    hidden: &[PathBuf],
+) -> Vec<Mask> {
+    let mut out: Vec<Mask> = Vec::new();
+    let add = |path: PathBuf, why: String, out: &mut Vec<Mask>| {
+        // Most candidates do not exist (sudo in every PATH directory): one lstat says so, where
+        // `canonicalize` would first read every component of the path as a link.
+        if std::fs::symlink_metadata(&path).is_err() {
+            return;
+        }
+        let Ok(real) = std::fs::canonicalize(&path) else {
+            return;
+        };
+        if private.iter().chain(hidden).any(|d| real.starts_with(d))
+            || out.iter().any(|m| m.path == real)
+        {
+            return;
+        }
+        let kind = if real.is_dir() {
+            MaskKind::Dir
+        } else {
+            MaskKind::File
+        };
+        out.push(Mask {
+            path: real,
+            kind,
+            why,
+        });
+    };
+    for (p, why) in KNOWN_SOCKETS {
+        add(PathBuf::from(p), why.to_string(), &mut out);
+    }
+    let mut env_sockets = vec![
+        (
+            "VSCODE_IPC_HOOK_CLI",
+            "VS Code IPC: opens and runs files on the host",
+        ),
+        ("REMOTE_CONTAINERS_IPC", "Dev Containers IPC"),
+        (
+            "VSCODE_GIT_IPC_HANDLE",
+            "VS Code git askpass: the human's git credentials",
+        ),
+    ];
+    if !input.config.allow_ssh_agent {
+        env_sockets.push(("SSH_AUTH_SOCK", "ssh-agent: authenticate as the human"));
+    }
+    for (var, why) in env_sockets {
+        if let Some(v) = input.env(var).filter(|v| v.starts_with('/')) {
+            add(PathBuf::from(v), format!("{why} (${var})"), &mut out);
+        }
+    }
+    if let Some(v) = input
+        .env("DOCKER_HOST")
+        .and_then(|v| v.strip_prefix("unix://"))
+    {
+        add(
+            PathBuf::from(v),
+            "Docker API ($DOCKER_HOST)".into(),
+            &mut out,
+        );
+    }
+    for rel in [
+        ".docker/run/docker.sock",
+        ".gnupg/S.gpg-agent",
+        ".gnupg/S.gpg-agent.ssh",
+        ".gnupg/S.gpg-agent.extra",
+    ] {
+        add(home.join(rel), "agent socket in $HOME".into(), &mut out);
+    }
+    for path in listening_unix_sockets() {
+        if std::fs::symlink_metadata(&path)
+            .map(|m| m.file_type().is_socket())
+            .unwrap_or(false)
+        {
+            add(path, "unix socket served outside the jail".into(), &mut out);
+        }
+    }
+    let mut bin_dirs: Vec<PathBuf> = [
+        "/usr/local/sbin",
+        "/usr/local/bin",
+        "/usr/sbin",
+        "/usr/bin",
+        "/sbin",
+        "/bin",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .collect();
+    for dir in std::env::split_paths(&input.path_env).filter(|p| p.is_absolute()) {
+        if !bin_dirs.contains(&dir) {
+            bin_dirs.push(dir);
+        }
+    }
+    for dir in &bin_dirs {
+        for name in PRIVILEGED {
+            add(
+                dir.join(name),
+                format!("{name}: privilege escalation"),
+                &mut out,
+            );
+        }
+    }
+    if let Some(exe) = &input.self_exe {
+        add(
+            exe.clone(),
+            "claude-sandbox itself: the guard of the next session".into(),
+            &mut out,
+        );
+        // An installed tree (PREFIX/bin/claude-sandbox + PREFIX/share/claude-sandbox).
+        if let Some(prefix) = exe.parent().and_then(Path::parent) {
+            add(
+                prefix.join("share/claude-sandbox"),
+                "claude-sandbox's installed files".into(),
+                &mut out,
+            );
+        }
+    }
+    add(
+        input.bwrap.clone(),
+        "bwrap: the jail of the next session".into(),
+        &mut out,
+    );
+    for p in &input.config.masked {
+        add(p.clone(), "configured mask".into(), &mut out);
+    }
+    for p in crate::secrets::resolve(home, &input.config.hidden, &input.config.reveal) {
+        add(
+            p,
+            "hidden: a secret no tool in the jail needs".into(),
+            &mut out,
+        );
+    }
+    out
+}
+
+/// Paths of bound unix sockets in this network namespace (`/proc/net/unix`).
+pub(super) fn listening_unix_sockets() -> Vec<PathBuf> {
+    let Ok(text) = std::fs::read_to_string("/proc/net/unix") else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = text
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().nth(7))
+        .filter(|p| p.starts_with('/'))
+        .map(PathBuf::from)
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}

@@ -1,0 +1,187 @@
+//! Findings into seals: read-only binds of existing entry points, placeholders for missing ones
+//! (not where nothing can create them), and the anchors that keep their directories in place.
+
+use super::*;
+
+/// Turn findings into read-only seals (existing paths) and placeholders (missing ones). Only paths
+/// under a writable root need sealing: everything else is read-only already.
+pub(super) fn seal(
+    findings: Vec<Finding>,
+    roots: &[PathBuf],
+    warnings: &mut Vec<String>,
+) -> (Vec<Sealed>, Vec<Placeholder>, Vec<PathBuf>) {
+    let mut closed = Vec::new();
+    let mut sealed: Vec<Sealed> = Vec::new();
+    let mut stubs = Vec::new();
+    let mut seen = BTreeSet::new();
+    // Targets that are (or will be, as a placeholder) directories: what a seal can cover.
+    let mut dirs: std::collections::HashSet<PathBuf> = Default::default();
+    for f in entrypoints::dedup(findings) {
+        let Some(root) = roots
+            .iter()
+            .filter(|r| f.path.starts_with(r))
+            .max_by_key(|r| r.as_os_str().len())
+        else {
+            continue;
+        };
+        if &f.path == root {
+            continue;
+        }
+        let (target, stub, placeholder, dir) = match std::fs::symlink_metadata(&f.path) {
+            Ok(m) if m.file_type().is_symlink() => match std::fs::canonicalize(&f.path) {
+                Ok(t) if roots.iter().any(|r| t.starts_with(r)) => {
+                    warnings.push(format!(
+                        "{} is a symlink: its target {} is sealed, the link itself stays replaceable",
+                        f.path.display(),
+                        t.display()
+                    ));
+                    let dir = t.is_dir();
+                    (t, None, false, dir)
+                }
+                Ok(_) => continue, // points outside every writable root: read-only already
+                Err(_) => {
+                    warnings.push(format!(
+                        "{} is a dangling symlink; the watcher must catch its target",
+                        f.path.display()
+                    ));
+                    continue;
+                }
+            },
+            Ok(m) => (f.path.clone(), None, false, m.is_dir()),
+            Err(_) => match first_missing(&f.path, root) {
+                Some((p, _)) if p.parent().is_some_and(closed_to_us) => {
+                    // Nothing can create it: not you, so not the agent (same uid, no capability,
+                    // and only the owner could open the directory up). Its parents still may not be
+                    // renamed, so the directory stays where the human's tools look.
+                    let parent = p.parent().unwrap_or(&p).to_path_buf();
+                    warnings.push(format!(
+                        "{} is not sealed: {} is not yours and you cannot write it, so nothing in the jail can create it",
+                        p.display(),
+                        parent.display()
+                    ));
+                    closed.push(parent);
+                    continue;
+                }
+                Some((p, leaf)) => {
+                    let stub = if leaf { f.stub } else { Stub::Dir };
+                    (p, Some(stub), true, stub == Stub::Dir)
+                }
+                None => continue, // an ancestor is a file (a `.git` pointer): nothing can be created
+            },
+        };
+        if !seen.insert(target.clone()) {
+            continue;
+        }
+        if dir {
+            dirs.insert(target.clone());
+        }
+        if let Some(stub) = stub {
+            stubs.push(Placeholder {
+                path: target.clone(),
+                stub,
+                state_dir: false,
+            });
+        }
+        sealed.push(Sealed {
+            path: target,
+            runs: f.runs,
+            placeholder,
+        });
+    }
+    // A seal inside another sealed directory is covered by it (and could not be created there).
+    // (Looked up by ancestor: comparing every pair of paths was a third of the planning time.)
+    sealed.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut kept: Vec<Sealed> = Vec::new();
+    let mut kept_dirs: std::collections::HashSet<PathBuf> = Default::default();
+    for s in sealed {
+        if s.path.ancestors().skip(1).any(|a| kept_dirs.contains(a)) {
+            stubs.retain(|p| p.path != s.path);
+            continue;
+        }
+        if dirs.contains(&s.path) {
+            kept_dirs.insert(s.path.clone());
+        }
+        kept.push(s);
+    }
+    let kept_paths: std::collections::HashSet<&Path> =
+        kept.iter().map(|k| k.path.as_path()).collect();
+    stubs.retain(|p| kept_paths.contains(p.path.as_path()));
+    (kept, stubs, closed)
+}
+
+/// A directory in which this user cannot create anything and whose mode only its owner (not this
+/// user) could change: a nested repository made by root in a `postCreateCommand`, say.
+pub(super) fn closed_to_us(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(m) = std::fs::symlink_metadata(dir) else {
+        return false;
+    };
+    m.is_dir()
+        && m.uid() != rustix::process::geteuid().as_raw()
+        && rustix::fs::accessat(
+            rustix::fs::CWD,
+            dir,
+            rustix::fs::Access::WRITE_OK,
+            rustix::fs::AtFlags::EACCESS,
+        )
+        .is_err()
+}
+
+/// The first missing component of `path` below `root`, and whether it is the leaf itself.
+/// `None` when an existing ancestor is not a directory.
+pub(super) fn first_missing(path: &Path, root: &Path) -> Option<(PathBuf, bool)> {
+    let rel = path.strip_prefix(root).ok()?;
+    let mut cur = root.to_path_buf();
+    for c in rel.components() {
+        cur.push(c);
+        match std::fs::symlink_metadata(&cur) {
+            Ok(m) if m.is_dir() => continue,
+            Ok(_) => return None,
+            Err(_) => return Some((cur.clone(), cur == path)),
+        }
+    }
+    None
+}
+
+/// Directories that must not be renamed: every `.git` directory in the workspace, and every directory
+/// between the workspace root and a nested repository or a sealed path.
+pub(super) fn anchors(
+    ws: &Path,
+    repos: &[entrypoints::Repo],
+    sealed: &[Sealed],
+    closed: &[PathBuf],
+) -> Vec<PathBuf> {
+    let mut set = BTreeSet::new();
+    let add_chain = |leaf: &Path, set: &mut BTreeSet<PathBuf>| {
+        let mut cur = leaf.to_path_buf();
+        while cur.starts_with(ws) && cur != ws {
+            if cur.is_dir() && !is_symlink(&cur) {
+                set.insert(cur.clone());
+            }
+            if !cur.pop() {
+                break;
+            }
+        }
+    };
+    for r in repos {
+        if r.git_dir.starts_with(ws) && r.git_dir.file_name() == Some(".git".as_ref()) {
+            add_chain(&r.git_dir, &mut set);
+        }
+        if let Some(w) = &r.worktree {
+            add_chain(w, &mut set);
+        }
+    }
+    for s in sealed {
+        if let Some(parent) = s.path.parent() {
+            add_chain(parent, &mut set);
+        }
+    }
+    for dir in closed {
+        add_chain(dir, &mut set);
+    }
+    // A sealed directory is already a mount point; binding it writable would undo the seal.
+    let sealed_paths: BTreeSet<&Path> = sealed.iter().map(|s| s.path.as_path()).collect();
+    set.into_iter()
+        .filter(|a| !a.ancestors().any(|x| sealed_paths.contains(x)))
+        .collect()
+}
