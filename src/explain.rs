@@ -19,7 +19,7 @@ pub const NOT_COVERED: &[&str] = &[
     "entry points created below the workspace root (e.g. sub/.envrc); existing ones are sealed",
     "caches in the jail's own layer are the agent's: a tool inside the jail runs what an earlier session left there (never a tool outside)",
     "unix sockets made after launch outside ~/.ssh, ~/.gnupg and /run",
-    "a sealed file replaced by rename outside during a session (`git config`): the jail sees the new one, writable",
+    "a sealed workspace file replaced by rename outside during a session (an editor saving by rename): the jail sees the new one, writable",
     "kernel exploits and a compromised image",
 ];
 
@@ -115,6 +115,8 @@ pub fn explain(opts: &RunOptions, json: bool, full: bool) -> Result<()> {
     }
     let _ = writeln!(out, "  /tmp (private, empty, discarded)");
     caches(&mut out, p, full);
+    // Chosen as the launcher chooses them (the sealer mounts them; `gitcopy` says why).
+    let copies = crate::jail::gitcopy::choose(&p.sealed, &plan.repos);
     if full {
         let _ = writeln!(
             out,
@@ -123,6 +125,8 @@ pub fn explain(opts: &RunOptions, json: bool, full: bool) -> Result<()> {
         for s in &p.sealed {
             let tag = if s.placeholder {
                 " [missing: placeholder while a session runs]"
+            } else if copies.iter().any(|c| c.real == s.path) {
+                " [the jail writes its own copy; merged back at exit without keys that run programs]"
             } else {
                 ""
             };
@@ -140,6 +144,14 @@ pub fn explain(opts: &RunOptions, json: bool, full: bool) -> Result<()> {
              a placeholder while a session runs)",
             p.sealed.len()
         );
+        if !copies.is_empty() {
+            let _ = writeln!(
+                out,
+                "Git configs: {} repositories' config is the jail's own copy (git config, remote add, \
+                 push -u work); merged back at exit, keys that run programs keep your values",
+                copies.len()
+            );
+        }
         let names: Vec<String> = p
             .masks
             .iter()

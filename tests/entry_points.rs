@@ -40,6 +40,7 @@ fn assert_sealed(f: &Fixture, attempts: &str) {
     );
 }
 
+/// (`git config` itself succeeds: the jail writes its own copy, see tests/gitconfig.rs.)
 #[test]
 fn git_hooks_config_and_git_dir_are_sealed() {
     let f = Fixture::new();
@@ -51,11 +52,9 @@ fn git_hooks_config_and_git_dir_are_sealed() {
         mv .git/hooks/pre-commit.sample .git/hooks/pre-commit
         rm -rf .git/hooks
         mv .git/hooks .git/hooks.old
-        git config core.fsmonitor 'touch /var/tmp/pwned'
-        git config core.hooksPath .myhooks
-        git config hook.x.command 'touch /var/tmp/pwned'
-        echo '[core] fsmonitor = x' >> .git/config
         mv .git/config .git/config.old
+        rm -f .git/config
+        ln -sf /var/tmp/x .git/config
         echo '[core] fsmonitor = x' > .git/config.worktree
         echo /var/tmp > .git/commondir
         mv .git .git.old
@@ -111,11 +110,11 @@ fn nested_repo_submodule_and_worktree_are_sealed() {
         &f,
         r#"
         echo x > libs/inner/.git/hooks/pre-commit
-        git -C libs/inner config core.fsmonitor x
+        mv libs/inner/.git/config libs/inner/.git/config.old
         mv libs libs.old
         mv libs/inner libs/inner.old
         echo x > .git/modules/sub/hooks/post-checkout
-        git -C sub config core.fsmonitor x
+        rm .git/modules/sub/config
         echo 'gitdir: /var/tmp' > sub/.git
         echo 'gitdir: /var/tmp' > wt/.git
         mv wt/.git wt/git.old

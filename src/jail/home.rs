@@ -136,7 +136,7 @@ pub fn finish(session_dir: &Path, home: &Path, workspace: &Path) -> Vec<String> 
             let detail = format!(
                 "the jail's ~/.claude.json was not merged back: {why}; your file is unchanged"
             );
-            refused_alert(session_dir, &home.join(NAME), &detail);
+            alert(session_dir, &home.join(NAME), "merge-refused", &detail);
             notes.push(detail);
             None
         }
@@ -153,6 +153,7 @@ pub fn finish(session_dir: &Path, home: &Path, workspace: &Path) -> Vec<String> 
             }
         }
     }
+    notes.extend(super::gitcopy::finish(session_dir));
     if let Err(e) = std::fs::remove_dir_all(session_dir) {
         notes.push(format!("cannot remove {}: {e}", session_dir.display()));
     }
@@ -233,8 +234,9 @@ pub fn merge_back(
     Ok(refused)
 }
 
-/// Record that a copied-out file was refused, in the alert store of the session's runtime directory.
-fn refused_alert(session_dir: &Path, path: &Path, detail: &str) {
+/// Record what happened to a file copied out of the jail (`kind`: `merge-refused`, ...), in the
+/// alert store of the session's runtime directory.
+pub(crate) fn alert(session_dir: &Path, path: &Path, kind: &str, detail: &str) {
     let (Some(runtime), Some(session)) = (
         session_dir.parent().and_then(Path::parent),
         session_dir.file_name(),
@@ -245,18 +247,14 @@ fn refused_alert(session_dir: &Path, path: &Path, detail: &str) {
         id: crate::alerts::new_id("a"),
         time: crate::alerts::now_rfc3339(),
         severity: crate::alerts::Severity::High,
-        kind: "merge-refused".into(),
+        kind: kind.into(),
         path: path.to_path_buf(),
         detail: detail.to_string(),
         action: "alerted".into(),
         quarantine_id: None,
         sha256: None,
         session: session.to_string_lossy().into_owned(),
-        fingerprint: format!(
-            "merge-refused:{}:{}",
-            path.display(),
-            session.to_string_lossy()
-        ),
+        fingerprint: format!("{kind}:{}:{}", path.display(), session.to_string_lossy()),
     };
     if let Err(e) = crate::alerts::Store::new(runtime).add(&alert) {
         tracing::warn!("recording an alert: {e}");

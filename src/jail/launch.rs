@@ -383,6 +383,10 @@ fn execute(
                 cleanup(&plan);
                 return Err(e);
             }
+            // Only the sealer can mount a symlink: the jail's own git configs come with it.
+            let mut copies = super::gitcopy::choose(&plan.policy.sealed, &plan.repos);
+            super::gitcopy::prepare(&session_dir, &plan.policy.session_home, &mut copies);
+            plan.policy.git_copies = copies;
         }
         let for_sealer: Vec<_> = plan
             .placeholders

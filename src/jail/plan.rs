@@ -307,6 +307,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         layers,
         network,
         net_dir,
+        git_copies: Vec::new(),
     };
     Ok(Plan {
         policy,

@@ -92,6 +92,9 @@ pub struct Policy {
     pub network: crate::net::NetPolicy,
     /// Allowlist mode: the host directory holding the proxy's socket, bound at `net::JAIL_DIR`.
     pub net_dir: Option<PathBuf>,
+    /// Repository configs the jail sees as its own copy (see `gitcopy`); with the launcher sealing
+    /// only (bwrap cannot mount a symlink: its fallback keeps them read-only).
+    pub git_copies: Vec<super::gitcopy::GitCopy>,
 }
 
 /// File descriptors the launcher passes to bwrap.
@@ -185,6 +188,7 @@ impl Policy {
             layers: Vec::new(),
             network: Default::default(),
             net_dir: None,
+            git_copies: Vec::new(),
         }
     }
 }

@@ -66,6 +66,9 @@ pub enum SealOp {
         work: PathBuf,
         dst: PathBuf,
     },
+    /// A symbolic link to `target`, mounted over the file `dst` (see `gitcopy`): programs that
+    /// resolve the link write beside the target, and the link itself cannot be removed or replaced.
+    LinkOver { target: PathBuf, dst: PathBuf },
     /// Unmount `STAGE`: from here on nothing of the host's tree is reachable but what was bound.
     Unstage,
     /// A writable tmpfs (nosuid, nodev, mode 0755), its mount point made when missing.
@@ -139,13 +142,23 @@ pub fn seal_ops(policy: &Policy) -> Vec<SealOp> {
             (false, _) => bind(&l.own, &l.path, true),
         });
     }
+    if !policy.git_copies.is_empty() {
+        let copies = super::gitcopy::copies_dir(&policy.session_home);
+        ops.push(bind(&copies, Path::new(super::gitcopy::JAIL_DIR), true));
+    }
     ops.push(SealOp::Unstage);
     let anchors = policy.anchors.iter().cloned().map(SealOp::Anchor);
     let hidden = policy.hidden.iter().cloned().map(SealOp::Hide);
-    let sealed = policy
-        .sealed
-        .iter()
-        .map(|s| SealOp::ReadOnly(s.path.clone()));
+    let sealed =
+        policy.sealed.iter().map(
+            |s| match policy.git_copies.iter().find(|c| c.real == s.path) {
+                Some(c) => SealOp::LinkOver {
+                    target: c.in_jail(),
+                    dst: s.path.clone(),
+                },
+                None => SealOp::ReadOnly(s.path.clone()),
+            },
+        );
     let masks = policy.masks.iter().map(|m| match m.kind {
         MaskKind::File => SealOp::MaskFile(m.path.clone()),
         MaskKind::Dir => SealOp::MaskDir(m.path.clone()),
@@ -414,6 +427,7 @@ fn apply_one(op: &SealOp, stage: &mut Option<OwnedFd>) -> Result<(), SealError> 
         SealOp::Symlink { target, dst } => {
             rustix::fs::symlink(target, dst).map_err(fail(dst, "making the symlink"))
         }
+        SealOp::LinkOver { target, dst } => link_over(target, dst),
         SealOp::Tmpfs(p) => {
             make_dirs(p, p, "making the mount point")?;
             mount(
@@ -528,6 +542,46 @@ fn bind_from_host(
     .map_err(fail("attaching the copy (move_mount)"))
 }
 
+/// `SealOp::LinkOver`: make the link in the jail's private `/tmp`, take it as a mount of its own
+/// (not following it), and attach that over `dst` (not following `dst` either).
+fn link_over(target: &Path, dst: &Path) -> Result<(), SealError> {
+    use rustix::mount::{MoveMountFlags, OpenTreeFlags};
+    let fail = |what: &'static str| {
+        move |e: rustix::io::Errno| SealError::Mount {
+            path: dst.to_path_buf(),
+            what,
+            err: e.into(),
+        }
+    };
+    let link = Path::new("/tmp/.claude-sandbox-link");
+    let _ = std::fs::remove_file(link);
+    rustix::fs::symlink(target, link).map_err(fail("making the link"))?;
+    let tree = rustix::mount::open_tree(
+        rustix::fs::CWD,
+        link,
+        OpenTreeFlags::OPEN_TREE_CLONE
+            | OpenTreeFlags::OPEN_TREE_CLOEXEC
+            | OpenTreeFlags::AT_SYMLINK_NOFOLLOW,
+    )
+    .map_err(fail("taking the link as a mount (open_tree)"))?;
+    set_attrs(tree.as_fd(), c"", libc::AT_EMPTY_PATH, true).map_err(|err| SealError::Mount {
+        path: dst.to_path_buf(),
+        what: "setting nosuid, nodev and read-only (mount_setattr)",
+        err,
+    })?;
+    rustix::mount::move_mount(
+        &tree,
+        "",
+        rustix::fs::CWD,
+        dst,
+        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
+    )
+    .map_err(fail("attaching the link (move_mount)"))?;
+    // Only now: a mount whose root was unlinked cannot be attached (ENOENT).
+    let _ = std::fs::remove_file(link);
+    Ok(())
+}
+
 /// `mkdir -p` with bwrap's mode (0755), a failure reported against `for_mount`.
 fn make_dirs(dir: &Path, for_mount: &Path, what: &'static str) -> Result<(), SealError> {
     std::fs::DirBuilder::new()
@@ -613,67 +667,4 @@ fn set_attrs(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ops_follow_bwraps_order() {
-        // The same order as `bwrap_args` with `Sealing::InBwrap`: `$HOME`, its entries and the
-        // writable roots, then (with the host's tree out of reach) anchors, hidden, seals, masks.
-        assert_eq!(
-            seal_ops(&Policy::example()),
-            vec![
-                SealOp::Tmpfs("/tmp/.claude-sandbox".into()),
-                SealOp::Bind {
-                    src: "/usr/local/bin/claude-sandbox".into(),
-                    dst: "/tmp/.claude-sandbox/claude-sandbox".into(),
-                    writable: false
-                },
-                SealOp::RemountReadOnly("/tmp/.claude-sandbox".into()),
-                SealOp::Bind {
-                    src: "/run/cs/1/s/home".into(),
-                    dst: "/h".into(),
-                    writable: true
-                },
-                SealOp::Bind {
-                    src: "/h/.bashrc".into(),
-                    dst: "/h/.bashrc".into(),
-                    writable: false
-                },
-                SealOp::Bind {
-                    src: "/h/.claude".into(),
-                    dst: "/h/.claude".into(),
-                    writable: true
-                },
-                SealOp::Tmpfs("/h/.ssh".into()),
-                SealOp::Bind {
-                    src: "/h/.ssh/config".into(),
-                    dst: "/h/.ssh/config".into(),
-                    writable: false
-                },
-                SealOp::Bind {
-                    src: "/h/.ssh/known_hosts".into(),
-                    dst: "/h/.ssh/known_hosts".into(),
-                    writable: false
-                },
-                SealOp::RemountReadOnly("/h/.ssh".into()),
-                SealOp::Symlink {
-                    target: "dot/vimrc".into(),
-                    dst: "/h/.vimrc".into()
-                },
-                SealOp::Bind {
-                    src: "/w".into(),
-                    dst: "/w".into(),
-                    writable: true
-                },
-                SealOp::Unstage,
-                SealOp::Anchor("/w/.git".into()),
-                SealOp::Hide("/run/cs".into()),
-                SealOp::ReadOnly("/w/.git/hooks".into()),
-                SealOp::ReadOnly("/w/.envrc".into()),
-                SealOp::MaskFile("/run/docker.sock".into()),
-                SealOp::MaskDir("/run/podman".into()),
-            ]
-        );
-    }
-}
+mod tests;

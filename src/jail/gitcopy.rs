@@ -1,0 +1,365 @@
+//! The jail's own copy of each repository's `.git/config`, merged back without its exec-capable keys.
+//!
+//! Guards against two failures of a plain read-only seal. Everyday git breaks: `git remote add`,
+//! `git config user.email` and `git push -u` save the config by writing `config.lock` and renaming it
+//! over `config`, and a rename onto a mount point fails (EBUSY). And anything the agent could write
+//! into the human's config is live at once for the human's git outside (VS Code runs `git status` on
+//! its own, which runs `core.fsmonitor`): a watcher that neutralises after the fact leaves a window.
+//!
+//! So inside the jail `.git/config` is a *symlink*, mounted over the file (a mounted symlink cannot be
+//! removed or renamed over: EBUSY), pointing at the jail's copy under `JAIL_DIR`. git resolves a
+//! symlinked config before it locks (`lockfile.c`), so it writes `<copy>.lock` beside the copy and
+//! renames it there: every write succeeds, and none reaches the human's file while the agent runs.
+//! When the session ends the copy is merged back key by key (`merge`): ordinary keys the jail changed
+//! are carried out with git itself (`git config --file`), keys whose new value makes git run something
+//! (`baseline::is_exec_key`, includes) keep the human's values and raise an alert. The window in
+//! which an exec-capable key of the agent's is live outside is therefore zero.
+//!
+//! Not covered here: a file-level mount is detached when something *outside* renames over the path
+//! during the session (the human's own `git config`): see `reseal`.
+
+use crate::gitconfig::{self, Key};
+use serde::Serialize;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Where the session's copies are bound in the jail (its private `/tmp`).
+pub(crate) const JAIL_DIR: &str = "/tmp/.claude-sandbox-git";
+
+/// One repository config the jail gets its own copy of.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GitCopy {
+    /// The human's config (`<common dir>/config`).
+    pub real: PathBuf,
+    /// Its number in the session (the copy's directory).
+    pub index: usize,
+}
+
+impl GitCopy {
+    /// The copy as the jail sees it: what the mounted symlink points at.
+    pub(crate) fn in_jail(&self) -> PathBuf {
+        Path::new(JAIL_DIR)
+            .join(self.index.to_string())
+            .join("config")
+    }
+}
+
+/// The session's copies, bound writable at `JAIL_DIR`.
+pub(crate) fn copies_dir(session_home: &Path) -> PathBuf {
+    session_home.with_file_name("git")
+}
+
+/// The configs as they were at launch and which copy is whose: never in the jail.
+fn base_dir(session_dir: &Path) -> PathBuf {
+    session_dir.join("git-base")
+}
+
+const MAP: &str = "map.json";
+
+/// The sealed repository configs that get a copy: each common directory's `config`, when it is a
+/// regular file (a symlinked or odd one keeps the read-only seal).
+pub(crate) fn choose(
+    sealed: &[crate::jail::policy::Sealed],
+    repos: &[crate::entrypoints::Repo],
+) -> Vec<GitCopy> {
+    let mut out = Vec::new();
+    for r in repos.iter().filter(|r| r.git_dir == r.common_dir) {
+        let real = r.common_dir.join("config");
+        let is_sealed = sealed.iter().any(|s| s.path == real && !s.placeholder);
+        let regular = std::fs::symlink_metadata(&real).is_ok_and(|m| m.file_type().is_file());
+        if is_sealed && regular && !out.iter().any(|c: &GitCopy| c.real == real) {
+            out.push(GitCopy {
+                real,
+                index: out.len(),
+            });
+        }
+    }
+    out
+}
+
+/// Make the copies (and keep the launch-time bytes for the merge). A config that cannot be read
+/// as a regular file is dropped from `copies`: it keeps its read-only seal.
+pub(crate) fn prepare(session_dir: &Path, session_home: &Path, copies: &mut Vec<GitCopy>) {
+    let dirs = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(base_dir(session_dir));
+    if let Err(e) = dirs {
+        tracing::warn!("git configs keep their read-only seal: {e}");
+        copies.clear();
+        return;
+    }
+    copies.retain(|c| match copy_one(session_dir, session_home, c) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!("{}: keeps its read-only seal: {e}", c.real.display());
+            false
+        }
+    });
+    let map: Vec<&Path> = copies.iter().map(|c| c.real.as_path()).collect();
+    let written = serde_json::to_vec(&map)
+        .map_err(std::io::Error::other)
+        .and_then(|b| std::fs::write(base_dir(session_dir).join(MAP), b));
+    if let Err(e) = written {
+        tracing::warn!("git configs keep their read-only seal: {e}");
+        copies.clear();
+    }
+}
+
+fn copy_one(session_dir: &Path, session_home: &Path, c: &GitCopy) -> std::io::Result<()> {
+    let (bytes, mode) = super::home::read_regular(&c.real).map_err(std::io::Error::other)?;
+    std::fs::write(base_dir(session_dir).join(c.index.to_string()), &bytes)?;
+    let dir = copies_dir(session_home).join(c.index.to_string());
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode & 0o777)
+        .open(dir.join("config"))?;
+    std::io::Write::write_all(&mut f, &bytes)?;
+    f.set_permissions(std::fs::Permissions::from_mode(mode & 0o777))
+}
+
+/// The values of each key, in file order, keys in first-seen order.
+type Values = Vec<(String, Vec<Option<Vec<u8>>>)>;
+
+fn values(keys: &[Key]) -> Values {
+    let mut out: Values = Vec::new();
+    for k in keys {
+        match out.iter_mut().find(|(n, _)| *n == k.name) {
+            Some((_, v)) => v.push(k.value.clone()),
+            None => out.push((k.name.clone(), vec![k.value.clone()])),
+        }
+    }
+    out
+}
+
+fn get<'a>(v: &'a Values, name: &str) -> &'a [Option<Vec<u8>>] {
+    v.iter()
+        .find(|(n, _)| n == name)
+        .map_or(&[], |(_, v)| v.as_slice())
+}
+
+/// What the merge does to the human's config.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Merge {
+    /// Keys given exactly these values (an empty list: removed).
+    pub set: Vec<(String, Vec<Option<Vec<u8>>>)>,
+    /// Keys the jail set to something that makes git run a program: the human's values kept.
+    pub kept: Vec<String>,
+    /// Keys both sides changed since the launch: the human's values kept.
+    pub conflicts: Vec<String>,
+}
+
+/// Whether one value of a key makes git run something (or reads another file as config).
+fn exec_capable(name: &str, value: &Option<Vec<u8>>) -> bool {
+    let text = value
+        .as_deref()
+        .map_or("true".into(), String::from_utf8_lossy);
+    gitconfig::is_include(name) || crate::baseline::is_exec_key(&name.to_ascii_lowercase(), &text)
+}
+
+/// Decide the merge from the config at launch, the jail's copy and the human's config now. Pure.
+pub(crate) fn merge(base: &[Key], jail: &[Key], human: &[Key]) -> Merge {
+    let (base, jail, human) = (values(base), values(jail), values(human));
+    let mut names: Vec<&str> = base.iter().chain(&jail).map(|(n, _)| n.as_str()).collect();
+    let mut seen = std::collections::HashSet::new();
+    names.retain(|n| seen.insert(*n));
+    let mut m = Merge::default();
+    for name in names {
+        let (b, j, h) = (get(&base, name), get(&jail, name), get(&human, name));
+        if b == j {
+            continue;
+        }
+        if j.iter().any(|v| exec_capable(name, v)) {
+            m.kept.push(name.to_string());
+        } else if h != b {
+            m.conflicts.push(name.to_string());
+        } else {
+            m.set.push((name.to_string(), j.to_vec()));
+        }
+    }
+    m
+}
+
+/// Merge every copy back into the human's config; returns notes for the end of the session.
+pub(crate) fn finish(session_dir: &Path) -> Vec<String> {
+    let base = base_dir(session_dir);
+    let Ok(map) = std::fs::read(base.join(MAP)) else {
+        return Vec::new();
+    };
+    let reals: Vec<PathBuf> = serde_json::from_slice(&map).unwrap_or_default();
+    let copies = session_dir.join("git");
+    let mut notes = Vec::new();
+    for (index, real) in reals.iter().enumerate() {
+        let copy = copies.join(index.to_string()).join("config");
+        if let Err(note) = finish_one(session_dir, &base.join(index.to_string()), &copy, real) {
+            notes.push(note);
+        }
+    }
+    notes
+}
+
+fn finish_one(session_dir: &Path, base: &Path, copy: &Path, real: &Path) -> Result<(), String> {
+    let refuse = |detail: String| {
+        let detail = format!("{}: {detail}; your config is unchanged", real.display());
+        super::home::alert(session_dir, real, "git-config-refused", &detail);
+        detail
+    };
+    let parse = |p: &Path| -> Result<Vec<Key>, String> {
+        let (bytes, _) = super::home::read_regular(p).map_err(|e| e.to_string())?;
+        gitconfig::parse(&bytes).map_err(|e| e.to_string())
+    };
+    let base = parse(base).map_err(|e| format!("{}: no launch-time copy: {e}", real.display()))?;
+    let jail = match parse(copy) {
+        Ok(k) => k,
+        Err(e) => return Err(refuse(format!("the jail's copy was not merged back: {e}"))),
+    };
+    let human = parse(real).map_err(|e| {
+        format!(
+            "{}: the jail's changes were not merged: your config: {e}",
+            real.display()
+        )
+    })?;
+    let m = merge(&base, &jail, &human);
+    if !m.kept.is_empty() {
+        let detail = format!(
+            "{}: the jail set {}, which make git run programs; your values were kept",
+            real.display(),
+            m.kept.join(", ")
+        );
+        super::home::alert(session_dir, real, "git-config-kept", &detail);
+    }
+    let mut problems: Vec<String> = m
+        .conflicts
+        .iter()
+        .map(|k| format!("{k} (changed on both sides: yours kept)"))
+        .collect();
+    for (name, vals) in &m.set {
+        if let Err(e) = apply(real, name, vals) {
+            problems.push(format!("{name}: {e}"));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}: not carried out from the jail: {}",
+            real.display(),
+            problems.join("; ")
+        ))
+    }
+}
+
+/// Give `name` exactly `vals` in the config file `real`, with git itself (its locking, its quoting).
+fn apply(real: &Path, name: &str, vals: &[Option<Vec<u8>>]) -> Result<(), String> {
+    use std::os::unix::ffi::OsStrExt;
+    let git = |args: &[&std::ffi::OsStr]| {
+        std::process::Command::new("git")
+            .arg("config")
+            .arg("--file")
+            .arg(real)
+            .args(args)
+            .env_remove("GIT_CONFIG_PARAMETERS")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| format!("running git: {e}"))
+    };
+    let unset = git(&["--unset-all".as_ref(), name.as_ref()])?;
+    // 5: the key was not there.
+    if !unset.status.success() && unset.status.code() != Some(5) {
+        return Err(String::from_utf8_lossy(&unset.stderr).trim().to_string());
+    }
+    for v in vals {
+        let v = v.as_deref().unwrap_or(b"true");
+        let out = git(&[
+            "--add".as_ref(),
+            name.as_ref(),
+            std::ffi::OsStr::from_bytes(v),
+        ])?;
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(text: &str) -> Vec<Key> {
+        gitconfig::parse(text.as_bytes()).unwrap()
+    }
+
+    const BASE: &str = "[core]\n\tbare = false\n[user]\n\tname = h\n";
+
+    #[test]
+    fn ordinary_changes_are_carried_out() {
+        let jail = keys(
+            "[core]\n\tbare = false\n[user]\n\tname = h\n\temail = a@b\n\
+             [remote \"origin\"]\n\turl = https://x/y\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n\
+             [branch \"main\"]\n\tremote = origin\n\tmerge = refs/heads/main\n",
+        );
+        let m = merge(&keys(BASE), &jail, &keys(BASE));
+        let names: Vec<&str> = m.set.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "user.email",
+                "remote.origin.url",
+                "remote.origin.fetch",
+                "branch.main.remote",
+                "branch.main.merge"
+            ]
+        );
+        assert!(m.kept.is_empty() && m.conflicts.is_empty());
+    }
+
+    #[test]
+    fn exec_capable_keys_keep_the_humans_values() {
+        for planted in [
+            "[core]\n\tfsmonitor = ./x\n",
+            "[core]\n\tsshCommand = x\n",
+            "[alias]\n\tst = !x\n",
+            "[include]\n\tpath = ../x\n",
+            "[includeIf \"gitdir:/\"]\n\tpath = x\n",
+            "[filter \"a\"]\n\tclean = x\n",
+            "[remote \"o\"]\n\turl = ext::sh -c x\n",
+            "[credential]\n\thelper = !x\n",
+        ] {
+            let jail = keys(&format!("{BASE}{planted}"));
+            let m = merge(&keys(BASE), &jail, &keys(BASE));
+            assert!(m.set.is_empty(), "{planted}: {m:?}");
+            assert_eq!(m.kept.len(), 1, "{planted}: {m:?}");
+        }
+        // Turning one off is not running anything.
+        let human = keys("[core]\n\tfsmonitor = ./hook\n");
+        let m = merge(&human, &keys("[core]\n\tfsmonitor = false\n"), &human);
+        assert_eq!(m.set.len(), 1);
+        // An alias that runs a git command is ordinary.
+        let m = merge(
+            &keys(BASE),
+            &keys(&format!("{BASE}[alias]\n\tst = status\n")),
+            &keys(BASE),
+        );
+        assert_eq!(m.set.len(), 1);
+    }
+
+    #[test]
+    fn removals_and_conflicts() {
+        let with_remote = "[remote \"o\"]\n\turl = u\n";
+        let m = merge(&keys(with_remote), &keys(""), &keys(with_remote));
+        assert_eq!(m.set, vec![("remote.o.url".to_string(), vec![])]);
+        let m = merge(
+            &keys(BASE),
+            &keys("[user]\n\tname = j\n[core]\n\tbare = false\n"),
+            &keys("[user]\n\tname = k\n[core]\n\tbare = false\n"),
+        );
+        assert_eq!(m.conflicts, ["user.name"]);
+        assert!(m.set.is_empty());
+    }
+}

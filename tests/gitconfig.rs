@@ -1,0 +1,147 @@
+//! A repository's `.git/config` in the jail is the jail's own copy: everyday git that writes config
+//! (`git config`, `git remote add`, `git push -u`, `git branch --set-upstream-to`) works inside and
+//! is there outside afterwards, while a key that makes git run a program is never live outside,
+//! neither during the session (the human's `git status` runs meanwhile) nor after it. Real bwrap,
+//! real git.
+
+mod common;
+use common::*;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+fn get(f: &Fixture, key: &str) -> String {
+    let out = std::process::Command::new("git")
+        .args(["config", "--get-all", key])
+        .current_dir(&f.ws)
+        .envs(f.env())
+        .output()
+        .unwrap();
+    stdout(&out).trim().to_string()
+}
+
+fn alerts_json(f: &Fixture) -> String {
+    stdout(&f.cmd(["alerts", "--json"]).output().unwrap())
+}
+
+fn wait_for(p: &Path, what: &str) {
+    let t0 = Instant::now();
+    while !p.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(30), "timed out: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn everyday_git_writes_config_inside_and_it_is_there_outside_afterwards() {
+    let f = Fixture::new();
+    f.git(&f.ws, &["init", "-q", "--bare", "remote.git"]);
+    let out = ok(&f.jail(
+        "set -e
+         git config user.email agent@example.invalid
+         git remote add origin ./remote.git
+         git push -q -u origin main
+         git branch -q --set-upstream-to=origin/main main
+         git config alias.st status
+         git config --get branch.main.remote",
+    ));
+    assert_eq!(out.trim(), "origin");
+    assert_eq!(get(&f, "user.email"), "agent@example.invalid");
+    assert_eq!(get(&f, "remote.origin.url"), "./remote.git");
+    assert_eq!(
+        get(&f, "remote.origin.fetch"),
+        "+refs/heads/*:refs/remotes/origin/*"
+    );
+    assert_eq!(get(&f, "branch.main.remote"), "origin");
+    assert_eq!(get(&f, "branch.main.merge"), "refs/heads/main");
+    assert_eq!(get(&f, "alias.st"), "status");
+    // And a removal is carried out too.
+    ok(&f.jail("git remote remove origin && git config --unset alias.st"));
+    assert_eq!(get(&f, "remote.origin.url"), "");
+    assert_eq!(get(&f, "alias.st"), "");
+    assert_eq!(get(&f, "user.email"), "agent@example.invalid");
+    assert!(
+        !alerts_json(&f).contains("git-config"),
+        "ordinary keys raise no alert"
+    );
+}
+
+#[test]
+fn an_exec_capable_key_is_never_live_outside_during_or_after_the_session() {
+    let f = Fixture::new();
+    let pwned = f.root.join("pwned");
+    let (ready, go) = (f.ws.join("ready"), f.ws.join("go"));
+    let before = std::fs::read(f.ws.join(".git/config")).unwrap();
+    let script = format!(
+        "set -e
+         git config core.fsmonitor 'touch {p}'
+         git config alias.x '!touch {p}'
+         git config --add include.path ../evil
+         printf '[core]\\n\\tpager = touch {p}\\n' >> .git/config
+         git config user.email agent@example.invalid
+         git config --get core.fsmonitor >/dev/null
+         touch ready
+         while [ ! -e go ]; do sleep 0.05; done",
+        p = pwned.display()
+    );
+    let child = f
+        .cmd(["run", "--", "bash", "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&ready, "the jail's git config");
+    // The human's git, meanwhile (VS Code runs `git status` on its own).
+    let status = std::process::Command::new("git")
+        .args(["status", "--porcelain"])
+        .current_dir(&f.ws)
+        .envs(f.env())
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{}", stderr(&status));
+    assert_eq!(
+        std::fs::read(f.ws.join(".git/config")).unwrap(),
+        before,
+        "the human's config changed while the jail ran"
+    );
+    std::fs::write(&go, "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    for key in ["core.fsmonitor", "alias.x", "include.path", "core.pager"] {
+        assert_eq!(get(&f, key), "", "{key} is live outside");
+    }
+    // The ordinary key of the same session is carried out.
+    assert_eq!(get(&f, "user.email"), "agent@example.invalid");
+    // The human's git afterwards: status (fsmonitor, pager) and the alias.
+    for args in [&["status"][..], &["-p", "log", "-1"], &["x"]] {
+        let _ = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&f.ws)
+            .envs(f.env())
+            .output()
+            .unwrap();
+    }
+    assert!(!pwned.exists(), "the human's git ran the jail's key");
+    let alerts = alerts_json(&f);
+    assert!(
+        alerts.contains("git-config-kept") && alerts.contains("core.fsmonitor"),
+        "the attempt is alerted: {alerts}"
+    );
+}
+
+#[test]
+fn a_copy_the_agent_replaced_is_not_merged_and_is_alerted() {
+    let f = Fixture::new();
+    std::fs::write(f.home.join("secret"), "[user]\n\temail = secret\n").unwrap();
+    let before = std::fs::read(f.ws.join(".git/config")).unwrap();
+    let link = std::fs::read_link(f.ws.join(".git/config"));
+    assert!(link.is_err(), "outside, the config is the human's file");
+    ok(&f.jail(&format!(
+        "set -e; t=$(readlink .git/config); git config user.email x@y; \
+         rm \"$t\"; ln -s {} \"$t\"",
+        f.home.join("secret").display()
+    )));
+    assert_eq!(std::fs::read(f.ws.join(".git/config")).unwrap(), before);
+    let alerts = alerts_json(&f);
+    assert!(alerts.contains("git-config-refused"), "{alerts}");
+}
