@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 fn get(f: &Fixture, key: &str) -> String {
     let out = std::process::Command::new("git")
-        .args(["config", "--get-all", key])
+        .args(["config", "--local", "--get-all", key])
         .current_dir(&f.ws)
         .envs(f.env())
         .output()
@@ -144,4 +144,97 @@ fn a_copy_the_agent_replaced_is_not_merged_and_is_alerted() {
     assert_eq!(std::fs::read(f.ws.join(".git/config")).unwrap(), before);
     let alerts = alerts_json(&f);
     assert!(alerts.contains("git-config-refused"), "{alerts}");
+}
+
+/// The human's own `git config` renames `.git/config` during the session (a mount on a file is
+/// detached by a rename from outside): the human's config is diverted for the session, so the pin in
+/// the jail holds. The agent writes in a tight loop throughout; nothing it wrote is ever in the
+/// human's file, and each of the human's changes is kept.
+#[test]
+fn the_humans_git_config_during_the_session_does_not_unseal_the_jail() {
+    let f = Fixture::new();
+    let (ready, go) = (f.ws.join("ready"), f.ws.join("go"));
+    let script = "touch ready
+        while [ ! -e go ]; do
+          git config core.fsmonitor 'touch /var/tmp/pwned-AGENTMARK' 2>/dev/null
+          echo '[alias] x = !AGENTMARK' >> .git/config 2>/dev/null
+          echo '[alias] y = !AGENTMARK' >> .git/claude-sandbox/config 2>/dev/null
+          rm -f .git/config 2>/dev/null
+          git config user.email agent@example.invalid
+        done
+        git config --get-all alias.x | grep -q AGENTMARK";
+    let child = f
+        .cmd(["run", "--", "bash", "-c", script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&ready, "the jail's loop");
+    let config = f.ws.join(".git/config");
+    assert_eq!(
+        std::fs::read_link(&config).unwrap(),
+        Path::new("claude-sandbox/config"),
+        "diverted while the session runs"
+    );
+    for i in 0..40 {
+        f.git(&f.ws, &["config", "user.name", &format!("human{i}")]);
+        let text = std::fs::read_to_string(&config).unwrap();
+        assert!(
+            !text.contains("AGENTMARK") && !text.contains("agent@"),
+            "after the human's rename {i}, the human's file holds the agent's bytes:\n{text}"
+        );
+        f.git(&f.ws, &["status", "--porcelain"]);
+    }
+    std::fs::write(&go, "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let meta = std::fs::symlink_metadata(&config).unwrap();
+    assert!(meta.file_type().is_file(), "put back as a file");
+    assert!(!f.ws.join(".git/claude-sandbox").exists(), "nothing left");
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(!text.contains("AGENTMARK"), "{text}");
+    assert_eq!(
+        get(&f, "user.name"),
+        "human39",
+        "the human's changes are kept"
+    );
+    assert_eq!(get(&f, "user.email"), "agent@example.invalid");
+    assert!(!Path::new("/var/tmp/pwned-AGENTMARK").exists());
+}
+
+/// A launcher killed outright leaves the config diverted (git still reads and writes it through
+/// the symlink); the next launch merges the dead session's copy and puts the file back.
+#[test]
+fn a_killed_launcher_leaves_a_working_config_and_the_next_launch_restores_it() {
+    let f = Fixture::new();
+    let ready = f.ws.join("ready");
+    let mut child = f
+        .cmd([
+            "run",
+            "--",
+            "bash",
+            "-c",
+            "git config user.email agent@example.invalid && touch ready && sleep 60",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(&ready, "the jail");
+    signal(child.id(), nix::sys::signal::Signal::SIGKILL);
+    let _ = child.wait();
+    let config = f.ws.join(".git/config");
+    // bwrap dies with its parent; give the kernel a moment to tear the jail down.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(std::fs::read_link(&config).is_ok(), "still diverted");
+    f.git(&f.ws, &["config", "user.name", "after-crash"]);
+    assert_eq!(get(&f, "user.name"), "after-crash");
+    ok(&f.jail("true"));
+    assert!(std::fs::symlink_metadata(&config)
+        .unwrap()
+        .file_type()
+        .is_file());
+    assert!(!f.ws.join(".git/claude-sandbox").exists());
+    assert_eq!(get(&f, "user.name"), "after-crash");
+    assert_eq!(get(&f, "user.email"), "agent@example.invalid");
 }

@@ -15,13 +15,50 @@
 //! (`baseline::is_exec_key`, includes) keep the human's values and raise an alert. The window in
 //! which an exec-capable key of the agent's is live outside is therefore zero.
 //!
-//! Not covered here: a file-level mount is detached when something *outside* renames over the path
-//! during the session (the human's own `git config`): see `reseal`.
+//! A mount on a file is detached when something *outside* renames over its path (the kernel allows
+//! that from another mount namespace), and the human's own `git config`, `git remote add` or VS Code's
+//! "publish branch" save `.git/config` exactly so, during the session. So while a session runs the
+//! human's `.git/config` is *diverted* too: it becomes a symlink to `claude-sandbox/config` in the
+//! same git directory (a hard link of the same file, swapped in by one rename: no moment without a
+//! config), the human's git follows it and renames inside `claude-sandbox/`, a directory sealed
+//! read-only in the jail (renames inside a bound directory detach nothing). The jail's pin on
+//! `.git/config` therefore holds for the whole session. The last session using the repository
+//! renames the file back (`release`); a registry of sessions in `claude-sandbox/sessions/` says
+//! which one is last. An editor that saves `.git/config` itself by rename would still replace the
+//! symlink: that is the remaining, documented gap.
 
 use crate::gitconfig::{self, Key};
 use serde::Serialize;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+/// The directory beside the config that holds the human's config while sessions run.
+const DIVERTED: &str = "claude-sandbox";
+
+/// What a diverted `.git/config` points at (relative: the same from inside and outside).
+fn diverted_link() -> PathBuf {
+    Path::new(DIVERTED).join("config")
+}
+
+/// `<git dir>/claude-sandbox`: sealed read-only (as a directory) in the jail.
+pub(crate) fn diverted_dir(config: &Path) -> PathBuf {
+    config.with_file_name(DIVERTED)
+}
+
+fn is_diverted(config: &Path) -> bool {
+    std::fs::read_link(config).is_ok_and(|t| t == diverted_link())
+        && std::fs::symlink_metadata(diverted_dir(config).join("config"))
+            .is_ok_and(|m| m.file_type().is_file())
+}
+
+/// The human's config file itself (the diverted one while sessions run).
+fn human_file(config: &Path) -> PathBuf {
+    if is_diverted(config) {
+        diverted_dir(config).join("config")
+    } else {
+        config.to_path_buf()
+    }
+}
 
 /// Where the session's copies are bound in the jail (its private `/tmp`).
 pub(crate) const JAIL_DIR: &str = "/tmp/.claude-sandbox-git";
@@ -65,8 +102,10 @@ pub(crate) fn choose(
     let mut out = Vec::new();
     for r in repos.iter().filter(|r| r.git_dir == r.common_dir) {
         let real = r.common_dir.join("config");
-        let is_sealed = sealed.iter().any(|s| s.path == real && !s.placeholder);
-        let regular = std::fs::symlink_metadata(&real).is_ok_and(|m| m.file_type().is_file());
+        // Diverted by another session, the seal found is the symlink's target.
+        let file = human_file(&real);
+        let is_sealed = sealed.iter().any(|s| s.path == file && !s.placeholder);
+        let regular = std::fs::symlink_metadata(&file).is_ok_and(|m| m.file_type().is_file());
         if is_sealed && regular && !out.iter().any(|c: &GitCopy| c.real == real) {
             out.push(GitCopy {
                 real,
@@ -79,7 +118,12 @@ pub(crate) fn choose(
 
 /// Make the copies (and keep the launch-time bytes for the merge). A config that cannot be read
 /// as a regular file is dropped from `copies`: it keeps its read-only seal.
-pub(crate) fn prepare(session_dir: &Path, session_home: &Path, copies: &mut Vec<GitCopy>) {
+pub(crate) fn prepare(
+    session_dir: &Path,
+    session_home: &Path,
+    session: &super::placeholders::SessionId,
+    copies: &mut Vec<GitCopy>,
+) {
     let dirs = std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -89,11 +133,13 @@ pub(crate) fn prepare(session_dir: &Path, session_home: &Path, copies: &mut Vec<
         copies.clear();
         return;
     }
-    copies.retain(|c| match copy_one(session_dir, session_home, c) {
-        Ok(()) => true,
-        Err(e) => {
-            tracing::warn!("{}: keeps its read-only seal: {e}", c.real.display());
-            false
+    copies.retain(|c| {
+        match copy_one(session_dir, session_home, c).and_then(|()| divert(&c.real, session)) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!("{}: keeps its read-only seal: {e}", c.real.display());
+                false
+            }
         }
     });
     let map: Vec<&Path> = copies.iter().map(|c| c.real.as_path()).collect();
@@ -107,7 +153,8 @@ pub(crate) fn prepare(session_dir: &Path, session_home: &Path, copies: &mut Vec<
 }
 
 fn copy_one(session_dir: &Path, session_home: &Path, c: &GitCopy) -> std::io::Result<()> {
-    let (bytes, mode) = super::home::read_regular(&c.real).map_err(std::io::Error::other)?;
+    let (bytes, mode) =
+        super::home::read_regular(&human_file(&c.real)).map_err(std::io::Error::other)?;
     std::fs::write(base_dir(session_dir).join(c.index.to_string()), &bytes)?;
     let dir = copies_dir(session_home).join(c.index.to_string());
     std::fs::DirBuilder::new()
@@ -121,6 +168,118 @@ fn copy_one(session_dir: &Path, session_home: &Path, c: &GitCopy) -> std::io::Re
         .open(dir.join("config"))?;
     std::io::Write::write_all(&mut f, &bytes)?;
     f.set_permissions(std::fs::Permissions::from_mode(mode & 0o777))
+}
+
+/// Make `config` a symlink to `claude-sandbox/config` (the same file, hard-linked, swapped in by one
+/// rename) unless it is already, and register the session.
+fn divert(config: &Path, session: &super::placeholders::SessionId) -> std::io::Result<()> {
+    let dir = diverted_dir(config);
+    match std::fs::symlink_metadata(&dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            return Err(std::io::Error::other(format!(
+                "{} is not a directory",
+                dir.display()
+            )))
+        }
+        Err(_) => std::fs::DirBuilder::new().mode(0o700).create(&dir)?,
+    }
+    let _lock = crate::runtime::lock(&dir, LOCK).map_err(std::io::Error::other)?;
+    let sessions = dir.join("sessions");
+    if !sessions.is_dir() {
+        std::fs::DirBuilder::new().mode(0o700).create(&sessions)?;
+    }
+    if !is_diverted(config) {
+        if !live_sessions(&sessions).is_empty() {
+            // Diverted for a live session, and replaced since by something that saved the file
+            // itself: that session's pin is gone; this one keeps the read-only seal.
+            return Err(std::io::Error::other(
+                "another session's diversion was replaced; not diverting again",
+            ));
+        }
+        let target = dir.join("config");
+        let _ = std::fs::remove_file(&target); // a leftover of a session that died
+        std::fs::hard_link(config, &target)?;
+        let tmp = config.with_file_name(format!("config.claude-sandbox.{}", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(diverted_link(), &tmp)?;
+        if let Err(e) = std::fs::rename(&tmp, config) {
+            let _ = std::fs::remove_file(&tmp);
+            let _ = std::fs::remove_file(&target);
+            return Err(e);
+        }
+    }
+    let record = serde_json::to_vec(session).map_err(std::io::Error::other)?;
+    std::fs::write(sessions.join(&session.id), record)
+}
+
+const LOCK: &str = "lock";
+
+/// The sessions registered in `sessions` that still run.
+fn live_sessions(sessions: &Path) -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir(sessions) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter(|e| {
+            std::fs::read(e.path())
+                .ok()
+                .and_then(|b| serde_json::from_slice::<super::placeholders::SessionId>(&b).ok())
+                .is_some_and(|s| s.alive())
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Unregister `session`; the last session puts the human's file back at `config` (one rename over
+/// the symlink) and removes the directory.
+fn release(config: &Path, session: &str) -> std::io::Result<()> {
+    let dir = diverted_dir(config);
+    if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+        return Ok(());
+    }
+    let lock = crate::runtime::lock(&dir, LOCK).map_err(std::io::Error::other)?;
+    let sessions = dir.join("sessions");
+    let _ = std::fs::remove_file(sessions.join(session));
+    if !live_sessions(&sessions).is_empty() {
+        return Ok(());
+    }
+    if is_diverted(config) {
+        std::fs::rename(dir.join("config"), config)?;
+    }
+    drop(lock);
+    std::fs::remove_dir_all(&dir)
+}
+
+/// The sealer failed and bwrap will make the mounts: it cannot pin a symlink, so the diversions of
+/// this session are released (the configs get the read-only seal). Fails when a config stays
+/// diverted for another live session: its symlink could not be pinned in this jail.
+pub(crate) fn withdraw(session_dir: &Path, copies: &mut Vec<GitCopy>) -> Result<(), String> {
+    let name = session_name(session_dir);
+    let _ = std::fs::remove_file(base_dir(session_dir).join(MAP));
+    let mut still = Vec::new();
+    for c in copies.drain(..) {
+        let _ = release(&c.real, &name);
+        if is_diverted(&c.real) {
+            still.push(c.real.display().to_string());
+        }
+    }
+    if still.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} is in use by another session and bwrap alone cannot seal it; end that session or \
+             run again once it has ended",
+            still.join(", ")
+        ))
+    }
+}
+
+fn session_name(session_dir: &Path) -> String {
+    session_dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// The values of each key, in file order, keys in first-seen order.
@@ -196,8 +355,16 @@ pub(crate) fn finish(session_dir: &Path) -> Vec<String> {
     let mut notes = Vec::new();
     for (index, real) in reals.iter().enumerate() {
         let copy = copies.join(index.to_string()).join("config");
-        if let Err(note) = finish_one(session_dir, &base.join(index.to_string()), &copy, real) {
+        let file = human_file(real);
+        if let Err(note) = finish_one(session_dir, &base.join(index.to_string()), &copy, &file) {
             notes.push(note);
+        }
+        if let Err(e) = release(real, &session_name(session_dir)) {
+            notes.push(format!(
+                "{}: cannot put your config back from {}: {e}",
+                real.display(),
+                diverted_dir(real).display()
+            ));
         }
     }
     notes

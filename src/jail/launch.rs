@@ -385,7 +385,12 @@ fn execute(
             }
             // Only the sealer can mount a symlink: the jail's own git configs come with it.
             let mut copies = super::gitcopy::choose(&plan.policy.sealed, &plan.repos);
-            super::gitcopy::prepare(&session_dir, &plan.policy.session_home, &mut copies);
+            super::gitcopy::prepare(
+                &session_dir,
+                &plan.policy.session_home,
+                session,
+                &mut copies,
+            );
             plan.policy.git_copies = copies;
         }
         let for_sealer: Vec<_> = plan
@@ -449,6 +454,12 @@ fn execute(
                     "sealing from outside failed ({why}); bwrap makes the seals instead"
                 );
                 jail.abort();
+                if let Err(e) = super::gitcopy::withdraw(&session_dir, &mut plan.policy.git_copies)
+                {
+                    drop(watcher);
+                    cleanup(&plan);
+                    return Err(Error::Jail(e));
+                }
                 sealing = Sealing::InBwrap;
                 continue;
             }

@@ -149,16 +149,28 @@ pub fn seal_ops(policy: &Policy) -> Vec<SealOp> {
     ops.push(SealOp::Unstage);
     let anchors = policy.anchors.iter().cloned().map(SealOp::Anchor);
     let hidden = policy.hidden.iter().cloned().map(SealOp::Hide);
-    let sealed =
-        policy.sealed.iter().map(
-            |s| match policy.git_copies.iter().find(|c| c.real == s.path) {
-                Some(c) => SealOp::LinkOver {
+    // A repository config the jail has its own copy of: its diverted directory read-only, and the
+    // link to the copy pinned over `.git/config` (see `gitcopy`).
+    let copied = |p: &Path| {
+        policy
+            .git_copies
+            .iter()
+            .any(|c| p == c.real || p.starts_with(super::gitcopy::diverted_dir(&c.real)))
+    };
+    let sealed = policy
+        .sealed
+        .iter()
+        .filter(|s| !copied(&s.path))
+        .map(|s| SealOp::ReadOnly(s.path.clone()))
+        .chain(policy.git_copies.iter().flat_map(|c| {
+            [
+                SealOp::ReadOnly(super::gitcopy::diverted_dir(&c.real)),
+                SealOp::LinkOver {
                     target: c.in_jail(),
-                    dst: s.path.clone(),
+                    dst: c.real.clone(),
                 },
-                None => SealOp::ReadOnly(s.path.clone()),
-            },
-        );
+            ]
+        }));
     let masks = policy.masks.iter().map(|m| match m.kind {
         MaskKind::File => SealOp::MaskFile(m.path.clone()),
         MaskKind::Dir => SealOp::MaskDir(m.path.clone()),
