@@ -37,13 +37,43 @@ pub struct Catalogued {
     pub name: &'static str,
     pub stub: Stub,
     pub runs: &'static str,
+    /// The commands that read it. When none of them is installed (on PATH or in a conventional user
+    /// bin directory), a missing one gets no placeholder: nothing outside would run it, and one
+    /// created during the session is alerted at its end (`jail::plan::readers`). Empty: always
+    /// placeholdered (read by editors and agents that need not be on PATH, or by us).
+    pub read_by: &'static [&'static str],
+    /// Set in the jail while the name is a placeholder, for a reader that fails on a directory.
+    pub jail_env: Option<(&'static str, &'static str)>,
 }
 
+const LEFTHOOK: &[&str] = &["lefthook"];
+const CARGO: &[&str] = &["cargo", "rustup", "rustc"];
+/// npm reads a `.npmrc` in the directory it runs in even without a `package.json`.
+const NODE_PMS: &[&str] = &["npm", "npx", "pnpm", "yarn", "bun", "corepack"];
+
+/// Always placeholdered when missing.
 const fn dir(name: &'static str, runs: &'static str) -> Catalogued {
     Catalogued {
         name,
         stub: Stub::Dir,
         runs,
+        read_by: &[],
+        jail_env: None,
+    }
+}
+
+/// Placeholdered when missing only if one of `read_by` is installed.
+const fn read_by(
+    name: &'static str,
+    read_by: &'static [&'static str],
+    runs: &'static str,
+) -> Catalogued {
+    Catalogued {
+        name,
+        stub: Stub::Dir,
+        runs,
+        read_by,
+        jail_env: None,
     }
 }
 
@@ -74,47 +104,87 @@ pub const PER_DIRECTORY: &[Catalogued] = &[
     ),
     dir(".cursor", "Cursor: hooks.json, mcp.json"),
     dir(".opencode", "OpenCode: plugins loaded at startup"),
-    dir(".husky", "husky: git hooks run by every commit"),
-    dir(".lefthook", "lefthook: hook scripts"),
-    dir(
+    read_by(
+        ".husky",
+        &["npm", "pnpm", "yarn", "bun", "husky"],
+        "husky: git hooks run by every commit",
+    ),
+    read_by(".lefthook", LEFTHOOK, "lefthook: hook scripts"),
+    read_by(
         ".cargo",
+        CARGO,
         "cargo: config.toml runner, rustc-wrapper, linker for every cargo command",
     ),
-    dir(".envrc", "direnv: shell code run on cd"),
+    read_by(".envrc", &["direnv"], "direnv: shell code run on cd"),
     dir(".mcp.json", "Claude Code: stdio MCP server commands"),
-    dir(".npmrc", "npm: node-options, script-shell, git, editor"),
-    dir(".yarnrc.yml", "yarn: yarnPath runs a JavaScript file"),
-    dir(".pnpmfile.cjs", "pnpm: hooks run on install"),
-    dir("bunfig.toml", "bun: preload scripts"),
-    dir("mise.toml", "mise: [hooks] enter/cd, [env] _.source on cd"),
-    dir(".mise.toml", "mise: [hooks] enter/cd, [env] _.source on cd"),
-    dir(
+    read_by(
+        ".npmrc",
+        NODE_PMS,
+        "npm: node-options, script-shell, git, editor",
+    ),
+    read_by(
+        ".yarnrc.yml",
+        &["yarn", "corepack"],
+        "yarn: yarnPath runs a JavaScript file",
+    ),
+    Catalogued {
+        // pnpm `require`s it, and a directory fails every install: while it is a placeholder the
+        // jail's pnpm reads `/dev/null` instead (an empty module: no hooks). Not an empty file,
+        // which `git add -A` would commit.
+        jail_env: Some(("npm_config_pnpmfile", "/dev/null")),
+        ..read_by(
+            ".pnpmfile.cjs",
+            &["pnpm", "corepack"],
+            "pnpm: hooks run on install",
+        )
+    },
+    read_by("bunfig.toml", &["bun", "bunx"], "bun: preload scripts"),
+    read_by(
+        "mise.toml",
+        &["mise"],
+        "mise: [hooks] enter/cd, [env] _.source on cd",
+    ),
+    read_by(
+        ".mise.toml",
+        &["mise"],
+        "mise: [hooks] enter/cd, [env] _.source on cd",
+    ),
+    read_by(
         ".tool-versions",
+        &["asdf", "mise"],
         "asdf/mise: `path:` tool versions run by shims",
     ),
-    dir(
+    read_by(
         ".python-version",
+        &["pyenv", "uv", "rye"],
         "pyenv: selects the python that shims run",
     ),
-    dir(
+    read_by(
         "rust-toolchain.toml",
+        CARGO,
         "rustup: `path =` toolchain run by cargo/rustc proxies",
     ),
-    dir(
+    read_by(
         "rust-toolchain",
+        CARGO,
         "rustup: toolchain run by cargo/rustc proxies",
     ),
-    dir("lefthook.yml", "lefthook: hook commands"),
-    dir(".lefthook.yml", "lefthook: hook commands"),
-    dir("lefthook-local.yml", "lefthook: hook commands"),
-    dir(
+    read_by("lefthook.yml", LEFTHOOK, "lefthook: hook commands"),
+    read_by(".lefthook.yml", LEFTHOOK, "lefthook: hook commands"),
+    read_by("lefthook-local.yml", LEFTHOOK, "lefthook: hook commands"),
+    read_by(
         ".pre-commit-config.yaml",
+        &["pre-commit", "prek"],
         "pre-commit/prek: `repo: local` entry commands on commit",
     ),
-    dir("hk.pkl", "hk: hook commands"),
+    read_by("hk.pkl", &["hk"], "hk: hook commands"),
     dir("opencode.json", "OpenCode: plugins and MCP commands"),
     dir("opencode.jsonc", "OpenCode: plugins and MCP commands"),
-    dir(".exrc", "vi/vim with `exrc`: ex commands"),
+    read_by(
+        ".exrc",
+        &["vi", "vim", "nvim", "ex", "view"],
+        "vi/vim with `exrc`: ex commands",
+    ),
     dir(
         crate::config::WORKSPACE_FILE,
         "claude-sandbox: the next session's policy",

@@ -144,6 +144,18 @@ pub fn explain(opts: &RunOptions, json: bool, full: bool) -> Result<()> {
              a placeholder while a session runs)",
             p.sealed.len()
         );
+        if !plan.unread.is_empty() {
+            let names: Vec<String> = plan
+                .unread
+                .iter()
+                .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+                .collect();
+            let _ = writeln!(
+                out,
+                "Not blocked (nothing installed here reads them; alerted if created): {}",
+                some(&names, full)
+            );
+        }
         if !copies.is_empty() {
             let _ = writeln!(
                 out,

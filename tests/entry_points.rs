@@ -177,6 +177,13 @@ fn shell_startup_files_cannot_be_changed_or_created() {
 #[test]
 fn workspace_tool_configs_cannot_be_created() {
     let f = Fixture::new();
+    // The human has the tools that read them (a name nothing installed reads is not blocked:
+    // `an_unread_entry_point_is_alerted_not_blocked`).
+    for tool in ["direnv", "cargo", "npm", "mise"] {
+        let p = f.home.join(".local/bin").join(tool);
+        std::fs::write(&p, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
     std::fs::create_dir_all(f.ws.join("pkg")).unwrap();
     std::fs::write(f.ws.join("pkg/.envrc"), "export A=1\n").unwrap();
     assert_sealed(
@@ -284,4 +291,57 @@ fn configured_read_only_and_masked_paths_apply_and_workspace_file_cannot_loosen(
         err.contains(".claude-sandbox.toml:2:") && err.contains("`writable`"),
         "{err}"
     );
+}
+
+/// A missing workspace-root name whose readers are none of them installed gets no placeholder (no
+/// `hk.pkl/` directory in the human's editor when nothing here runs hk); one created during the
+/// session is alerted at its end. Once a reader is installed (here in `~/.local/bin`, where the next
+/// login shell looks), the name is blocked again.
+#[test]
+fn an_unread_entry_point_is_alerted_not_blocked() {
+    let f = Fixture::new();
+    let on_path =
+        std::env::split_paths("/usr/local/bin:/usr/bin:/bin").any(|d| d.join("hk").exists());
+    assert!(
+        !on_path,
+        "this test needs a machine without `hk` in /usr/local/bin, /usr/bin or /bin"
+    );
+    let out = ok(&f.jail("[ -e hk.pkl ] && echo PLACEHOLDER; echo 'x' > hk.pkl && echo MADE"));
+    assert_eq!(out.trim(), "MADE", "no placeholder, and the write works");
+    let alerts = stdout(&f.cmd(["alerts", "--json"]).output().unwrap());
+    assert!(
+        alerts.contains("entry-point-created") && alerts.contains("hk.pkl"),
+        "{alerts}"
+    );
+    std::fs::remove_file(f.ws.join("hk.pkl")).unwrap();
+    let hk = f.home.join(".local/bin/hk");
+    std::fs::write(&hk, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&hk, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = ok(&f.jail("echo 'x' > hk.pkl 2>/dev/null && echo MADE; echo DONE"));
+    assert_eq!(out.trim(), "DONE", "blocked once hk is installed");
+    assert!(!f.ws.join("hk.pkl").exists(), "the placeholder is gone");
+}
+
+/// pnpm `require`s `.pnpmfile.cjs` and fails on the placeholder directory; the jail points its
+/// pnpm at `/dev/null` instead while the name is a placeholder.
+#[test]
+fn pnpm_install_works_beside_the_pnpmfile_placeholder() {
+    let f = Fixture::new();
+    let pnpm =
+        std::env::split_paths("/usr/local/bin:/usr/bin:/bin").find(|d| d.join("pnpm").exists());
+    let Some(dir) = pnpm else {
+        eprintln!("\n*** pnpm_install_works_beside_the_pnpmfile_placeholder: NOT RUN — pnpm is not installed here\n");
+        return;
+    };
+    let link = f.home.join(".local/bin/pnpm");
+    std::os::unix::fs::symlink(dir.join("pnpm"), &link).unwrap();
+    // pnpm's store (the jail's own cache layer over it).
+    std::fs::create_dir_all(f.home.join(".local/share/pnpm")).unwrap();
+    std::fs::write(
+        f.ws.join("package.json"),
+        r#"{"name":"x","version":"1.0.0"}"#,
+    )
+    .unwrap();
+    let out = ok(&f.jail("[ -d .pnpmfile.cjs ] && echo PLACEHOLDER; pnpm install --offline >/dev/null && echo INSTALLED"));
+    assert_eq!(out.trim(), "PLACEHOLDER\nINSTALLED");
 }

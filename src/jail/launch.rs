@@ -505,6 +505,7 @@ fn end_session(
             if let Some(Err(e)) = writer.map(Record::finish) {
                 eprintln!("claude-sandbox: the baseline's record was not kept: {e}");
             }
+            unread_created(plan, session_dir);
             home::finish(session_dir, &plan.policy.home, &plan.policy.workspace)
         });
         let closing = running.map(watch::Running::finish);
@@ -532,6 +533,23 @@ fn end_session(
         ms = t0.elapsed().as_secs_f64() * 1e3,
         "inotify instance closed"
     );
+}
+
+/// A workspace-root entry point left unblocked because nothing here reads it (`plan::readers`) that
+/// appeared during the session: alerted, since a tool installed later would run it.
+fn unread_created(plan: &Plan, session_dir: &Path) {
+    for p in plan
+        .unread
+        .iter()
+        .filter(|p| std::fs::symlink_metadata(p).is_ok())
+    {
+        let detail = format!(
+            "{} was created during the session; nothing installed here reads it, so it was not \
+             blocked, but a tool installed later would: review it",
+            p.display()
+        );
+        home::alert(session_dir, p, "entry-point-created", &detail);
+    }
 }
 
 /// Baseline the writable PATH directories and the repositories, then start the watcher. The

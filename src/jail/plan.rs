@@ -18,6 +18,7 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
 mod masks;
+pub(crate) mod readers;
 mod seals;
 use masks::*;
 use seals::*;
@@ -126,6 +127,8 @@ pub struct Plan {
     /// `$HOME`'s writable holes (top-level or deeper, plus configured writable paths).
     #[serde(skip)]
     pub holes: Vec<PathBuf>,
+    /// Missing workspace-root entry points nothing installed reads: no placeholder (`readers`).
+    pub unread: Vec<PathBuf>,
 }
 
 impl Plan {
@@ -273,6 +276,15 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
             format!("{}/claude-sandbox", crate::hook::HOOK_BIN_DIR),
         ),
     ];
+    // Decided here (bwrap takes the environment before the seals are planned): a root name that
+    // may become a placeholder, missing now, whose reader fails on a directory.
+    for c in entrypoints::PER_DIRECTORY {
+        if let Some((k, v)) = c.jail_env {
+            if std::fs::symlink_metadata(ws.join(c.name)).is_err() {
+                setenv.push((k.into(), v.into()));
+            }
+        }
+    }
     let net_dir = (network.mode == crate::net::Mode::Allowlist).then(|| {
         let bin = format!("{}/claude-sandbox", crate::hook::HOOK_BIN_DIR);
         setenv.extend(crate::net::proxy_env(
@@ -324,6 +336,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
             .collect(),
         workspace_dirs: Vec::new(),
         holes,
+        unread: Vec::new(),
     })
 }
 
@@ -364,6 +377,8 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
             runs: "configured read-only path".into(),
         });
     }
+    let search = readers::search_dirs(&input.path_env, &home);
+    plan.unread = readers::unread(&mut findings, &ws, &search);
     let (sealed, stubs, closed) = seal(findings, &writable_roots, &mut warnings);
     plan.placeholders.extend(stubs);
 

@@ -1,0 +1,118 @@
+//! Placeholders only where something would read them: a missing workspace-root entry point whose
+//! readers (`Catalogued::read_by`) are none of them installed gets no placeholder.
+//!
+//! Guards against noise that gets a guard switched off: every session put ~32 empty directories
+//! (`.npmrc/`, `lefthook.yml/`, `hk.pkl/`, ...) into the workspace root, in the human's editor and
+//! `ls`, most of them for tools this machine does not have. Keeps the guarantee where it matters:
+//! a name whose reader is installed (on the launcher's PATH or in a conventional user bin
+//! directory, where the human's next login shell looks) is still blocked; a name left unblocked that
+//! appears during the session is alerted when it ends (`entry-point-created`), since a tool
+//! installed later would run it.
+
+use crate::entrypoints::{Finding, PER_DIRECTORY};
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// Where an installed reader is looked for: the launcher's PATH and the conventional user bin
+/// directories (`~/.local/bin`, ...).
+pub(crate) fn search_dirs(path_env: &OsStr, home: &Path) -> Vec<PathBuf> {
+    let npm =
+        crate::watch::shellpath::npm_prefix(home, std::env::var_os("NPM_CONFIG_PREFIX").as_deref());
+    let mut dirs: Vec<PathBuf> = std::env::split_paths(path_env)
+        .filter(|d| d.is_absolute())
+        .collect();
+    for d in crate::watch::shellpath::conventional(home, npm.as_deref()) {
+        if !dirs.contains(&d) {
+            dirs.push(d);
+        }
+    }
+    dirs
+}
+
+/// An executable regular file `name` in one of `dirs`.
+fn installed(name: &str, dirs: &[PathBuf]) -> bool {
+    dirs.iter().any(|d| {
+        std::fs::metadata(d.join(name))
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
+}
+
+/// Split off the findings for missing workspace-root names that nothing installed reads. Returns
+/// them as paths (for the end-of-session check).
+pub(crate) fn unread(findings: &mut Vec<Finding>, ws: &Path, dirs: &[PathBuf]) -> Vec<PathBuf> {
+    let mut known: HashMap<&str, bool> = HashMap::new();
+    let mut out = Vec::new();
+    findings.retain(|f| {
+        if f.path.parent() != Some(ws) || std::fs::symlink_metadata(&f.path).is_ok() {
+            return true;
+        }
+        let Some(c) = f
+            .path
+            .file_name()
+            .and_then(|n| PER_DIRECTORY.iter().find(|c| OsStr::new(c.name) == n))
+        else {
+            return true;
+        };
+        if c.read_by.is_empty() {
+            return true;
+        }
+        let read = c
+            .read_by
+            .iter()
+            .any(|r| *known.entry(r).or_insert_with(|| installed(r, dirs)));
+        if !read {
+            out.push(f.path.clone());
+        }
+        read
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_is_left_unblocked_only_when_none_of_its_readers_is_installed() {
+        let t = tempfile::tempdir().unwrap();
+        let (ws, bin) = (t.path().join("ws"), t.path().join("bin"));
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(&bin).unwrap();
+        let exe = |name: &str, mode: u32| {
+            std::fs::write(bin.join(name), "").unwrap();
+            std::fs::set_permissions(bin.join(name), std::fs::Permissions::from_mode(mode))
+                .unwrap();
+        };
+        exe("direnv", 0o755);
+        exe("mise", 0o644); // not executable: not installed
+        std::fs::write(ws.join("hk.pkl"), "").unwrap(); // exists: always sealed
+        let finding = |name: &str| Finding {
+            path: ws.join(name),
+            stub: crate::entrypoints::Stub::Dir,
+            runs: String::new(),
+        };
+        let mut findings: Vec<Finding> =
+            [".envrc", "mise.toml", "hk.pkl", ".vscode", "lefthook.yml"]
+                .iter()
+                .map(|n| finding(n))
+                .chain([Finding {
+                    path: ws.join("sub/lefthook.yml"),
+                    ..finding("x")
+                }])
+                .collect();
+        let left = unread(&mut findings, &ws, &[bin]);
+        assert_eq!(left, [ws.join("mise.toml"), ws.join("lefthook.yml")]);
+        let kept: Vec<_> = findings.iter().map(|f| f.path.clone()).collect();
+        assert_eq!(
+            kept,
+            [
+                ws.join(".envrc"),
+                ws.join("hk.pkl"),
+                ws.join(".vscode"),
+                ws.join("sub/lefthook.yml")
+            ]
+        );
+    }
+}
