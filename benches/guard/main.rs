@@ -3,6 +3,7 @@
 //! peak RSS, detection latency in both watch modes, the prompt hook's cost, the watcher at rest, and
 //! how the baseline and the launch scale with executables and repositories.
 
+mod features;
 mod work;
 
 use claude_sandbox::baseline;
@@ -730,7 +731,7 @@ fn main() {
     println!("claude-sandbox benchmark ({cores} cores)\n");
     Table::header();
     // `cargo bench --bench guard -- launch poll`: only the sections named (launch, baseline,
-    // detection, prompt, rest, churn, memory, realwork); all by default.
+    // detection, prompt, rest, churn, memory, realwork, network, features); all by default.
     let only: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with("--"))
@@ -746,6 +747,9 @@ fn main() {
     }
     if wanted("network") {
         launch_network_modes();
+    }
+    if wanted("features") {
+        features::launch_every_feature();
     }
     for n in [1_000, 10_000, 100_000]
         .into_iter()

@@ -377,6 +377,7 @@ fn execute(
         }
         // The rest of the plan, the baseline and the watcher are made while bwrap builds the jail:
         // the command cannot run before the gate opens, so nothing the agent does can precede them.
+        let mut to_copy = None;
         if let Some(p) = pending.take() {
             if let Err(e) = p.complete(&mut plan) {
                 jail.abort();
@@ -384,14 +385,7 @@ fn execute(
                 return Err(e);
             }
             // Only the sealer can mount a symlink: the jail's own git configs come with it.
-            let mut copies = super::gitcopy::choose(&plan.policy.sealed, &plan.repos);
-            super::gitcopy::prepare(
-                &session_dir,
-                &plan.policy.session_home,
-                session,
-                &mut copies,
-            );
-            plan.policy.git_copies = copies;
+            to_copy = Some(super::gitcopy::choose(&plan.policy.sealed, &plan.repos));
         }
         let for_sealer: Vec<_> = plan
             .placeholders
@@ -399,24 +393,42 @@ fn execute(
             .filter(|p| !placeholders_made && !for_bwrap.contains(p))
             .cloned()
             .collect();
-        let ops = seal::seal_ops(&plan.policy);
         // Two things before the gate opens, side by side: the watcher (baseline and watches), and
-        // the jail's seals (their placeholders first, then the mounts, once bwrap is ready).
-        let (held, started) = std::thread::scope(|scope| {
-            let sealing = scope.spawn(|| -> Result<Held> {
+        // the jail's seals (their placeholders and git configs first, then the mounts, once bwrap
+        // is ready).
+        let (held, started, copied) = std::thread::scope(|scope| {
+            let sealing = scope.spawn(|| -> (Result<Held>, Option<Vec<_>>) {
                 if !for_sealer.is_empty() {
-                    make_placeholders(&for_sealer)?;
+                    if let Err(e) = make_placeholders(&for_sealer) {
+                        return (Err(e), None);
+                    }
                 }
-                Ok(jail.hold_and_seal(&ops, t0))
+                let copied = to_copy.map(|mut copies| {
+                    let t_git = std::time::Instant::now();
+                    let home = &plan.policy.session_home;
+                    super::gitcopy::prepare(&session_dir, home, session, &mut copies);
+                    tracing::debug!(
+                        ms = t_git.elapsed().as_secs_f64() * 1e3,
+                        n = copies.len(),
+                        "git configs copied and diverted"
+                    );
+                    copies
+                });
+                let copies = copied.as_deref().unwrap_or(&plan.policy.git_copies);
+                let ops = seal::seal_ops(&plan.policy, copies);
+                (Ok(jail.hold_and_seal(&ops, t0)), copied)
             });
             let started = watcher
                 .is_none()
                 .then(|| start_watcher(&plan, runtime, session, &session_dir));
-            let held = sealing
+            let (held, copied) = sealing
                 .join()
-                .unwrap_or_else(|_| Err(Error::Jail("sealing panicked".into())));
-            (held, started)
+                .unwrap_or_else(|_| (Err(Error::Jail("sealing panicked".into())), None));
+            (held, started, copied)
         });
+        if let Some(copied) = copied {
+            plan.policy.git_copies = copied;
+        }
         placeholders_made = true;
         if let Some(started) = started {
             tracing::debug!(

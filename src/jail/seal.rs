@@ -98,7 +98,7 @@ pub struct SealRequest {
 /// The mounts `bwrap_args` leaves out when the launcher seals: same order as bwrap would make them.
 /// First the session's `$HOME`, its entries and the writable roots (bwrap spends ~0.4 ms re-reading
 /// the mount table for each bind: a lived-in `$HOME` of 20 entries cost it 8 ms), then the seals.
-pub fn seal_ops(policy: &Policy) -> Vec<SealOp> {
+pub fn seal_ops(policy: &Policy, git_copies: &[super::gitcopy::GitCopy]) -> Vec<SealOp> {
     let bind = |src: &Path, dst: &Path, writable: bool| SealOp::Bind {
         src: src.to_path_buf(),
         dst: dst.to_path_buf(),
@@ -142,7 +142,7 @@ pub fn seal_ops(policy: &Policy) -> Vec<SealOp> {
             (false, _) => bind(&l.own, &l.path, true),
         });
     }
-    if !policy.git_copies.is_empty() {
+    if !git_copies.is_empty() {
         let copies = super::gitcopy::copies_dir(&policy.session_home);
         ops.push(bind(&copies, Path::new(super::gitcopy::JAIL_DIR), true));
     }
@@ -152,8 +152,7 @@ pub fn seal_ops(policy: &Policy) -> Vec<SealOp> {
     // A repository config the jail has its own copy of: its diverted directory read-only, and the
     // link to the copy pinned over `.git/config` (see `gitcopy`).
     let copied = |p: &Path| {
-        policy
-            .git_copies
+        git_copies
             .iter()
             .any(|c| p == c.real || p.starts_with(super::gitcopy::diverted_dir(&c.real)))
     };
@@ -162,7 +161,7 @@ pub fn seal_ops(policy: &Policy) -> Vec<SealOp> {
         .iter()
         .filter(|s| !copied(&s.path))
         .map(|s| SealOp::ReadOnly(s.path.clone()))
-        .chain(policy.git_copies.iter().flat_map(|c| {
+        .chain(git_copies.iter().flat_map(|c| {
             [
                 SealOp::ReadOnly(super::gitcopy::diverted_dir(&c.real)),
                 SealOp::LinkOver {

@@ -5,7 +5,7 @@ fn ops_follow_bwraps_order() {
     // The same order as `bwrap_args` with `Sealing::InBwrap`: `$HOME`, its entries and the
     // writable roots, then (with the host's tree out of reach) anchors, hidden, seals, masks.
     assert_eq!(
-        seal_ops(&Policy::example()),
+        seal_ops(&Policy::example(), &[]),
         vec![
             SealOp::Tmpfs("/tmp/.claude-sandbox".into()),
             SealOp::Bind {
@@ -73,7 +73,7 @@ fn a_git_copy_is_bound_before_unstaging_and_linked_over_the_config() {
         real: "/w/.git/config".into(),
         index: 0,
     });
-    let ops = seal_ops(&p);
+    let ops = seal_ops(&p, &p.git_copies);
     let at = |op: &SealOp| ops.iter().position(|o| o == op).unwrap();
     let bind = SealOp::Bind {
         src: "/run/cs/1/s/git".into(),
