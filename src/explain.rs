@@ -116,7 +116,7 @@ pub fn explain(opts: &RunOptions, json: bool, full: bool) -> Result<()> {
     let _ = writeln!(out, "  /tmp (private, empty, discarded)");
     caches(&mut out, p, full);
     // Chosen as the launcher chooses them (the sealer mounts them; `gitcopy` says why).
-    let copies = crate::jail::gitcopy::choose(&p.sealed, &plan.repos);
+    let copies = crate::jail::gitcopy::choose(p, &plan.repos);
     if full {
         let _ = writeln!(
             out,

@@ -147,6 +147,8 @@ fn hooks_path_and_include_targets_are_sealed() {
     );
 }
 
+/// (`~/.gitconfig` is the jail's own copy, merged back without keys that run programs:
+/// tests/gitconfig.rs.)
 #[test]
 fn shell_startup_files_cannot_be_changed_or_created() {
     let f = Fixture::new();
@@ -157,7 +159,6 @@ fn shell_startup_files_cannot_be_changed_or_created() {
         echo 'touch /var/tmp/pwned' >> ~/.bashrc
         mv ~/.bashrc ~/.bashrc.old
         echo x >> ~/.profile
-        echo x >> ~/.gitconfig
         mkdir -p ~/.config/fish && echo x > ~/.config/fish/config.fish
         mkdir -p ~/.ssh && echo 'Host *' > ~/.ssh/config
         mkdir -p ~/.config/systemd/user

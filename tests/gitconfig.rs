@@ -238,3 +238,24 @@ fn a_killed_launcher_leaves_a_working_config_and_the_next_launch_restores_it() {
     assert_eq!(get(&f, "user.name"), "after-crash");
     assert_eq!(get(&f, "user.email"), "agent@example.invalid");
 }
+
+/// `git config --global` (an agent in a fresh container setting its identity) works on the jail's
+/// copy of `~/.gitconfig`; ordinary keys are carried out, keys that run programs are not.
+#[test]
+fn the_global_config_is_the_jails_own_copy_too() {
+    let f = Fixture::new();
+    ok(&f.jail(
+        "set -e
+         git config --global user.email agent@example.invalid
+         git config --global core.pager 'touch /var/tmp/pwned-global'
+         git config --global --get user.email",
+    ));
+    let global = std::fs::read_to_string(f.home.join(".gitconfig")).unwrap();
+    assert!(global.contains("agent@example.invalid"), "{global}");
+    assert!(!global.contains("pwned"), "{global}");
+    assert!(std::fs::symlink_metadata(f.home.join(".gitconfig"))
+        .unwrap()
+        .file_type()
+        .is_file());
+    assert!(alerts_json(&f).contains("core.pager"));
+}

@@ -63,13 +63,16 @@ fn human_file(config: &Path) -> PathBuf {
 /// Where the session's copies are bound in the jail (its private `/tmp`).
 pub(crate) const JAIL_DIR: &str = "/tmp/.claude-sandbox-git";
 
-/// One repository config the jail gets its own copy of.
+/// One git config the jail gets its own copy of.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct GitCopy {
-    /// The human's config (`<common dir>/config`).
+    /// The human's config (`<common dir>/config`, or `~/.gitconfig`).
     pub real: PathBuf,
     /// Its number in the session (the copy's directory).
     pub index: usize,
+    /// A repository's config, diverted while sessions run (`~/.gitconfig` is not: in the jail it is
+    /// a symlink in the session's private `$HOME`, which nothing outside renames).
+    pub divert: bool,
 }
 
 impl GitCopy {
@@ -93,13 +96,27 @@ fn base_dir(session_dir: &Path) -> PathBuf {
 
 const MAP: &str = "map.json";
 
-/// The sealed repository configs that get a copy: each common directory's `config`, when it is a
-/// regular file (a symlinked or odd one keeps the read-only seal).
+/// The configs that get a copy: each repository's (common directory's) sealed `config`, and the
+/// global `~/.gitconfig` when it is bound read-only into the session's `$HOME` — each only when it
+/// is a regular file (a symlinked or odd one keeps the read-only seal).
 pub(crate) fn choose(
-    sealed: &[crate::jail::policy::Sealed],
+    policy: &crate::jail::policy::Policy,
     repos: &[crate::entrypoints::Repo],
 ) -> Vec<GitCopy> {
+    let sealed = &policy.sealed;
     let mut out = Vec::new();
+    let global = policy.home.join(".gitconfig");
+    let bound = policy
+        .home_entries
+        .iter()
+        .any(|e| e.name == ".gitconfig" && e.bind == crate::jail::policy::HomeBind::ReadOnly);
+    if bound && std::fs::symlink_metadata(&global).is_ok_and(|m| m.file_type().is_file()) {
+        out.push(GitCopy {
+            real: global,
+            index: 0,
+            divert: false,
+        });
+    }
     for r in repos.iter().filter(|r| r.git_dir == r.common_dir) {
         let real = r.common_dir.join("config");
         // Diverted by another session, the seal found is the symlink's target.
@@ -110,6 +127,7 @@ pub(crate) fn choose(
             out.push(GitCopy {
                 real,
                 index: out.len(),
+                divert: true,
             });
         }
     }
@@ -134,7 +152,10 @@ pub(crate) fn prepare(
         return;
     }
     copies.retain(|c| {
-        match copy_one(session_dir, session_home, c).and_then(|()| divert(&c.real, session)) {
+        match copy_one(session_dir, session_home, c).and_then(|()| match c.divert {
+            true => divert(&c.real, session),
+            false => Ok(()),
+        }) {
             Ok(()) => true,
             Err(e) => {
                 tracing::warn!("{}: keeps its read-only seal: {e}", c.real.display());
@@ -142,7 +163,10 @@ pub(crate) fn prepare(
             }
         }
     });
-    let map: Vec<&Path> = copies.iter().map(|c| c.real.as_path()).collect();
+    let map: Vec<(&Path, bool)> = copies
+        .iter()
+        .map(|c| (c.real.as_path(), c.divert))
+        .collect();
     let written = serde_json::to_vec(&map)
         .map_err(std::io::Error::other)
         .and_then(|b| std::fs::write(base_dir(session_dir).join(MAP), b));
@@ -258,7 +282,7 @@ pub(crate) fn withdraw(session_dir: &Path, copies: &mut Vec<GitCopy>) -> Result<
     let name = session_name(session_dir);
     let _ = std::fs::remove_file(base_dir(session_dir).join(MAP));
     let mut still = Vec::new();
-    for c in copies.drain(..) {
+    for c in copies.drain(..).filter(|c| c.divert) {
         let _ = release(&c.real, &name);
         if is_diverted(&c.real) {
             still.push(c.real.display().to_string());
@@ -350,14 +374,17 @@ pub(crate) fn finish(session_dir: &Path) -> Vec<String> {
     let Ok(map) = std::fs::read(base.join(MAP)) else {
         return Vec::new();
     };
-    let reals: Vec<PathBuf> = serde_json::from_slice(&map).unwrap_or_default();
+    let reals: Vec<(PathBuf, bool)> = serde_json::from_slice(&map).unwrap_or_default();
     let copies = session_dir.join("git");
     let mut notes = Vec::new();
-    for (index, real) in reals.iter().enumerate() {
+    for (index, (real, diverted)) in reals.iter().enumerate() {
         let copy = copies.join(index.to_string()).join("config");
         let file = human_file(real);
         if let Err(note) = finish_one(session_dir, &base.join(index.to_string()), &copy, &file) {
             notes.push(note);
+        }
+        if !diverted {
+            continue;
         }
         if let Err(e) = release(real, &session_name(session_dir)) {
             notes.push(format!(

@@ -385,7 +385,7 @@ fn execute(
                 return Err(e);
             }
             // Only the sealer can mount a symlink: the jail's own git configs come with it.
-            to_copy = Some(super::gitcopy::choose(&plan.policy.sealed, &plan.repos));
+            to_copy = Some(super::gitcopy::choose(&plan.policy, &plan.repos));
         }
         let for_sealer: Vec<_> = plan
             .placeholders

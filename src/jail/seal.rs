@@ -116,7 +116,14 @@ pub fn seal_ops(policy: &Policy, git_copies: &[super::gitcopy::GitCopy]) -> Vec<
     for e in &policy.home_entries {
         let dst = policy.home.join(&e.name);
         match &e.bind {
-            HomeBind::ReadOnly => ops.push(bind(&dst, &dst, false)),
+            // `~/.gitconfig` as the jail's own copy: a symlink in the private `$HOME` (see `gitcopy`).
+            HomeBind::ReadOnly => match git_copies.iter().find(|c| c.real == dst && !c.divert) {
+                Some(c) => ops.push(SealOp::Symlink {
+                    target: c.in_jail(),
+                    dst,
+                }),
+                None => ops.push(bind(&dst, &dst, false)),
+            },
             HomeBind::Writable => ops.push(bind(&dst, &dst, true)),
             HomeBind::Symlink(target) => ops.push(SealOp::Symlink {
                 target: target.clone(),
@@ -154,6 +161,7 @@ pub fn seal_ops(policy: &Policy, git_copies: &[super::gitcopy::GitCopy]) -> Vec<
     let copied = |p: &Path| {
         git_copies
             .iter()
+            .filter(|c| c.divert)
             .any(|c| p == c.real || p.starts_with(super::gitcopy::diverted_dir(&c.real)))
     };
     let sealed = policy
@@ -161,7 +169,7 @@ pub fn seal_ops(policy: &Policy, git_copies: &[super::gitcopy::GitCopy]) -> Vec<
         .iter()
         .filter(|s| !copied(&s.path))
         .map(|s| SealOp::ReadOnly(s.path.clone()))
-        .chain(git_copies.iter().flat_map(|c| {
+        .chain(git_copies.iter().filter(|c| c.divert).flat_map(|c| {
             [
                 SealOp::ReadOnly(super::gitcopy::diverted_dir(&c.real)),
                 SealOp::LinkOver {

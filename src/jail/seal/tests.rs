@@ -72,6 +72,7 @@ fn a_git_copy_is_bound_before_unstaging_and_linked_over_the_config() {
     p.git_copies.push(crate::jail::gitcopy::GitCopy {
         real: "/w/.git/config".into(),
         index: 0,
+        divert: true,
     });
     let ops = seal_ops(&p, &p.git_copies);
     let at = |op: &SealOp| ops.iter().position(|o| o == op).unwrap();
