@@ -210,8 +210,16 @@ fn divert(config: &Path, session: &super::placeholders::SessionId) -> std::io::R
     }
     let _lock = crate::runtime::lock(&dir, LOCK).map_err(std::io::Error::other)?;
     let sessions = dir.join("sessions");
-    if !sessions.is_dir() {
-        std::fs::DirBuilder::new().mode(0o700).create(&sessions)?;
+    match std::fs::symlink_metadata(&sessions) {
+        Ok(m) if m.is_dir() => {}
+        // Never written through a symlink someone left here.
+        Ok(_) => {
+            return Err(std::io::Error::other(format!(
+                "{} is not a directory",
+                sessions.display()
+            )))
+        }
+        Err(_) => std::fs::DirBuilder::new().mode(0o700).create(&sessions)?,
     }
     if !is_diverted(config) {
         if !live_sessions(&sessions).is_empty() {
@@ -462,7 +470,8 @@ fn apply(real: &Path, name: &str, vals: &[Option<Vec<u8>>]) -> Result<(), String
             .output()
             .map_err(|e| format!("running git: {e}"))
     };
-    let unset = git(&["--unset-all".as_ref(), name.as_ref()])?;
+    // `--`: a section named `-x` or a value starting with `-` is never read as an option.
+    let unset = git(&["--unset-all".as_ref(), "--".as_ref(), name.as_ref()])?;
     // 5: the key was not there.
     if !unset.status.success() && unset.status.code() != Some(5) {
         return Err(String::from_utf8_lossy(&unset.stderr).trim().to_string());
@@ -471,6 +480,7 @@ fn apply(real: &Path, name: &str, vals: &[Option<Vec<u8>>]) -> Result<(), String
         let v = v.as_deref().unwrap_or(b"true");
         let out = git(&[
             "--add".as_ref(),
+            "--".as_ref(),
             name.as_ref(),
             std::ffi::OsStr::from_bytes(v),
         ])?;
