@@ -24,6 +24,25 @@ fn alerts_json(f: &Fixture) -> String {
     stdout(&f.cmd(["alerts", "--json"]).output().unwrap())
 }
 
+/// A launcher that is killed (and its jail with it: `--die-with-parent`) if the test fails before it
+/// ends, so that no jail outlives its fixture.
+struct Running(Option<std::process::Child>);
+
+impl Running {
+    fn wait(mut self) -> std::process::Output {
+        self.0.take().unwrap().wait_with_output().unwrap()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            signal(c.id(), nix::sys::signal::Signal::SIGKILL);
+            let _ = c.wait();
+        }
+    }
+}
+
 fn wait_for(p: &Path, what: &str) {
     let t0 = Instant::now();
     while !p.exists() {
@@ -39,26 +58,34 @@ fn everyday_git_writes_config_inside_and_it_is_there_outside_afterwards() {
     let out = ok(&f.jail(
         "set -e
          git config user.email agent@example.invalid
-         git remote add origin ./remote.git
-         git push -q -u origin main
+         git remote add origin https://example.invalid/r.git
+         git remote add local ./remote.git
+         git push -q -u local main
+         git config --get branch.main.remote
+         git update-ref refs/remotes/origin/main HEAD
          git branch -q --set-upstream-to=origin/main main
          git config alias.st status
          git config --get branch.main.remote",
     ));
-    assert_eq!(out.trim(), "origin");
+    assert_eq!(out.trim(), "local\norigin");
     assert_eq!(get(&f, "user.email"), "agent@example.invalid");
-    assert_eq!(get(&f, "remote.origin.url"), "./remote.git");
+    assert_eq!(
+        get(&f, "remote.origin.url"),
+        "https://example.invalid/r.git"
+    );
     assert_eq!(
         get(&f, "remote.origin.fetch"),
         "+refs/heads/*:refs/remotes/origin/*"
     );
     assert_eq!(get(&f, "branch.main.remote"), "origin");
     assert_eq!(get(&f, "branch.main.merge"), "refs/heads/main");
-    assert_eq!(get(&f, "alias.st"), "status");
-    // And a removal is carried out too.
-    ok(&f.jail("git remote remove origin && git config --unset alias.st"));
-    assert_eq!(get(&f, "remote.origin.url"), "");
+    // Off the allowlist, not carried out: a remote that is a local path (`receive-pack` would run
+    // its hooks as the human) and aliases.
+    assert_eq!(get(&f, "remote.local.url"), "");
     assert_eq!(get(&f, "alias.st"), "");
+    // And a removal is carried out too.
+    ok(&f.jail("git remote remove origin"));
+    assert_eq!(get(&f, "remote.origin.url"), "");
     assert_eq!(get(&f, "user.email"), "agent@example.invalid");
     assert!(
         !alerts_json(&f).contains("git-config"),
@@ -90,6 +117,7 @@ fn an_exec_capable_key_is_never_live_outside_during_or_after_the_session() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let child = Running(Some(child));
     wait_for(&ready, "the jail's git config");
     // The human's git, meanwhile (VS Code runs `git status` on its own).
     let status = std::process::Command::new("git")
@@ -105,7 +133,7 @@ fn an_exec_capable_key_is_never_live_outside_during_or_after_the_session() {
         "the human's config changed while the jail ran"
     );
     std::fs::write(&go, "").unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = child.wait();
     assert!(out.status.success(), "{}", stderr(&out));
     for key in ["core.fsmonitor", "alias.x", "include.path", "core.pager"] {
         assert_eq!(get(&f, key), "", "{key} is live outside");
@@ -169,6 +197,7 @@ fn the_humans_git_config_during_the_session_does_not_unseal_the_jail() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let child = Running(Some(child));
     wait_for(&ready, "the jail's loop");
     let config = f.ws.join(".git/config");
     assert_eq!(
@@ -186,7 +215,7 @@ fn the_humans_git_config_during_the_session_does_not_unseal_the_jail() {
         f.git(&f.ws, &["status", "--porcelain"]);
     }
     std::fs::write(&go, "").unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = child.wait();
     assert!(out.status.success(), "{}", stderr(&out));
     let meta = std::fs::symlink_metadata(&config).unwrap();
     assert!(meta.file_type().is_file(), "put back as a file");
@@ -258,4 +287,106 @@ fn the_global_config_is_the_jails_own_copy_too() {
         .file_type()
         .is_file());
     assert!(alerts_json(&f).contains("core.pager"));
+}
+
+/// With bwrap making every mount (`CLAUDE_SANDBOX_SEAL=bwrap`), a config another live session keeps
+/// diverted is a symlink bwrap cannot pin: the launch is refused, and the other session still puts
+/// the human's config back.
+#[test]
+fn bwrap_sealing_beside_a_live_diversion_is_refused() {
+    let f = Fixture::new();
+    f.git(&f.ws, &["config", "credential.helper", "human-helper"]);
+    let (ready, go) = (f.ws.join("ready"), f.ws.join("go"));
+    let child = f
+        .cmd([
+            "run",
+            "--",
+            "bash",
+            "-c",
+            "touch ready; while [ ! -e go ]; do sleep 0.05; done",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let child = Running(Some(child));
+    wait_for(&ready, "the first session");
+    let out = f
+        .cmd([
+            "run",
+            "--",
+            "bash",
+            "-c",
+            "rm .git/config; printf '[core]\\n\\tfsmonitor = x\\n' > .git/config",
+        ])
+        .env("CLAUDE_SANDBOX_SEAL", "bwrap")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "must be refused");
+    assert!(
+        stderr(&out).contains("bwrap alone cannot seal"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(get(&f, "core.fsmonitor"), "");
+    std::fs::write(&go, "").unwrap();
+    assert!(child.wait().status.success());
+    assert_eq!(get(&f, "credential.helper"), "human-helper");
+    assert!(!f.ws.join(".git/claude-sandbox").exists());
+}
+
+/// A `claude-sandbox/` planted in a repository's git directory by an earlier session (here a FIFO as
+/// its lock, and its registry a symlink) neither hangs the next launch nor is written through.
+#[test]
+fn a_planted_diversion_directory_is_a_leftover_not_a_trap() {
+    let f = Fixture::new();
+    let lib = f.ws.join("lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    f.git(&lib, &["init", "-q"]);
+    let planted = lib.join(".git/claude-sandbox");
+    std::fs::create_dir_all(&planted).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(planted.join("lock"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let elsewhere = f.root.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, planted.join("sessions")).unwrap();
+    let child = f
+        .cmd([
+            "run",
+            "--",
+            "git",
+            "-C",
+            "lib",
+            "config",
+            "user.email",
+            "a@b",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = Running(Some(child));
+    let t0 = Instant::now();
+    while child.0.as_mut().unwrap().try_wait().unwrap().is_none() {
+        assert!(t0.elapsed() < Duration::from_secs(30), "the launch hangs");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_dir(&elsewhere).unwrap().count(),
+        0,
+        "written through the symlink"
+    );
+    assert!(!planted.exists(), "the leftover is gone after the session");
+    let out = std::process::Command::new("git")
+        .args(["-C", "lib", "config", "--local", "--get", "user.email"])
+        .current_dir(&f.ws)
+        .envs(f.env())
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&out).trim(), "a@b");
 }

@@ -27,38 +27,16 @@
 //! which one is last. An editor that saves `.git/config` itself by rename would still replace the
 //! symlink: that is the remaining, documented gap.
 
+mod divert;
+mod merge;
+
+pub(crate) use divert::dir as diverted_dir;
+use divert::{divert, human_file, is_diverted, release};
+
 use crate::gitconfig::{self, Key};
 use serde::Serialize;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-
-/// The directory beside the config that holds the human's config while sessions run.
-const DIVERTED: &str = "claude-sandbox";
-
-/// What a diverted `.git/config` points at (relative: the same from inside and outside).
-fn diverted_link() -> PathBuf {
-    Path::new(DIVERTED).join("config")
-}
-
-/// `<git dir>/claude-sandbox`: sealed read-only (as a directory) in the jail.
-pub(crate) fn diverted_dir(config: &Path) -> PathBuf {
-    config.with_file_name(DIVERTED)
-}
-
-fn is_diverted(config: &Path) -> bool {
-    std::fs::read_link(config).is_ok_and(|t| t == diverted_link())
-        && std::fs::symlink_metadata(diverted_dir(config).join("config"))
-            .is_ok_and(|m| m.file_type().is_file())
-}
-
-/// The human's config file itself (the diverted one while sessions run).
-fn human_file(config: &Path) -> PathBuf {
-    if is_diverted(config) {
-        diverted_dir(config).join("config")
-    } else {
-        config.to_path_buf()
-    }
-}
 
 /// Where the session's copies are bound in the jail (its private `/tmp`).
 pub(crate) const JAIL_DIR: &str = "/tmp/.claude-sandbox-git";
@@ -117,7 +95,12 @@ pub(crate) fn choose(
             divert: false,
         });
     }
-    for r in repos.iter().filter(|r| r.git_dir == r.common_dir) {
+    // A real git directory only: a `gitdir:` pointer may name any directory with a `config` in it.
+    let is_git_dir = |d: &Path| d.join("HEAD").exists() && d.join("objects").is_dir();
+    for r in repos
+        .iter()
+        .filter(|r| r.git_dir == r.common_dir && is_git_dir(&r.git_dir))
+    {
         let real = r.common_dir.join("config");
         // Diverted by another session, the seal found is the symlink's target.
         let file = human_file(&real);
@@ -194,95 +177,6 @@ fn copy_one(session_dir: &Path, session_home: &Path, c: &GitCopy) -> std::io::Re
     f.set_permissions(std::fs::Permissions::from_mode(mode & 0o777))
 }
 
-/// Make `config` a symlink to `claude-sandbox/config` (the same file, hard-linked, swapped in by one
-/// rename) unless it is already, and register the session.
-fn divert(config: &Path, session: &super::placeholders::SessionId) -> std::io::Result<()> {
-    let dir = diverted_dir(config);
-    match std::fs::symlink_metadata(&dir) {
-        Ok(m) if m.is_dir() => {}
-        Ok(_) => {
-            return Err(std::io::Error::other(format!(
-                "{} is not a directory",
-                dir.display()
-            )))
-        }
-        Err(_) => std::fs::DirBuilder::new().mode(0o700).create(&dir)?,
-    }
-    let _lock = crate::runtime::lock(&dir, LOCK).map_err(std::io::Error::other)?;
-    let sessions = dir.join("sessions");
-    match std::fs::symlink_metadata(&sessions) {
-        Ok(m) if m.is_dir() => {}
-        // Never written through a symlink someone left here.
-        Ok(_) => {
-            return Err(std::io::Error::other(format!(
-                "{} is not a directory",
-                sessions.display()
-            )))
-        }
-        Err(_) => std::fs::DirBuilder::new().mode(0o700).create(&sessions)?,
-    }
-    if !is_diverted(config) {
-        if !live_sessions(&sessions).is_empty() {
-            // Diverted for a live session, and replaced since by something that saved the file
-            // itself: that session's pin is gone; this one keeps the read-only seal.
-            return Err(std::io::Error::other(
-                "another session's diversion was replaced; not diverting again",
-            ));
-        }
-        let target = dir.join("config");
-        let _ = std::fs::remove_file(&target); // a leftover of a session that died
-        std::fs::hard_link(config, &target)?;
-        let tmp = config.with_file_name(format!("config.claude-sandbox.{}", std::process::id()));
-        let _ = std::fs::remove_file(&tmp);
-        std::os::unix::fs::symlink(diverted_link(), &tmp)?;
-        if let Err(e) = std::fs::rename(&tmp, config) {
-            let _ = std::fs::remove_file(&tmp);
-            let _ = std::fs::remove_file(&target);
-            return Err(e);
-        }
-    }
-    let record = serde_json::to_vec(session).map_err(std::io::Error::other)?;
-    std::fs::write(sessions.join(&session.id), record)
-}
-
-const LOCK: &str = "lock";
-
-/// The sessions registered in `sessions` that still run.
-fn live_sessions(sessions: &Path) -> Vec<String> {
-    let Ok(rd) = std::fs::read_dir(sessions) else {
-        return Vec::new();
-    };
-    rd.flatten()
-        .filter(|e| {
-            std::fs::read(e.path())
-                .ok()
-                .and_then(|b| serde_json::from_slice::<super::placeholders::SessionId>(&b).ok())
-                .is_some_and(|s| s.alive())
-        })
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect()
-}
-
-/// Unregister `session`; the last session puts the human's file back at `config` (one rename over
-/// the symlink) and removes the directory.
-fn release(config: &Path, session: &str) -> std::io::Result<()> {
-    let dir = diverted_dir(config);
-    if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
-        return Ok(());
-    }
-    let lock = crate::runtime::lock(&dir, LOCK).map_err(std::io::Error::other)?;
-    let sessions = dir.join("sessions");
-    let _ = std::fs::remove_file(sessions.join(session));
-    if !live_sessions(&sessions).is_empty() {
-        return Ok(());
-    }
-    if is_diverted(config) {
-        std::fs::rename(dir.join("config"), config)?;
-    }
-    drop(lock);
-    std::fs::remove_dir_all(&dir)
-}
-
 /// The sealer failed and bwrap will make the mounts: it cannot pin a symlink, so the diversions of
 /// this session are released (the configs get the read-only seal). Fails when a config stays
 /// diverted for another live session: its symlink could not be pinned in this jail.
@@ -307,73 +201,31 @@ pub(crate) fn withdraw(session_dir: &Path, copies: &mut Vec<GitCopy>) -> Result<
     }
 }
 
+/// bwrap makes every mount (`CLAUDE_SANDBOX_SEAL=bwrap`): a config another session keeps diverted
+/// is a symlink bwrap cannot pin, which the agent could replace with a file the human's git then
+/// reads. Refused, with the way out.
+pub(crate) fn refuse_unpinnable(repos: &[crate::entrypoints::Repo]) -> Result<(), String> {
+    let held: Vec<String> = repos
+        .iter()
+        .map(|r| r.common_dir.join("config"))
+        .filter(|c| is_diverted(c))
+        .map(|c| c.display().to_string())
+        .collect();
+    if held.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "{} is in use by a session sealed from outside, and bwrap alone cannot seal it; end that \
+         session, or run without CLAUDE_SANDBOX_SEAL=bwrap",
+        held.join(", ")
+    ))
+}
+
 fn session_name(session_dir: &Path) -> String {
     session_dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
-}
-
-/// The values of each key, in file order, keys in first-seen order.
-type Values = Vec<(String, Vec<Option<Vec<u8>>>)>;
-
-fn values(keys: &[Key]) -> Values {
-    let mut out: Values = Vec::new();
-    for k in keys {
-        match out.iter_mut().find(|(n, _)| *n == k.name) {
-            Some((_, v)) => v.push(k.value.clone()),
-            None => out.push((k.name.clone(), vec![k.value.clone()])),
-        }
-    }
-    out
-}
-
-fn get<'a>(v: &'a Values, name: &str) -> &'a [Option<Vec<u8>>] {
-    v.iter()
-        .find(|(n, _)| n == name)
-        .map_or(&[], |(_, v)| v.as_slice())
-}
-
-/// What the merge does to the human's config.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub(crate) struct Merge {
-    /// Keys given exactly these values (an empty list: removed).
-    pub set: Vec<(String, Vec<Option<Vec<u8>>>)>,
-    /// Keys the jail set to something that makes git run a program: the human's values kept.
-    pub kept: Vec<String>,
-    /// Keys both sides changed since the launch: the human's values kept.
-    pub conflicts: Vec<String>,
-}
-
-/// Whether one value of a key makes git run something (or reads another file as config).
-fn exec_capable(name: &str, value: &Option<Vec<u8>>) -> bool {
-    let text = value
-        .as_deref()
-        .map_or("true".into(), String::from_utf8_lossy);
-    gitconfig::is_include(name) || crate::baseline::is_exec_key(&name.to_ascii_lowercase(), &text)
-}
-
-/// Decide the merge from the config at launch, the jail's copy and the human's config now. Pure.
-pub(crate) fn merge(base: &[Key], jail: &[Key], human: &[Key]) -> Merge {
-    let (base, jail, human) = (values(base), values(jail), values(human));
-    let mut names: Vec<&str> = base.iter().chain(&jail).map(|(n, _)| n.as_str()).collect();
-    let mut seen = std::collections::HashSet::new();
-    names.retain(|n| seen.insert(*n));
-    let mut m = Merge::default();
-    for name in names {
-        let (b, j, h) = (get(&base, name), get(&jail, name), get(&human, name));
-        if b == j {
-            continue;
-        }
-        if j.iter().any(|v| exec_capable(name, v)) {
-            m.kept.push(name.to_string());
-        } else if h != b {
-            m.conflicts.push(name.to_string());
-        } else {
-            m.set.push((name.to_string(), j.to_vec()));
-        }
-    }
-    m
 }
 
 /// Merge every copy back into the human's config; returns notes for the end of the session.
@@ -395,11 +247,8 @@ pub(crate) fn finish(session_dir: &Path) -> Vec<String> {
             continue;
         }
         if let Err(e) = release(real, &session_name(session_dir)) {
-            notes.push(format!(
-                "{}: cannot put your config back from {}: {e}",
-                real.display(),
-                diverted_dir(real).display()
-            ));
+            super::home::alert(session_dir, real, "git-config-diversion", &e);
+            notes.push(e);
         }
     }
     notes
@@ -426,7 +275,7 @@ fn finish_one(session_dir: &Path, base: &Path, copy: &Path, real: &Path) -> Resu
             real.display()
         )
     })?;
-    let m = merge(&base, &jail, &human);
+    let m = merge::merge(&base, &jail, &human);
     if !m.kept.is_empty() {
         let detail = format!(
             "{}: the jail set {}, which make git run programs; your values were kept",
@@ -435,13 +284,29 @@ fn finish_one(session_dir: &Path, base: &Path, copy: &Path, real: &Path) -> Resu
         );
         super::home::alert(session_dir, real, "git-config-kept", &detail);
     }
+    if m.too_many {
+        let detail = format!(
+            "{}: the jail changed more than {} keys; none was carried out",
+            real.display(),
+            merge::MAX_CARRIED
+        );
+        super::home::alert(session_dir, real, "git-config-kept", &detail);
+    }
     let mut problems: Vec<String> = m
         .conflicts
         .iter()
         .map(|k| format!("{k} (changed on both sides: yours kept)"))
         .collect();
+    if !m.not_carried.is_empty() && !m.too_many {
+        let mut names = m.not_carried.clone();
+        names.truncate(8);
+        problems.push(format!(
+            "{} (only identity, remotes, upstreams and a few switches are: docs/entry-points.md)",
+            names.join(", ")
+        ));
+    }
     for (name, vals) in &m.set {
-        if let Err(e) = apply(real, name, vals) {
+        if let Err(e) = merge::apply(real, name, vals) {
             problems.push(format!("{name}: {e}"));
         }
     }
@@ -453,117 +318,5 @@ fn finish_one(session_dir: &Path, base: &Path, copy: &Path, real: &Path) -> Resu
             real.display(),
             problems.join("; ")
         ))
-    }
-}
-
-/// Give `name` exactly `vals` in the config file `real`, with git itself (its locking, its quoting).
-fn apply(real: &Path, name: &str, vals: &[Option<Vec<u8>>]) -> Result<(), String> {
-    use std::os::unix::ffi::OsStrExt;
-    let git = |args: &[&std::ffi::OsStr]| {
-        std::process::Command::new("git")
-            .arg("config")
-            .arg("--file")
-            .arg(real)
-            .args(args)
-            .env_remove("GIT_CONFIG_PARAMETERS")
-            .stdin(std::process::Stdio::null())
-            .output()
-            .map_err(|e| format!("running git: {e}"))
-    };
-    // `--`: a section named `-x` or a value starting with `-` is never read as an option.
-    let unset = git(&["--unset-all".as_ref(), "--".as_ref(), name.as_ref()])?;
-    // 5: the key was not there.
-    if !unset.status.success() && unset.status.code() != Some(5) {
-        return Err(String::from_utf8_lossy(&unset.stderr).trim().to_string());
-    }
-    for v in vals {
-        let v = v.as_deref().unwrap_or(b"true");
-        let out = git(&[
-            "--add".as_ref(),
-            "--".as_ref(),
-            name.as_ref(),
-            std::ffi::OsStr::from_bytes(v),
-        ])?;
-        if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
-        }
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn keys(text: &str) -> Vec<Key> {
-        gitconfig::parse(text.as_bytes()).unwrap()
-    }
-
-    const BASE: &str = "[core]\n\tbare = false\n[user]\n\tname = h\n";
-
-    #[test]
-    fn ordinary_changes_are_carried_out() {
-        let jail = keys(
-            "[core]\n\tbare = false\n[user]\n\tname = h\n\temail = a@b\n\
-             [remote \"origin\"]\n\turl = https://x/y\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n\
-             [branch \"main\"]\n\tremote = origin\n\tmerge = refs/heads/main\n",
-        );
-        let m = merge(&keys(BASE), &jail, &keys(BASE));
-        let names: Vec<&str> = m.set.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(
-            names,
-            [
-                "user.email",
-                "remote.origin.url",
-                "remote.origin.fetch",
-                "branch.main.remote",
-                "branch.main.merge"
-            ]
-        );
-        assert!(m.kept.is_empty() && m.conflicts.is_empty());
-    }
-
-    #[test]
-    fn exec_capable_keys_keep_the_humans_values() {
-        for planted in [
-            "[core]\n\tfsmonitor = ./x\n",
-            "[core]\n\tsshCommand = x\n",
-            "[alias]\n\tst = !x\n",
-            "[include]\n\tpath = ../x\n",
-            "[includeIf \"gitdir:/\"]\n\tpath = x\n",
-            "[filter \"a\"]\n\tclean = x\n",
-            "[remote \"o\"]\n\turl = ext::sh -c x\n",
-            "[credential]\n\thelper = !x\n",
-        ] {
-            let jail = keys(&format!("{BASE}{planted}"));
-            let m = merge(&keys(BASE), &jail, &keys(BASE));
-            assert!(m.set.is_empty(), "{planted}: {m:?}");
-            assert_eq!(m.kept.len(), 1, "{planted}: {m:?}");
-        }
-        // Turning one off is not running anything.
-        let human = keys("[core]\n\tfsmonitor = ./hook\n");
-        let m = merge(&human, &keys("[core]\n\tfsmonitor = false\n"), &human);
-        assert_eq!(m.set.len(), 1);
-        // An alias that runs a git command is ordinary.
-        let m = merge(
-            &keys(BASE),
-            &keys(&format!("{BASE}[alias]\n\tst = status\n")),
-            &keys(BASE),
-        );
-        assert_eq!(m.set.len(), 1);
-    }
-
-    #[test]
-    fn removals_and_conflicts() {
-        let with_remote = "[remote \"o\"]\n\turl = u\n";
-        let m = merge(&keys(with_remote), &keys(""), &keys(with_remote));
-        assert_eq!(m.set, vec![("remote.o.url".to_string(), vec![])]);
-        let m = merge(
-            &keys(BASE),
-            &keys("[user]\n\tname = j\n[core]\n\tbare = false\n"),
-            &keys("[user]\n\tname = k\n[core]\n\tbare = false\n"),
-        );
-        assert_eq!(m.conflicts, ["user.name"]);
-        assert!(m.set.is_empty());
     }
 }

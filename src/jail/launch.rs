@@ -224,6 +224,9 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     } else {
         let plan = plan(&input)?;
         refuse_masked_command(&plan, cmd, &resolved)?;
+        if runtime.is_some() {
+            super::gitcopy::refuse_unpinnable(&plan.repos).map_err(Error::Jail)?;
+        }
         plan
     };
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "planned");
