@@ -222,8 +222,11 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     let mut plan = if seals_pending {
         plan_jail(&input)?
     } else {
-        let plan = plan(&input)?;
+        let mut plan = plan(&input)?;
         refuse_masked_command(&plan, cmd, &resolved)?;
+        if runtime.is_some() {
+            super::hardlinks::apply(&mut plan, &input.runtime_dir, &session.id);
+        }
         plan
     };
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "planned");
@@ -253,6 +256,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         input: &input,
         command: cmd,
         resolved: &resolved,
+        session: &session.id,
     });
     execute(plan, pending, sealing, fds, &runtime, &session)
 }
@@ -277,6 +281,7 @@ struct PendingSeals<'a> {
     input: &'a PlanInput,
     command: &'a std::ffi::OsStr,
     resolved: &'a Path,
+    session: &'a str,
 }
 
 impl PendingSeals<'_> {
@@ -285,6 +290,7 @@ impl PendingSeals<'_> {
         let shown = plan.warnings.len(); // `plan_jail`'s, already shown
         add_seals(plan, self.input);
         tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "seals planned");
+        super::hardlinks::apply(plan, &self.input.runtime_dir, self.session);
         for w in &plan.warnings[shown..] {
             tracing::warn!("{w}");
         }

@@ -273,6 +273,12 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
             format!("{}/claude-sandbox", crate::hook::HOOK_BIN_DIR),
         ),
     ];
+    // New installs copy from their stores instead of linking into the workspace (`hardlinks`).
+    setenv.extend(
+        super::hardlinks::COPY_ENV
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string())),
+    );
     let net_dir = (network.mode == crate::net::Mode::Allowlist).then(|| {
         let bin = format!("{}/claude-sandbox", crate::hook::HOOK_BIN_DIR);
         setenv.extend(crate::net::proxy_env(
