@@ -250,8 +250,14 @@ pub(crate) fn protect(roots: &[PathBuf], budget: usize) -> Report {
 /// At launch, before the gate opens: break the links out of the plan's writable roots, bind
 /// read-only what could not be broken, alert on the rest.
 pub(crate) fn apply(plan: &mut super::plan::Plan, runtime: &Path, session: &str) {
+    let report = timed(&plan.writable_roots());
+    record(plan, &report, runtime, session);
+}
+
+/// `protect` with the launch's budget, its cost in the debug log (`-vv`).
+pub(crate) fn timed(roots: &[PathBuf]) -> Report {
     let t0 = std::time::Instant::now();
-    let report = protect(&plan.writable_roots(), SCAN_BUDGET);
+    let report = protect(roots, SCAN_BUDGET);
     tracing::debug!(
         ms = t0.elapsed().as_secs_f64() * 1e3,
         entries = report.entries,
@@ -261,6 +267,11 @@ pub(crate) fn apply(plan: &mut super::plan::Plan, runtime: &Path, session: &str)
         truncated = report.truncated,
         "hard links out of the writable roots"
     );
+    report
+}
+
+/// The files whose link could not be broken become seals; what is left is alerted.
+pub(crate) fn record(plan: &mut super::plan::Plan, report: &Report, runtime: &Path, session: &str) {
     for path in &report.sealed {
         plan.policy.sealed.push(super::policy::Sealed {
             path: path.clone(),
@@ -272,7 +283,7 @@ pub(crate) fn apply(plan: &mut super::plan::Plan, runtime: &Path, session: &str)
     for l in &report.left {
         tracing::warn!("{l}");
     }
-    alert(runtime, session, &plan.policy.workspace, &report);
+    alert(runtime, session, &plan.policy.workspace, report);
 }
 
 /// Record what is left open as an alert in the runtime directory's store, for the human's prompt.

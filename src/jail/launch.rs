@@ -288,9 +288,17 @@ impl PendingSeals<'_> {
     fn complete(self, plan: &mut Plan) -> Result<()> {
         let t0 = std::time::Instant::now();
         let shown = plan.warnings.len(); // `plan_jail`'s, already shown
-        add_seals(plan, self.input);
-        tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "seals planned");
-        super::hardlinks::apply(plan, &self.input.runtime_dir, self.session);
+                                         // The hard-link scan walks the same roots: side by side (it only reads `$HOME`'s holes,
+                                         // which `plan_jail` fixed, and renames nothing `add_seals` looks for).
+        let roots = plan.writable_roots();
+        let links = std::thread::scope(|s| {
+            let links = s.spawn(|| super::hardlinks::timed(&roots));
+            add_seals(plan, self.input);
+            tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "seals planned");
+            links.join()
+        })
+        .map_err(|_| Error::Jail("the hard-link scan panicked".into()))?;
+        super::hardlinks::record(plan, &links, &self.input.runtime_dir, self.session);
         for w in &plan.warnings[shown..] {
             tracing::warn!("{w}");
         }
