@@ -126,19 +126,9 @@ pub fn seal_ops(policy: &Policy) -> Vec<SealOp> {
             }
         }
     }
+    // The layers before the writable roots: a hole inside one (`~/.local/bin`) is bound over it.
+    ops.extend(super::layers::seal_ops(&policy.layers));
     ops.extend(policy.writable.iter().map(|p| bind(p, p, true)));
-    for l in &policy.layers {
-        ops.push(match (l.overlay, l.human) {
-            (true, false) => bind(&l.upper, &l.path, true),
-            (true, true) => SealOp::Overlay {
-                lower: l.lower.clone(),
-                upper: l.upper.clone(),
-                work: l.work.clone(),
-                dst: l.path.clone(),
-            },
-            (false, _) => bind(&l.own, &l.path, true),
-        });
-    }
     ops.push(SealOp::Unstage);
     let anchors = policy.anchors.iter().cloned().map(SealOp::Anchor);
     let hidden = policy.hidden.iter().cloned().map(SealOp::Hide);
