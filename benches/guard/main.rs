@@ -3,6 +3,7 @@
 //! peak RSS, detection latency in both watch modes, the prompt hook's cost, the watcher at rest, and
 //! how the baseline and the launch scale with executables and repositories.
 
+mod links;
 mod work;
 
 use claude_sandbox::baseline;
@@ -730,7 +731,7 @@ fn main() {
     println!("claude-sandbox benchmark ({cores} cores)\n");
     Table::header();
     // `cargo bench --bench guard -- launch poll`: only the sections named (launch, baseline,
-    // detection, prompt, rest, churn, memory, realwork); all by default.
+    // detection, prompt, rest, churn, memory, realwork, hardlinks); all by default.
     let only: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with("--"))
@@ -783,6 +784,9 @@ fn main() {
     }
     if wanted("realwork") {
         work::real_work_rows();
+    }
+    if wanted("hardlinks") {
+        links::hardlink_rows();
     }
 }
 

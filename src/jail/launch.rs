@@ -292,7 +292,7 @@ impl PendingSeals<'_> {
                                          // which `plan_jail` fixed, and renames nothing `add_seals` looks for).
         let roots = plan.writable_roots();
         let links = std::thread::scope(|s| {
-            let links = s.spawn(|| super::hardlinks::timed(&roots));
+            let links = s.spawn(|| super::hardlinks::timed(&roots, &self.input.runtime_dir));
             add_seals(plan, self.input);
             tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "seals planned");
             links.join()
