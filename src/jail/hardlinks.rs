@@ -20,7 +20,7 @@
 //! New installs inside the jail do not link: the environment tells pnpm and uv to copy
 //! (`COPY_ENV`), and their stores in the jail are its own layers on another filesystem anyway.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// At most this many directory entries are looked at per launch (a bound on its cost: ~5 µs each).
@@ -65,162 +65,8 @@ pub(crate) fn shared_outside(seen: &[Seen], euid: u32) -> Vec<&Seen> {
         .collect()
 }
 
-/// A directory as it was when the walk found no file with a second link in it: device, inode,
-/// modification and change times (ns). Adding, removing or renaming an entry changes the times, so
-/// an unchanged stamp means the same entries, and their files need no `statx` again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct Stamp([u64; 4]);
-
-impl Stamp {
-    fn of(st: &rustix::fs::Statx) -> Stamp {
-        let ns = |t: rustix::fs::StatxTimestamp| (t.tv_sec as u64) << 30 | u64::from(t.tv_nsec);
-        Stamp([
-            rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor),
-            st.stx_ino,
-            ns(st.stx_mtime),
-            ns(st.stx_ctime),
-        ])
-    }
-}
-
-/// What the walk saw.
-#[derive(Debug, Default)]
-pub(crate) struct Scan {
-    pub files: Vec<Seen>,
-    /// Directory entries looked at.
-    pub entries: usize,
-    /// The budget ran out: what was not looked at is unknown.
-    pub truncated: bool,
-    /// Directories that could not be read.
-    pub unreadable: Vec<PathBuf>,
-    /// The directories with no linked file, for the next launch.
-    pub clean: Vec<Stamp>,
-    /// Directories whose files were not looked at again (unchanged and clean last time).
-    pub skipped: usize,
-}
-
-/// Walk the roots (never following a symlink, never leaving a root's filesystem: a mount below
-/// it is another place) and keep the regular files with more than one link. The files of a
-/// directory that is in `clean` unchanged are not looked at.
-pub(crate) fn scan(roots: &[PathBuf], budget: usize, clean: &HashSet<Stamp>) -> Scan {
-    use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir, StatxFlags, CWD};
-    use std::os::unix::ffi::OsStrExt;
-    let mut out = Scan::default();
-    let mut buf = vec![std::mem::MaybeUninit::<u8>::uninit(); 32 * 1024];
-    let mask = StatxFlags::TYPE | StatxFlags::MODE | StatxFlags::NLINK | StatxFlags::UID;
-    let dir_mask = StatxFlags::TYPE | StatxFlags::INO | StatxFlags::MTIME | StatxFlags::CTIME;
-    for root in roots {
-        // A root inside another root is walked once.
-        if roots.iter().any(|r| r != root && root.starts_with(r)) {
-            continue;
-        }
-        let Ok(top) = rustix::fs::statx(CWD, root, AtFlags::SYMLINK_NOFOLLOW, mask) else {
-            continue;
-        };
-        let dev = (top.stx_dev_major, top.stx_dev_minor);
-        let mut stack = vec![root.clone()];
-        while let Some(dir) = stack.pop() {
-            let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-            let Ok(fd) = rustix::fs::open(&dir, flags, Mode::empty()) else {
-                out.unreadable.push(dir);
-                continue;
-            };
-            // Before its entries are read: a change while they are read moves the stamp.
-            let Ok(st) = rustix::fs::statx(&fd, "", AtFlags::EMPTY_PATH, dir_mask) else {
-                out.unreadable.push(dir);
-                continue;
-            };
-            if (st.stx_dev_major, st.stx_dev_minor) != dev {
-                continue;
-            }
-            let stamp = Stamp::of(&st);
-            let known = clean.contains(&stamp);
-            out.skipped += usize::from(known);
-            let found = out.files.len();
-            let mut complete = true;
-            let mut entries = RawDir::new(&fd, &mut buf);
-            while let Some(entry) = entries.next() {
-                let Ok(entry) = entry else {
-                    out.unreadable.push(dir.clone());
-                    complete = false;
-                    break;
-                };
-                let name = std::ffi::OsStr::from_bytes(entry.file_name().to_bytes());
-                if name == "." || name == ".." {
-                    continue;
-                }
-                out.entries += 1;
-                if out.entries > budget {
-                    out.truncated = true;
-                    return out;
-                }
-                match entry.file_type() {
-                    FileType::Directory => stack.push(dir.join(name)),
-                    FileType::RegularFile if known => {}
-                    FileType::RegularFile | FileType::Unknown => {
-                        let Ok(st) = rustix::fs::statx(&fd, name, AtFlags::SYMLINK_NOFOLLOW, mask)
-                        else {
-                            complete = false;
-                            continue;
-                        };
-                        let kind = FileType::from_raw_mode(st.stx_mode.into());
-                        if kind == FileType::Directory {
-                            stack.push(dir.join(name));
-                        } else if kind == FileType::RegularFile && st.stx_nlink > 1 {
-                            out.files.push(Seen {
-                                path: dir.join(name),
-                                dev: rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor),
-                                ino: st.stx_ino,
-                                nlink: st.stx_nlink.into(),
-                                uid: st.stx_uid,
-                                mode: u32::from(st.stx_mode) & 0o7777,
-                            });
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            if complete && out.files.len() == found {
-                out.clean.push(stamp);
-            }
-        }
-    }
-    out
-}
-
-/// The clean directories of the last launch on these roots, kept in the runtime directory (hidden
-/// from the jail: the agent cannot mark a directory clean).
-pub(crate) fn cache_file(runtime: &Path, roots: &[PathBuf]) -> PathBuf {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    roots.hash(&mut h);
-    runtime
-        .join("hardlinks")
-        .join(format!("{:016x}", h.finish()))
-}
-
-pub(crate) fn load(file: &Path) -> HashSet<Stamp> {
-    let bytes = std::fs::read(file).unwrap_or_default();
-    bytes
-        .chunks_exact(32)
-        .map(|c| {
-            let n = |i: usize| u64::from_le_bytes(c[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
-            Stamp([n(0), n(1), n(2), n(3)])
-        })
-        .collect()
-}
-
-pub(crate) fn save(file: &Path, clean: &[Stamp]) -> std::io::Result<()> {
-    let dir = file.parent().ok_or(std::io::ErrorKind::InvalidInput)?;
-    std::fs::create_dir_all(dir)?;
-    let bytes: Vec<u8> = clean
-        .iter()
-        .flat_map(|s| s.0.iter().flat_map(|n| n.to_le_bytes()))
-        .collect();
-    let tmp = dir.join(format!(".{}.tmp", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, file)
-}
+mod scan;
+pub(crate) use scan::{cache_file, scan};
 
 /// Give `s.path` an inode of its own: copy it beside itself (bytes, mode, times), then rename the
 /// copy over it, but only while the name still is the inode the walk saw.
@@ -294,10 +140,10 @@ pub(crate) struct Report {
 /// bind read-only and what is left open. `cache`: where the clean directories are remembered.
 pub(crate) fn protect(roots: &[PathBuf], budget: usize, cache: Option<&Path>) -> Report {
     let euid = rustix::process::geteuid().as_raw();
-    let clean = cache.map(load).unwrap_or_default();
-    let found = scan(roots, budget, &clean);
+    let known = cache.map(scan::load).unwrap_or_default();
+    let found = scan(roots, budget, &known);
     if let Some(file) = cache.filter(|_| !found.truncated) {
-        if let Err(e) = save(file, &found.clean) {
+        if let Err(e) = scan::save(file, &found.clean) {
             tracing::info!("{}: {e}", file.display());
         }
     }
@@ -480,33 +326,6 @@ mod tests {
         assert_eq!(std::fs::read_dir(ws.join("nm/pkg")).unwrap().count(), 2);
         // A second launch finds nothing to do.
         assert_eq!(protect(&[ws], SCAN_BUDGET, None).broken, 0);
-    }
-
-    #[test]
-    fn unchanged_clean_directories_are_not_looked_at_again_and_a_new_link_is_found() {
-        use std::os::unix::fs::MetadataExt;
-        let d = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(d.path()).unwrap();
-        let (ws, store) = (root.join("ws"), root.join("store"));
-        for sub in ["a", "b", "c/d"] {
-            std::fs::create_dir_all(ws.join(sub)).unwrap();
-            std::fs::write(ws.join(sub).join("f"), "x").unwrap();
-        }
-        std::fs::create_dir_all(&store).unwrap();
-        std::fs::write(store.join("s"), "store").unwrap();
-        let cache = root.join("rt/cache");
-        let roots = [ws.clone()];
-        let first = protect(&roots, SCAN_BUDGET, Some(&cache));
-        assert_eq!((first.skipped, first.broken), (0, 0));
-        assert_eq!(load(&cache).len(), 5, "ws, a, b, c, c/d");
-        // A link added to `b` changes `b`: looked at again, and broken; the others are skipped.
-        std::fs::hard_link(store.join("s"), ws.join("b/linked")).unwrap();
-        let second = protect(&roots, SCAN_BUDGET, Some(&cache));
-        assert_eq!((second.skipped, second.broken), (4, 1));
-        assert_eq!(std::fs::metadata(store.join("s")).unwrap().nlink(), 1);
-        // A cache that cannot be read is an empty one: everything is looked at.
-        std::fs::write(&cache, "garbage").unwrap();
-        assert_eq!(protect(&roots, SCAN_BUDGET, Some(&cache)).skipped, 0);
     }
 
     #[test]
