@@ -142,7 +142,9 @@ pub(crate) fn protect(roots: &[PathBuf], budget: usize, cache: Option<&Path>) ->
     let euid = rustix::process::geteuid().as_raw();
     let known = cache.map(scan::load).unwrap_or_default();
     let found = scan(roots, budget, &known);
-    if let Some(file) = cache.filter(|_| !found.truncated) {
+    if let Some(file) =
+        cache.filter(|_| !found.truncated && scan::worth_saving(&known, &found.clean))
+    {
         if let Err(e) = scan::save(file, &found.clean) {
             tracing::info!("{}: {e}", file.display());
         }

@@ -216,6 +216,18 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// Whether the memory changed enough to be written again (a new file costs ~1 ms on a disk
+/// mounted with `discard`). Every launch changes a few directories (its placeholders come and go
+/// in the workspace's top and in `.git`): re-reading those is cheaper than writing.
+pub(crate) fn worth_saving(old: &HashMap<PathBuf, Clean>, new: &HashMap<PathBuf, Clean>) -> bool {
+    const RESTAMPED: usize = 16;
+    old.len() != new.len()
+        || new
+            .iter()
+            .any(|(p, c)| old.get(p).is_none_or(|o| o.subdirs != c.subdirs))
+        || new.iter().filter(|(p, c)| old[*p].stamp != c.stamp).count() > RESTAMPED
+}
+
 /// Write the memory (a new file renamed over the old: a reader never sees half of it).
 pub(crate) fn save(file: &Path, clean: &HashMap<PathBuf, Clean>) -> std::io::Result<()> {
     let dir = file.parent().ok_or(std::io::ErrorKind::InvalidInput)?;
@@ -276,6 +288,32 @@ mod tests {
         // A memory that cannot be read is an empty one: everything is read.
         std::fs::write(&cache, "garbage").unwrap();
         assert_eq!(protect(&roots, SCAN_BUDGET, Some(&cache)).skipped, 0);
+    }
+
+    #[test]
+    fn the_memory_is_written_again_only_when_it_changed_enough() {
+        let c = |stamp: u64, subdirs: &[&str]| Clean {
+            stamp: Stamp([stamp; 4]),
+            subdirs: subdirs.iter().map(OsString::from).collect(),
+        };
+        let old: HashMap<PathBuf, Clean> = (0..40)
+            .map(|i| (PathBuf::from(format!("/w/{i}")), c(i, &["x"])))
+            .collect();
+        let mut new = old.clone();
+        assert!(!worth_saving(&old, &new));
+        new.insert("/w/1".into(), c(99, &["x"])); // restamped: the placeholders' directories
+        assert!(!worth_saving(&old, &new));
+        new.insert("/w/2".into(), c(2, &["x", "y"])); // a new subdirectory
+        assert!(worth_saving(&old, &new));
+        let mut restamped = old.clone();
+        for i in 0..20 {
+            restamped.insert(format!("/w/{i}").into(), c(100 + i, &["x"]));
+        }
+        assert!(worth_saving(&old, &restamped));
+        let mut fewer = old.clone();
+        fewer.remove(Path::new("/w/3"));
+        assert!(worth_saving(&old, &fewer));
+        assert!(worth_saving(&HashMap::new(), &old));
     }
 
     #[test]
