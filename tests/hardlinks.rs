@@ -90,7 +90,10 @@ fn a_link_that_cannot_be_broken_is_bound_read_only() {
     let out = f.jail("chmod u+w locked locked/f.js 2>&1; echo evil 2>&1 >> locked/f.js; echo $?");
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     let out = ok(&out);
-    assert!(out.contains("Read-only file system") && out.ends_with("1\n"), "{out}");
+    assert!(
+        out.contains("Read-only file system") && out.ends_with("1\n"),
+        "{out}"
+    );
     assert_eq!(
         read(&store.join("f.js")),
         "ok\n",

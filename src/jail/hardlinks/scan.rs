@@ -55,8 +55,8 @@ pub(crate) struct Scan {
     pub skipped: usize,
 }
 
-/// Walk the roots (never following a symlink, never leaving a root's filesystem: a mount below
-/// it is another place) and keep the regular files with more than one link. A directory that
+/// Walk the roots (never following a symlink; a mount below a root is walked too: the jail can
+/// write it) and keep the regular files with more than one link. A directory that
 /// `known` holds with the same stamp is not read.
 pub(crate) fn scan(roots: &[PathBuf], budget: usize, known: &HashMap<PathBuf, Clean>) -> Scan {
     use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir, StatxFlags, CWD};
@@ -69,10 +69,9 @@ pub(crate) fn scan(roots: &[PathBuf], budget: usize, known: &HashMap<PathBuf, Cl
         if roots.iter().any(|r| r != root && root.starts_with(r)) {
             continue;
         }
-        let Ok(top) = rustix::fs::statx(CWD, root, AtFlags::SYMLINK_NOFOLLOW, mask) else {
+        if rustix::fs::statx(CWD, root, AtFlags::SYMLINK_NOFOLLOW, mask).is_err() {
             continue;
-        };
-        let dev = (top.stx_dev_major, top.stx_dev_minor);
+        }
         let mut stack = vec![root.clone()];
         while let Some(dir) = stack.pop() {
             if let Some(k) = known.get(&dir) {
@@ -99,9 +98,6 @@ pub(crate) fn scan(roots: &[PathBuf], budget: usize, known: &HashMap<PathBuf, Cl
                 out.unreadable.push(dir);
                 continue;
             };
-            if (st.stx_dev_major, st.stx_dev_minor) != dev {
-                continue;
-            }
             let found = out.files.len();
             let mut complete = true;
             let mut subdirs = Vec::new();
