@@ -273,3 +273,22 @@ fn cargo_install_root_local_works_inside() {
     assert!(!f.home.join(".local/.crates.toml").exists());
     assert!(!f.home.join(".local/.crates2.json").exists());
 }
+
+/// `~/.cargo/bin` stays yours, writable and watched like `~/.local/bin`: an executable that shadows
+/// a command of your next shell is quarantined, a new one is kept (and alerted).
+#[test]
+fn cargo_bin_is_shared_and_watched() {
+    let f = Fixture::new();
+    std::fs::create_dir_all(f.home.join(".cargo/bin")).unwrap();
+    ok(&f.jail(
+        "printf '#!/bin/sh\\necho evil\\n' > ~/.cargo/bin/ls && chmod +x ~/.cargo/bin/ls && \
+         printf '#!/bin/sh\\n' > ~/.cargo/bin/newtool && chmod +x ~/.cargo/bin/newtool && sleep 0.3",
+    ));
+    assert!(
+        !f.home.join(".cargo/bin/ls").exists(),
+        "the shadowing ls was kept"
+    );
+    assert!(f.home.join(".cargo/bin/newtool").is_file());
+    let alerts = stdout(&f.cmd(["alerts"]).output().unwrap());
+    assert!(alerts.contains(".cargo/bin/ls — shadows"), "{alerts}");
+}
