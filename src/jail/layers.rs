@@ -1,4 +1,5 @@
-//! Caches as the jail's own layers.
+//! Caches, and the data of tools the agent installs (`DATA`: `~/.local`, `~/.cargo`), as the
+//! jail's own layers (docs/layers.md has the table per directory).
 //!
 //! Guards against a poisoned cache: tools outside the jail run what they find in their caches (npx's
 //! `~/.npm/_npx`, pre-commit's clones under `~/.cache/pre-commit`, cargo's extracted
