@@ -112,8 +112,8 @@ pub enum Command {
         #[command(subcommand)]
         action: HooksAction,
     },
-    /// The jail's cache layers (what the agent wrote to ~/.cache, ~/.npm, ... lives there, never in
-    /// yours): `ls` shows them, `clear [NAME]` removes them.
+    /// The jail's own layers (what the agent wrote to ~/.cache, ~/.npm, ~/.local, ~/.cargo, ...
+    /// lives there, never in yours): `ls` shows them, `clear [NAME]` removes them.
     Cache {
         #[command(subcommand)]
         action: CacheAction,
@@ -184,7 +184,8 @@ pub enum CacheAction {
         #[arg(long)]
         json: bool,
     },
-    /// Remove the jail's layer (all, or the one named); your own caches are not touched.
+    /// Remove the jail's layers (all, or the one named: `local` and `cargo` hold what the agent
+    /// installed); yours are not touched.
     Clear { name: Option<String> },
 }
 

@@ -17,7 +17,7 @@ pub const NOT_COVERED: &[&str] = &[
     "deleting or corrupting workspace data the agent may write (including .git objects and refs)",
     "writable PATH directories and new repositories' hooks: sealed only by the watcher",
     "entry points created below the workspace root (e.g. sub/.envrc); existing ones are sealed",
-    "caches in the jail's own layer are the agent's: a tool inside the jail runs what an earlier session left there (never a tool outside)",
+    "the jail's own layers (caches, tools' data) are the agent's: a tool inside the jail runs what an earlier session left there (never a tool outside)",
     "unix sockets made after launch outside ~/.ssh, ~/.gnupg and /run",
     "a sealed workspace file replaced by rename outside during a session (an editor saving by rename): the jail sees the new one, writable",
     "kernel exploits and a compromised image",
@@ -247,17 +247,21 @@ pub fn explain(opts: &RunOptions, json: bool, full: bool) -> Result<()> {
 fn caches(out: &mut impl Write, p: &crate::jail::policy::Policy, full: bool) {
     let _ = writeln!(
         out,
-        "\nCaches: the jail's own layers, kept across sessions, never read outside (`claude-sandbox cache ls`):"
+        "\nCaches and tools' data: the jail's own layers, kept across sessions, never read outside (`claude-sandbox cache ls`):"
     );
     if full {
         for l in &p.layers {
-            let how = if l.overlay {
-                format!(
+            use crate::jail::layers::Mount;
+            let how = match l.mount() {
+                Mount::Overlay => format!(
                     "overlay: yours read-only beneath, writes in {}",
                     l.upper.display()
-                )
-            } else {
-                format!("its own directory {} (yours not visible)", l.own.display())
+                ),
+                Mount::Yours => "no overlay here: yours, read-only".to_string(),
+                Mount::Own => format!(
+                    "its own directory {} (yours not visible)",
+                    l.own_dir().display()
+                ),
             };
             let _ = writeln!(out, "  {}  ({how})", l.path.display());
         }
@@ -271,9 +275,12 @@ fn caches(out: &mut impl Write, p: &crate::jail::policy::Policy, full: bool) {
     };
     type Layer = crate::jail::layers::Layer;
     type Pick = fn(&&Layer) -> bool;
-    let groups: [(&str, Pick); 3] = [
+    let groups: [(&str, Pick); 4] = [
         ("over yours (read-only)", |l| l.overlay && l.human),
-        ("instead of yours", |l| !l.overlay && l.human),
+        ("instead of yours", |l| !l.overlay && l.human && !l.data),
+        ("yours, read-only (no overlay)", |l| {
+            !l.overlay && l.human && l.data
+        }),
         ("yours missing", |l| !l.human),
     ];
     for (label, pick) in groups {

@@ -113,7 +113,7 @@ pub fn sealed(p: &Path, cwd: &Path, home: &Path) -> Option<String> {
             .map(|c| c.as_os_str().to_string_lossy().into_owned())
             .unwrap_or_default();
         let holes = crate::jail::plan::HOME_HOLES;
-        let caches = crate::jail::layers::CACHES.iter().map(|(rel, _)| rel);
+        let caches = crate::jail::layers::all().map(|(rel, _)| rel);
         let in_hole = holes
             .iter()
             .chain(caches)

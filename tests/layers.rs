@@ -114,22 +114,23 @@ fn a_write_through_a_hard_linked_cache_file_leaves_the_shared_inode_alone() {
     assert_eq!(read(&f.home.join(".cache/linked.py")), "print('ok')\n");
 }
 
-/// A nested cache: an existing one is a layer; a missing one below an existing `~/.cargo` stays
-/// read-only (its mount point would have to be made in your home), never writable through.
+/// A nested cache: an existing one is a layer of its own; a missing one below an existing
+/// `~/.cargo` lies in the `~/.cargo` data layer: writable in the jail, never in your home.
 #[test]
-fn a_nested_cache_is_a_layer_and_a_missing_one_stays_read_only() {
+fn a_nested_cache_is_a_layer_and_a_missing_one_lies_in_its_parents_layer() {
     let f = Fixture::new();
     std::fs::create_dir_all(f.home.join(".cargo/registry")).unwrap();
     let out = ok(&jail(
         &f,
         None,
         "mkdir -p ~/.cargo/registry/src && echo r > ~/.cargo/registry/src/x; \
-         mkdir ~/.cargo/git 2>/dev/null && echo WROTE-git; echo done",
+         mkdir ~/.cargo/git && echo g > ~/.cargo/git/y && echo WROTE-git; echo done",
     ));
-    assert_eq!(out, "done\n");
+    assert_eq!(out, "WROTE-git\ndone\n");
     assert!(!f.home.join(".cargo/git").exists());
     assert!(!f.home.join(".cargo/registry/src").exists());
     assert_eq!(read(&layers(&f).join("cargo-registry/upper/src/x")), "r\n");
+    assert_eq!(read(&layers(&f).join("cargo/upper/git/y")), "g\n");
 }
 
 /// Without an override the store is `~/.local/state/claude-sandbox/layers`, 0700, hidden in the jail.

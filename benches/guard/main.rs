@@ -4,6 +4,7 @@
 //! how the baseline and the launch scale with executables and repositories.
 
 mod features;
+mod links;
 mod work;
 
 use claude_sandbox::baseline;
@@ -731,7 +732,7 @@ fn main() {
     println!("claude-sandbox benchmark ({cores} cores)\n");
     Table::header();
     // `cargo bench --bench guard -- launch poll`: only the sections named (launch, baseline,
-    // detection, prompt, rest, churn, memory, realwork, network, features); all by default.
+    // detection, prompt, rest, churn, memory, realwork, network, features, hardlinks); all by default.
     let only: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with("--"))
@@ -787,6 +788,9 @@ fn main() {
     }
     if wanted("realwork") {
         work::real_work_rows();
+    }
+    if wanted("hardlinks") {
+        links::hardlink_rows();
     }
 }
 

@@ -6,7 +6,8 @@
 //! 3. `/run` as a read-only view (`sockets`), then private tmpfs (`/tmp`, `$XDG_RUNTIME_DIR`);
 //! 4. the session's `$HOME`, then its top-level entries (read-only, writable holes, symlinks,
 //!    filtered views of directories where sockets appear);
-//! 5. writable roots (the workspace), then anchors (writable self-binds that make `.git` and nested
+//! 5. the layers (`layers`), then the writable roots (the workspace, holes that may lie in a layer),
+//!    then anchors (writable self-binds that make `.git` and nested
 //!    repositories' ancestors impossible to rename); then hidden directories (the runtime directory),
 //!    after every writable bind so that none can re-expose it;
 //! 6. sealed entry points, read-only over themselves: after the writable roots, so they win;
@@ -141,12 +142,16 @@ fn home_and_writable(a: &mut Argv, policy: &Policy) {
             }
         };
     }
+    // bwrap 0.8 has no overlay: each cache is the jail's own directory, never the human's; a data
+    // layer you have is your directory, read-only. Before the writable roots, which may lie inside.
+    for l in super::layers::without_overlay(&policy.layers) {
+        match l.mount() {
+            super::layers::Mount::Yours => a.same("--ro-bind", &l.path),
+            _ => a.flag("--bind").path(&l.own).path(&l.path),
+        };
+    }
     for p in &policy.writable {
         a.same("--bind", p);
-    }
-    // bwrap 0.8 has no overlay: each cache is the jail's own directory, never the human's.
-    for l in &policy.layers {
-        a.flag("--bind").path(&l.own).path(&l.path);
     }
 }
 
@@ -160,7 +165,7 @@ fn seals(a: &mut Argv, policy: &Policy) {
     }
     // Inside a layer bwrap binds the jail's own directory: the human's files there are not in the
     // jail, and a mount point made for them would be left in the layer.
-    let outside_layers = |p: &Path| !super::layers::inside(&policy.layers, p);
+    let outside_layers = |p: &Path| !super::layers::hides(policy, p);
     for s in policy.sealed.iter().filter(|s| outside_layers(&s.path)) {
         a.same("--ro-bind", &s.path);
     }

@@ -222,10 +222,11 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     let mut plan = if seals_pending {
         plan_jail(&input)?
     } else {
-        let plan = plan(&input)?;
+        let mut plan = plan(&input)?;
         refuse_masked_command(&plan, cmd, &resolved)?;
         if runtime.is_some() {
             super::gitcopy::refuse_unpinnable(&plan.repos).map_err(Error::Jail)?;
+            super::hardlinks::apply(&mut plan, &input.runtime_dir, &session.id);
         }
         plan
     };
@@ -256,6 +257,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         input: &input,
         command: cmd,
         resolved: &resolved,
+        session: &session.id,
     });
     execute(plan, pending, sealing, fds, &runtime, &session)
 }
@@ -280,14 +282,24 @@ struct PendingSeals<'a> {
     input: &'a PlanInput,
     command: &'a std::ffi::OsStr,
     resolved: &'a Path,
+    session: &'a str,
 }
 
 impl PendingSeals<'_> {
     fn complete(self, plan: &mut Plan) -> Result<()> {
         let t0 = std::time::Instant::now();
         let shown = plan.warnings.len(); // `plan_jail`'s, already shown
-        add_seals(plan, self.input);
-        tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "seals planned");
+                                         // The hard-link scan walks the same roots: side by side (it only reads `$HOME`'s holes,
+                                         // which `plan_jail` fixed, and renames nothing `add_seals` looks for).
+        let roots = plan.writable_roots();
+        let links = std::thread::scope(|s| {
+            let links = s.spawn(|| super::hardlinks::timed(&roots, &self.input.runtime_dir));
+            add_seals(plan, self.input);
+            tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "seals planned");
+            links.join()
+        })
+        .map_err(|_| Error::Jail("the hard-link scan panicked".into()))?;
+        super::hardlinks::record(plan, &links, &self.input.runtime_dir, self.session);
         for w in &plan.warnings[shown..] {
             tracing::warn!("{w}");
         }

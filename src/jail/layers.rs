@@ -1,4 +1,5 @@
-//! Caches as the jail's own layers.
+//! Caches, and the data of tools the agent installs (`DATA`: `~/.local`, `~/.cargo`), as the
+//! jail's own layers (docs/layers.md has the table per directory).
 //!
 //! Guards against a poisoned cache: tools outside the jail run what they find in their caches (npx's
 //! `~/.npm/_npx`, pre-commit's clones under `~/.cache/pre-commit`, cargo's extracted
@@ -31,6 +32,23 @@ pub const CACHES: &[(&str, &str)] = &[
     (".local/share/pnpm", "pnpm"),
 ];
 
+/// Data and libraries of what the agent installs, also the jail's own layers: `pip install --user`
+/// (`~/.local/lib/python3*/site-packages`, where a `.pth` file runs in every Python),
+/// `npm i -g --prefix ~/.local` (`~/.local/lib/node_modules`), `cargo install` (its metadata
+/// `.crates.toml` and `.crates2.json` beside `bin/`), and everything tools keep in
+/// `~/.local/share` and `~/.local/state` (nvim's plugins, pipx's venvs, mise's tools: run later by
+/// your tools, so never writable through). The PATH directories inside them (`~/.local/bin`,
+/// `~/.cargo/bin`) are not layers: they stay yours, writable and watched (`plan::HOME_HOLES`), and
+/// so are the agents' own state directories there. Unlike a cache, your data must stay visible:
+/// where no overlay can be made, the jail sees your directory read-only, as before (a missing one
+/// is the jail's own directory).
+pub const DATA: &[(&str, &str)] = &[(".local", "local"), (".cargo", "cargo")];
+
+/// Every layer: data first (a cache may lie inside one), then caches.
+pub fn all() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
+    DATA.iter().chain(CACHES)
+}
+
 /// Names the layer store instead of `~/.local/state/claude-sandbox/layers`.
 pub const ENV_DIR: &str = "CLAUDE_SANDBOX_LAYERS_DIR";
 
@@ -55,6 +73,39 @@ pub struct Layer {
     /// Whether the human's directory exists. When it does not, the overlay would show `upper`
     /// alone: the sealer binds `upper` instead (an overlay mount costs ~1.5-2.5 ms here).
     pub human: bool,
+    /// Data of installed tools (`DATA`): without an overlay, your directory is shown read-only
+    /// instead of the jail's own (empty) directory.
+    pub data: bool,
+}
+
+/// How a layer is mounted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mount {
+    /// Your directory read-only beneath the jail's upper directory.
+    Overlay,
+    /// The jail's own directory alone (the upper directory, or `own` without an overlay).
+    Own,
+    /// Your directory, read-only (a data layer without an overlay).
+    Yours,
+}
+
+impl Layer {
+    pub fn mount(&self) -> Mount {
+        match (self.overlay, self.human, self.data) {
+            (true, true, _) => Mount::Overlay,
+            (false, true, true) => Mount::Yours,
+            _ => Mount::Own,
+        }
+    }
+
+    /// The directory bound at `path` when there is no overlay.
+    pub fn own_dir(&self) -> &Path {
+        if self.overlay {
+            &self.upper
+        } else {
+            &self.own
+        }
+    }
 }
 
 /// The layer store for this `$HOME` (`env`: the launcher's environment).
@@ -92,15 +143,12 @@ fn fs_magic(p: &Path) -> Option<i64> {
         })
 }
 
-/// The layers of one launch, and the placeholder directories to make for nested ones whose top
-/// directory the launcher creates for this session only (`made`: a missing `~/.local` made for
-/// `~/.local/bin`): their mount point must exist in a read-only parent. A nested cache that is
-/// missing below a top directory that exists (`~/.cargo/git` when `~/.cargo` does) has no layer:
-/// its mount point would have to be made in your home (for every session: making and removing a
-/// directory costs ~1 ms on ext4 with `discard`), so in the jail it stays missing and read-only,
-/// as before. Reads, never writes.
-pub fn plan(home: &Path, store: &Path, made: &[PathBuf]) -> (Vec<Layer>, Vec<PathBuf>) {
-    let exists = |p: &Path| p.exists() || made.iter().any(|m| m == p);
+/// The layers of one launch, parents before what lies inside them. A nested cache
+/// (`~/.cargo/registry`) that you do not have gets no layer of its own: it lies in a data layer
+/// (`~/.cargo`), which is the jail's own already. A top directory the launcher makes for this
+/// session only (a missing `~/.local`, for `~/.local/bin`) is not yours: the layer is the jail's own
+/// directory, and the hole is bound into it. Reads, never writes.
+pub fn plan(home: &Path, store: &Path) -> Vec<Layer> {
     let release = rustix::system::uname()
         .release()
         .to_string_lossy()
@@ -109,34 +157,20 @@ pub fn plan(home: &Path, store: &Path, made: &[PathBuf]) -> (Vec<Layer>, Vec<Pat
     // Resolved, so that the sealer finds it in the host's tree as it is (no symlink on the way).
     let store = &std::fs::canonicalize(store).unwrap_or_else(|_| store.to_path_buf());
     let mut layers = Vec::new();
-    let mut mount_points = Vec::new();
-    for (rel, name) in CACHES {
+    for (rel, name) in all() {
         let path = home.join(rel);
         let top = home.join(Path::new(rel).components().next().expect("non-empty"));
         let meta = std::fs::symlink_metadata(&path);
-        // A symlinked cache points elsewhere, read-only in the jail as everything else: left alone.
+        // A symlinked layer points elsewhere, read-only in the jail as everything else: left alone.
         if meta.as_ref().is_ok_and(|m| !m.is_dir())
             || std::fs::symlink_metadata(&top).is_ok_and(|m| !m.is_dir())
-            || (meta.is_err() && path != top && top.exists())
+            || (meta.is_err() && path != top)
         {
             continue;
         }
         let lower = match std::fs::canonicalize(&path) {
             Ok(p) if meta.is_ok() => p,
-            _ => {
-                // Missing: nested ones need their mount point made in the human's (read-only)
-                // parent, each missing component, so that all are removed again if left empty.
-                if path != top && !top.exists() && exists(&top) {
-                    let mut missing: Vec<PathBuf> = path
-                        .ancestors()
-                        .take_while(|a| *a != top && !exists(a))
-                        .map(Path::to_path_buf)
-                        .collect();
-                    missing.reverse();
-                    mount_points.extend(missing);
-                }
-                store.join("empty")
-            }
+            _ => store.join("empty"),
         };
         let dir = store.join(name);
         let (upper, work) = (dir.join("upper"), dir.join("work"));
@@ -150,13 +184,46 @@ pub fn plan(home: &Path, store: &Path, made: &[PathBuf]) -> (Vec<Layer>, Vec<Pat
             work,
             own: dir.join("own"),
             overlay,
+            data: DATA.iter().any(|(r, _)| r == rel),
         });
     }
-    (layers, mount_points)
+    // Parents first: a layer inside another is mounted on top of it.
+    layers.sort_by_key(|l| l.path.components().count());
+    layers
+}
+
+/// The sealer's mounts of the layers (`seal::seal_ops`), parents before what lies inside them,
+/// and at each depth the overlays first, so that they form one run mounted side by side.
+pub(crate) fn seal_ops(layers: &[Layer]) -> Vec<super::seal::SealOp> {
+    use super::seal::SealOp;
+    let mut ordered: Vec<&Layer> = layers.iter().collect();
+    ordered.sort_by_key(|l| (l.path.components().count(), l.mount() != Mount::Overlay));
+    ordered
+        .into_iter()
+        .map(|l| match l.mount() {
+            Mount::Overlay => SealOp::Overlay {
+                lower: l.lower.clone(),
+                upper: l.upper.clone(),
+                work: l.work.clone(),
+                dst: l.path.clone(),
+            },
+            Mount::Own => SealOp::Bind {
+                src: l.own_dir().to_path_buf(),
+                dst: l.path.clone(),
+                writable: true,
+            },
+            Mount::Yours => SealOp::Bind {
+                src: l.path.clone(),
+                dst: l.path.clone(),
+                writable: false,
+            },
+        })
+        .collect()
 }
 
 /// The sealer's part (`seal::SealOp::Overlay`): mount these overlays, in threads of their own,
-/// from inside the jail. Paths are given relative to `stage` (the host's tree; the kernel resolves
+/// from inside the jail, a wave per depth (one inside another needs its parent mounted first).
+/// Paths are given relative to `stage` (the host's tree; the kernel resolves
 /// them from the working directory), so the jail's mount table does not name the staging tree,
 /// which is gone before the command runs. `overlay_possible` kept `,` `:` `\` and newlines out.
 pub(crate) fn mount_overlays(
@@ -195,40 +262,51 @@ pub(crate) fn mount_overlays(
                 std::io::ErrorKind::InvalidInput.into(),
             )
         })?;
-        if std::fs::symlink_metadata(dst).is_err() {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o755)
-                .create(dst)
-                .map_err(|e| fail(dst, "making the mount point", e))?;
-        }
         todo.push((dst.as_path(), options));
     }
-    std::env::set_current_dir(stage)
-        .map_err(|e| fail(Path::new(stage), "entering the host's tree", e))?;
-    let results: Vec<rustix::io::Result<()>> = std::thread::scope(|s| {
-        let handles: Vec<_> = todo
+    let mut depths: Vec<usize> = todo.iter().map(|(d, _)| d.components().count()).collect();
+    depths.sort_unstable();
+    depths.dedup();
+    for depth in depths {
+        let wave: Vec<_> = todo
             .iter()
-            .map(|(dst, options)| {
-                s.spawn(move || {
-                    mount(
-                        "overlay",
-                        *dst,
-                        "overlay",
-                        MountFlags::NOSUID | MountFlags::NODEV,
-                        options.as_c_str(),
-                    )
-                })
-            })
+            .filter(|(d, _)| d.components().count() == depth)
             .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or(Err(rustix::io::Errno::IO)))
-            .collect()
-    });
-    let _ = std::env::set_current_dir("/");
-    for ((dst, _), r) in todo.iter().zip(results) {
-        r.map_err(|e| fail(dst, "mounting the cache's overlay", e.into()))?;
+        for (dst, _) in &wave {
+            if std::fs::symlink_metadata(dst).is_err() {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o755)
+                    .create(dst)
+                    .map_err(|e| fail(dst, "making the mount point", e))?;
+            }
+        }
+        std::env::set_current_dir(stage)
+            .map_err(|e| fail(Path::new(stage), "entering the host's tree", e))?;
+        let results: Vec<rustix::io::Result<()>> = std::thread::scope(|s| {
+            let handles: Vec<_> = wave
+                .iter()
+                .map(|(dst, options)| {
+                    s.spawn(move || {
+                        mount(
+                            "overlay",
+                            *dst,
+                            "overlay",
+                            MountFlags::NOSUID | MountFlags::NODEV,
+                            options.as_c_str(),
+                        )
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or(Err(rustix::io::Errno::IO)))
+                .collect()
+        });
+        let _ = std::env::set_current_dir("/");
+        for ((dst, _), r) in wave.iter().zip(results) {
+            r.map_err(|e| fail(dst, "mounting the layer's overlay", e.into()))?;
+        }
     }
     Ok(())
 }
@@ -352,9 +430,20 @@ fn open_lock(path: &Path) -> std::io::Result<std::fs::File> {
         .open(path)
 }
 
-/// Whether `path` is inside one of the layers (a mask or seal there applies to the jail's view).
-pub fn inside(layers: &[Layer], path: &Path) -> bool {
-    layers.iter().any(|l| path.starts_with(&l.path))
+/// The layers as bwrap mounts them (no overlay): parents first, every one a plain directory.
+pub fn without_overlay(layers: &[Layer]) -> impl Iterator<Item = Layer> + '_ {
+    layers.iter().map(|l| Layer {
+        overlay: false,
+        ..l.clone()
+    })
+}
+
+/// Whether bwrap's view of `path` is the jail's own directory of a layer (none of your files are
+/// there, so a seal or mask of yours there has nothing to cover, and its mount point would be left
+/// in the layer), and not a writable root bound over it.
+pub fn hides(policy: &super::policy::Policy, path: &Path) -> bool {
+    without_overlay(&policy.layers).any(|l| l.mount() == Mount::Own && path.starts_with(&l.path))
+        && !policy.writable.iter().any(|w| path.starts_with(w))
 }
 
 /// Disk use of a tree in bytes (blocks, as `du`), never following a symlink.
@@ -394,8 +483,7 @@ pub struct Row {
 
 /// The store's layers, with their size.
 pub fn rows(home: &Path, store: &Path) -> Vec<Row> {
-    CACHES
-        .iter()
+    all()
         .map(|(rel, name)| Row {
             name: name.to_string(),
             path: home.join(rel),
@@ -425,7 +513,7 @@ pub fn list(home: &Path, store: &Path, json: bool) -> i32 {
         );
         return 0;
     }
-    println!("The jail's cache layers (in {}):", store.display());
+    println!("The jail's layers (in {}):", store.display());
     for r in &rows {
         println!(
             "  {:<16} {:>10}  over {}",
@@ -440,13 +528,13 @@ pub fn list(home: &Path, store: &Path, json: bool) -> i32 {
 /// `claude-sandbox cache clear [NAME]`: refused while a session runs.
 pub fn clear(store: &Path, name: Option<&str>) -> crate::error::Result<()> {
     let names: Vec<&str> = match name {
-        Some(n) if CACHES.iter().any(|(_, c)| *c == n) => vec![n],
+        Some(n) if all().any(|(_, c)| *c == n) => vec![n],
         Some(n) => {
             return Err(crate::error::Error::Usage(format!(
                 "cache clear: no layer named {n}; see `claude-sandbox cache ls`"
             )))
         }
-        None => CACHES.iter().map(|(_, n)| *n).collect(),
+        None => all().map(|(_, n)| *n).collect(),
     };
     if !store.is_dir() {
         return Ok(());
@@ -467,81 +555,4 @@ pub fn clear(store: &Path, name: Option<&str>) -> crate::error::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn overlay_needs_5_11_a_store_off_overlayfs_and_plain_paths() {
-        let p = Path::new("/h/.cache");
-        assert!(overlay_possible("6.18.44-fc-v669", false, &[p]));
-        assert!(overlay_possible("5.11.0", false, &[p]));
-        assert!(!overlay_possible("5.10.200", false, &[p]));
-        assert!(!overlay_possible("6.1.0", true, &[p]));
-        assert!(!overlay_possible("6.1.0", false, &[Path::new("/h/a,b")]));
-        assert!(!overlay_possible("6.1.0", false, &[Path::new("/h/a:b")]));
-        assert!(!overlay_possible("garbage", false, &[p]));
-    }
-
-    #[test]
-    fn missing_caches_get_a_layer_and_nested_ones_a_mount_point() {
-        let root = tempfile::tempdir().unwrap();
-        let home = std::fs::canonicalize(root.path()).unwrap();
-        std::fs::create_dir_all(home.join(".cargo/registry")).unwrap();
-        std::fs::create_dir_all(home.join(".local")).unwrap();
-        std::fs::write(home.join(".npm"), "").unwrap(); // a file: left alone
-        let store = home.join("store");
-        let (layers, mounts) = plan(&home, &store, &[]);
-        let names: Vec<&str> = layers.iter().map(|l| l.name.as_str()).collect();
-        // `~/.cargo/git` and `~/.local/share/pnpm` are missing below existing top directories.
-        assert_eq!(names, ["cache", "cargo-registry"]);
-        let by = |n: &str| layers.iter().find(|l| l.name == n).unwrap();
-        assert_eq!(by("cache").lower, store.join("empty"));
-        assert_eq!(by("cargo-registry").lower, home.join(".cargo/registry"));
-        assert_eq!(
-            by("cargo-registry").upper,
-            store.join("cargo-registry/upper")
-        );
-        assert!(mounts.is_empty(), "{mounts:?}");
-        assert!(by("cargo-registry").human && !by("cache").human);
-    }
-
-    #[test]
-    fn a_parent_made_for_the_session_counts_as_existing() {
-        let root = tempfile::tempdir().unwrap();
-        let home = std::fs::canonicalize(root.path()).unwrap();
-        let (_, mounts) = plan(&home, &home.join("s"), &[home.join(".local")]);
-        assert_eq!(
-            mounts,
-            [home.join(".local/share"), home.join(".local/share/pnpm")]
-        );
-        // Not made and not there: the mount point is made in the session's own `$HOME`.
-        assert!(plan(&home, &home.join("s"), &[]).1.is_empty());
-    }
-
-    #[test]
-    fn clear_removes_an_overlay_work_dir_and_refuses_while_in_use() {
-        let root = tempfile::tempdir().unwrap();
-        let store = root.path().join("layers");
-        let mut layers = plan(root.path(), &store, &[]).0;
-        let held = prepare(&store, &mut layers).unwrap();
-        let stuck = store.join("cache/work/work");
-        std::fs::create_dir_all(&stuck).unwrap();
-        std::fs::write(stuck.join("f"), "x").unwrap();
-        std::fs::set_permissions(&stuck, std::fs::Permissions::from_mode(0o000)).unwrap();
-        assert!(clear(&store, Some("cache")).is_err());
-        drop(held);
-        // Another test's child may still share the lock's open file description for the moment
-        // between its fork and its exec (O_CLOEXEC closes it only at exec): retry, bounded.
-        let t0 = std::time::Instant::now();
-        while clear(&store, Some("cache")).is_err() {
-            assert!(
-                t0.elapsed() < std::time::Duration::from_secs(5),
-                "the lock was not released"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        assert!(!store.join("cache").exists());
-        assert!(store.join("npm/own").is_dir());
-        assert!(clear(&store, Some("nope")).is_err());
-    }
-}
+mod tests;

@@ -17,6 +17,7 @@
 pub mod args;
 pub mod exec;
 pub(crate) mod gitcopy;
+pub(crate) mod hardlinks;
 pub mod home;
 pub mod launch;
 pub mod layers;

@@ -24,14 +24,16 @@ use masks::*;
 use seals::*;
 
 /// The writable holes in `$HOME`, relative to it. Each is writable only if it exists (or the agent
-/// being launched owns it: see `RUNTIMES`). Caches are not holes: they are the jail's own layers
-/// (`layers::CACHES`).
+/// being launched owns it: see `RUNTIMES`). Caches and installed tools' data are not holes: they
+/// are the jail's own layers (`layers::CACHES`, `layers::DATA`); the PATH directories inside those
+/// (`~/.local/bin`, `~/.cargo/bin`) are holes, shared with you and watched.
 pub const HOME_HOLES: &[&str] = &[
     ".claude",
     ".codex",
     ".gemini",
     ".cursor",
     ".local/bin",
+    ".cargo/bin",
     ".local/share/opencode",
     ".local/state/opencode",
 ];
@@ -233,15 +235,11 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         }
     }
 
-    // Caches: the jail's own layer over the human's directory, which the layer replaces in `$HOME`.
+    // Caches and installed tools' data: the jail's own layer over the human's directory, which the
+    // layer replaces in `$HOME` (a path you configured writable stays yours).
     let store = super::layers::store_dir(&home, &input.env);
-    let made: Vec<PathBuf> = placeholders.iter().map(|p| p.path.clone()).collect();
-    let (layers, mount_points) = super::layers::plan(&home, &store, &made);
-    placeholders.extend(mount_points.into_iter().map(|path| Placeholder {
-        path,
-        stub: Stub::Dir,
-        state_dir: true,
-    }));
+    let mut layers = super::layers::plan(&home, &store);
+    layers.retain(|l| !holes.iter().any(|h| l.path.starts_with(h)));
     let mut home_entries = home_entries(&home, &holes)?;
     home_entries.retain(|e| !layers.iter().any(|l| l.path == home.join(&e.name)));
     let top_level_holes: Vec<PathBuf> = home_entries
@@ -285,6 +283,12 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
             }
         }
     }
+    // New installs copy from their stores instead of linking into the workspace (`hardlinks`).
+    setenv.extend(
+        super::hardlinks::COPY_ENV
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string())),
+    );
     let net_dir = (network.mode == crate::net::Mode::Allowlist).then(|| {
         let bin = format!("{}/claude-sandbox", crate::hook::HOOK_BIN_DIR);
         setenv.extend(crate::net::proxy_env(

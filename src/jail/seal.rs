@@ -136,19 +136,9 @@ pub fn seal_ops(policy: &Policy, git_copies: &[super::gitcopy::GitCopy]) -> Vec<
             }
         }
     }
+    // The layers before the writable roots: a hole inside one (`~/.local/bin`) is bound over it.
+    ops.extend(super::layers::seal_ops(&policy.layers));
     ops.extend(policy.writable.iter().map(|p| bind(p, p, true)));
-    for l in &policy.layers {
-        ops.push(match (l.overlay, l.human) {
-            (true, false) => bind(&l.upper, &l.path, true),
-            (true, true) => SealOp::Overlay {
-                lower: l.lower.clone(),
-                upper: l.upper.clone(),
-                work: l.work.clone(),
-                dst: l.path.clone(),
-            },
-            (false, _) => bind(&l.own, &l.path, true),
-        });
-    }
     if !git_copies.is_empty() {
         let copies = super::gitcopy::copies_dir(&policy.session_home);
         ops.push(bind(&copies, Path::new(super::gitcopy::JAIL_DIR), true));

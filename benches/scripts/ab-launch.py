@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""A/B launch time of two claude-sandbox binaries, alternating, on the bench's fixture (5 repos,
+10 PATH dirs of 200 executables in the workspace, a home with ~/.local/bin; AB_CACHE=1 adds a
+~/.cache). Prints medians and the median of the pairs' differences.
+usage: ab-launch.py BINARY_A BINARY_B [N]"""
+import os, subprocess, sys, tempfile, time, statistics
+A, B = sys.argv[1], sys.argv[2]
+n = int(sys.argv[3]) if len(sys.argv) > 3 else 40
+root = tempfile.mkdtemp(prefix="cs-ab-", dir="/var/tmp")
+ws, home = f"{root}/ws", f"{root}/home"
+os.makedirs(f"{home}/.local/bin"); os.makedirs(ws)
+if os.environ.get("AB_CACHE"): os.makedirs(f"{home}/.cache/tool"); open(f"{home}/.cache/tool/x", "w").write("x")
+subprocess.run(["git", "init", "-q", ws], check=True)
+for r in range(1, 5):
+    os.makedirs(f"{ws}/repo{r}"); subprocess.run(["git", "init", "-q", f"{ws}/repo{r}"], check=True)
+path = []
+for i in range(10):
+    d = f"{ws}/tools{i}/bin"; os.makedirs(d); path.append(d)
+    for j in range(200):
+        p = f"{d}/t{i}-{j}"; open(p, "w").write("#!/bin/sh\nexit 0\n"); os.chmod(p, 0o755)
+path.append("/usr/local/bin:/usr/bin:/bin")
+subprocess.run(["sync"])
+def env(tag):
+    return {"HOME": home, "PATH": ":".join(path), "CLAUDE_SANDBOX_RUNTIME_DIR": f"{root}/rt-{tag}",
+            "CLAUDE_SANDBOX_LAYERS_DIR": f"{root}/layers-{tag}"}
+def run(b, tag):
+    t = time.perf_counter()
+    subprocess.run([b, "run", "--", "true"], cwd=ws, env=env(tag), check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return (time.perf_counter() - t) * 1e3
+def bare():
+    t = time.perf_counter()
+    subprocess.run(["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "true"], check=True)
+    return (time.perf_counter() - t) * 1e3
+for _ in range(3): run(A, "a"); run(B, "b"); bare()
+ra, rb, rbare = [], [], []
+for _ in range(n):
+    ra.append(run(A, "a")); rb.append(run(B, "b")); rbare.append(bare())
+m = statistics.median
+print(f"{'':28} {'median':>9} {'p90':>9}  n")
+for name, v in (("bare bwrap", rbare), ("A " + os.path.basename(A), ra), ("B " + os.path.basename(B), rb)):
+    print(f"{name:28} {m(v):8.2f}  {sorted(v)[int(len(v)*0.9)]:8.2f}  {len(v)}")
+print(f"{'B - A (median of pairs)':28} {m([b - a for a, b in zip(ra, rb)]):+8.2f}")
+subprocess.run(["rm", "-rf", root])

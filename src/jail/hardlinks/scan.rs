@@ -1,0 +1,341 @@
+//! The walk of the writable roots for files with more than one link, and what it remembers
+//! between launches (so that a launch costs one `statx` per unchanged directory, not a `statx` per
+//! file and a read of every directory).
+//!
+//! A directory in which the walk found no linked file is remembered with its stamp (device, inode,
+//! modification and change times) and its subdirectories. Adding, removing or renaming an entry
+//! changes the times, so while the stamp is the same the entries are the same, and the walk takes
+//! the subdirectories from memory without reading the directory or looking at its files. What
+//! that misses (docs/layers.md): a second link made from outside to a file in a directory that did
+//! not change since the last launch. The memory lives in the runtime directory, hidden from the
+//! jail, so the agent cannot mark a directory clean.
+
+use super::Seen;
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+
+/// A directory's identity and times (ns).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Stamp([u64; 4]);
+
+impl Stamp {
+    fn of(st: &rustix::fs::Statx) -> Stamp {
+        let ns = |t: rustix::fs::StatxTimestamp| (t.tv_sec as u64) << 30 | u64::from(t.tv_nsec);
+        Stamp([
+            rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor),
+            st.stx_ino,
+            ns(st.stx_mtime),
+            ns(st.stx_ctime),
+        ])
+    }
+}
+
+/// A directory found clean: its stamp and its subdirectories' names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Clean {
+    pub stamp: Stamp,
+    pub subdirs: Vec<OsString>,
+}
+
+/// What the walk saw.
+#[derive(Debug, Default)]
+pub(crate) struct Scan {
+    pub files: Vec<Seen>,
+    /// Directory entries read.
+    pub entries: usize,
+    /// The budget ran out: what was not looked at is unknown.
+    pub truncated: bool,
+    /// Directories that could not be read.
+    pub unreadable: Vec<PathBuf>,
+    /// The directories with no linked file, for the next launch.
+    pub clean: HashMap<PathBuf, Clean>,
+    /// Directories taken from memory (unchanged and clean last time).
+    pub skipped: usize,
+}
+
+/// Walk the roots (never following a symlink; a mount below a root is walked too: the jail can
+/// write it) and keep the regular files with more than one link. A directory that
+/// `known` holds with the same stamp is not read.
+pub(crate) fn scan(roots: &[PathBuf], budget: usize, known: &HashMap<PathBuf, Clean>) -> Scan {
+    use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir, StatxFlags, CWD};
+    let mut out = Scan::default();
+    let mut buf = vec![std::mem::MaybeUninit::<u8>::uninit(); 32 * 1024];
+    let mask = StatxFlags::TYPE | StatxFlags::MODE | StatxFlags::NLINK | StatxFlags::UID;
+    let dir_mask = StatxFlags::TYPE | StatxFlags::INO | StatxFlags::MTIME | StatxFlags::CTIME;
+    for root in roots {
+        // A root inside another root is walked once.
+        if roots.iter().any(|r| r != root && root.starts_with(r)) {
+            continue;
+        }
+        if rustix::fs::statx(CWD, root, AtFlags::SYMLINK_NOFOLLOW, mask).is_err() {
+            continue;
+        }
+        let mut stack = vec![root.clone()];
+        while let Some(dir) = stack.pop() {
+            if let Some(k) = known.get(&dir) {
+                // One `statx` by name (no symlink followed at the end): unchanged, it is not read.
+                let same = rustix::fs::statx(CWD, &dir, AtFlags::SYMLINK_NOFOLLOW, dir_mask)
+                    .is_ok_and(|st| {
+                        FileType::from_raw_mode(st.stx_mode.into()) == FileType::Directory
+                            && Stamp::of(&st) == k.stamp
+                    });
+                if same {
+                    out.skipped += 1;
+                    stack.extend(k.subdirs.iter().map(|n| dir.join(n)));
+                    out.clean.insert(dir, k.clone());
+                    continue;
+                }
+            }
+            let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            let Ok(fd) = rustix::fs::open(&dir, flags, Mode::empty()) else {
+                out.unreadable.push(dir);
+                continue;
+            };
+            // Before its entries are read: a change while they are read moves the stamp.
+            let Ok(st) = rustix::fs::statx(&fd, "", AtFlags::EMPTY_PATH, dir_mask) else {
+                out.unreadable.push(dir);
+                continue;
+            };
+            let found = out.files.len();
+            let mut complete = true;
+            let mut subdirs = Vec::new();
+            let mut entries = RawDir::new(&fd, &mut buf);
+            while let Some(entry) = entries.next() {
+                let Ok(entry) = entry else {
+                    out.unreadable.push(dir.clone());
+                    complete = false;
+                    break;
+                };
+                let name = std::ffi::OsStr::from_bytes(entry.file_name().to_bytes());
+                if name == "." || name == ".." {
+                    continue;
+                }
+                out.entries += 1;
+                if out.entries > budget {
+                    out.truncated = true;
+                    return out;
+                }
+                let kind = match entry.file_type() {
+                    FileType::Directory => FileType::Directory,
+                    FileType::RegularFile | FileType::Unknown => {
+                        let Ok(st) = rustix::fs::statx(&fd, name, AtFlags::SYMLINK_NOFOLLOW, mask)
+                        else {
+                            complete = false;
+                            continue;
+                        };
+                        let kind = FileType::from_raw_mode(st.stx_mode.into());
+                        if kind == FileType::RegularFile && st.stx_nlink > 1 {
+                            out.files.push(Seen {
+                                path: dir.join(name),
+                                dev: rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor),
+                                ino: st.stx_ino,
+                                nlink: st.stx_nlink.into(),
+                                uid: st.stx_uid,
+                                mode: u32::from(st.stx_mode) & 0o7777,
+                            });
+                        }
+                        kind
+                    }
+                    other => other,
+                };
+                if kind == FileType::Directory {
+                    subdirs.push(name.to_owned());
+                    stack.push(dir.join(name));
+                }
+            }
+            if complete && out.files.len() == found {
+                let stamp = Stamp::of(&st);
+                out.clean.insert(dir, Clean { stamp, subdirs });
+            }
+        }
+    }
+    out
+}
+
+/// Where the memory of the last launch on these roots is kept.
+pub(crate) fn cache_file(runtime: &Path, roots: &[PathBuf]) -> PathBuf {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    roots.hash(&mut h);
+    runtime
+        .join("hardlinks")
+        .join(format!("{:016x}", h.finish()))
+}
+
+/// Read the memory; anything malformed ends it there (what was read before is kept).
+pub(crate) fn load(file: &Path) -> HashMap<PathBuf, Clean> {
+    let bytes = std::fs::read(file).unwrap_or_default();
+    let mut out = HashMap::new();
+    let mut r = Reader(&bytes);
+    while !r.0.is_empty() {
+        let Some(entry) = (|| {
+            let path = PathBuf::from(OsString::from_vec(r.bytes()?.to_vec()));
+            let mut stamp = [0u64; 4];
+            for n in &mut stamp {
+                *n = r.u64()?;
+            }
+            let n = r.u64()?;
+            let mut subdirs = Vec::new();
+            for _ in 0..n {
+                subdirs.push(OsString::from_vec(r.bytes()?.to_vec()));
+            }
+            Some((
+                path,
+                Clean {
+                    stamp: Stamp(stamp),
+                    subdirs,
+                },
+            ))
+        })() else {
+            break;
+        };
+        out.insert(entry.0, entry.1);
+    }
+    out
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn u64(&mut self) -> Option<u64> {
+        let (head, rest) = self.0.split_at_checked(8)?;
+        self.0 = rest;
+        Some(u64::from_le_bytes(head.try_into().ok()?))
+    }
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let n = usize::try_from(self.u64()?).ok()?;
+        let (head, rest) = self.0.split_at_checked(n)?;
+        self.0 = rest;
+        Some(head)
+    }
+}
+
+/// Whether the memory changed enough to be written again (a new file costs ~1 ms on a disk
+/// mounted with `discard`). Every launch changes a few directories (its placeholders come and go
+/// in the workspace's top and in `.git`): re-reading those is cheaper than writing.
+pub(crate) fn worth_saving(old: &HashMap<PathBuf, Clean>, new: &HashMap<PathBuf, Clean>) -> bool {
+    const RESTAMPED: usize = 16;
+    old.len() != new.len()
+        || new
+            .iter()
+            .any(|(p, c)| old.get(p).is_none_or(|o| o.subdirs != c.subdirs))
+        || new.iter().filter(|(p, c)| old[*p].stamp != c.stamp).count() > RESTAMPED
+}
+
+/// Write the memory (a new file renamed over the old: a reader never sees half of it).
+pub(crate) fn save(file: &Path, clean: &HashMap<PathBuf, Clean>) -> std::io::Result<()> {
+    let dir = file.parent().ok_or(std::io::ErrorKind::InvalidInput)?;
+    std::fs::create_dir_all(dir)?;
+    let mut bytes = Vec::new();
+    let put = |b: &[u8], out: &mut Vec<u8>| {
+        out.extend((b.len() as u64).to_le_bytes());
+        out.extend(b);
+    };
+    for (path, c) in clean {
+        put(path.as_os_str().as_bytes(), &mut bytes);
+        for n in c.stamp.0 {
+            bytes.extend(n.to_le_bytes());
+        }
+        bytes.extend((c.subdirs.len() as u64).to_le_bytes());
+        for s in &c.subdirs {
+            put(s.as_bytes(), &mut bytes);
+        }
+    }
+    let tmp = dir.join(format!(".{}.tmp", std::process::id()));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{protect, SCAN_BUDGET};
+    use super::*;
+
+    #[test]
+    fn unchanged_clean_directories_are_not_read_again_and_a_new_link_is_found() {
+        use std::os::unix::fs::MetadataExt;
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let (ws, store) = (root.join("ws"), root.join("store"));
+        for sub in ["a", "b", "c/d"] {
+            std::fs::create_dir_all(ws.join(sub)).unwrap();
+            std::fs::write(ws.join(sub).join("f"), "x").unwrap();
+        }
+        std::fs::create_dir_all(&store).unwrap();
+        std::fs::write(store.join("s"), "store").unwrap();
+        let cache = root.join("rt/cache");
+        let roots = [ws.clone()];
+        let first = protect(&roots, SCAN_BUDGET, Some(&cache));
+        assert_eq!((first.skipped, first.broken), (0, 0));
+        let mem = load(&cache);
+        assert_eq!(mem.len(), 5, "ws, a, b, c, c/d: {mem:?}");
+        assert_eq!(mem[&ws.join("c")].subdirs, ["d"]);
+        // A link added to `b` changes `b`: read again, and broken; the others are skipped.
+        std::fs::hard_link(store.join("s"), ws.join("b/linked")).unwrap();
+        let second = protect(&roots, SCAN_BUDGET, Some(&cache));
+        assert_eq!((second.skipped, second.broken), (4, 1));
+        assert_eq!(std::fs::metadata(store.join("s")).unwrap().nlink(), 1);
+        // A new directory below a remembered one changes it: the new one is walked.
+        std::fs::create_dir(ws.join("c/d/e")).unwrap();
+        std::fs::hard_link(store.join("s"), ws.join("c/d/e/linked")).unwrap();
+        assert_eq!(protect(&roots, SCAN_BUDGET, Some(&cache)).broken, 1);
+        // A memory that cannot be read is an empty one: everything is read.
+        std::fs::write(&cache, "garbage").unwrap();
+        assert_eq!(protect(&roots, SCAN_BUDGET, Some(&cache)).skipped, 0);
+    }
+
+    #[test]
+    fn the_memory_is_written_again_only_when_it_changed_enough() {
+        let c = |stamp: u64, subdirs: &[&str]| Clean {
+            stamp: Stamp([stamp; 4]),
+            subdirs: subdirs.iter().map(OsString::from).collect(),
+        };
+        let old: HashMap<PathBuf, Clean> = (0..40)
+            .map(|i| (PathBuf::from(format!("/w/{i}")), c(i, &["x"])))
+            .collect();
+        let mut new = old.clone();
+        assert!(!worth_saving(&old, &new));
+        new.insert("/w/1".into(), c(99, &["x"])); // restamped: the placeholders' directories
+        assert!(!worth_saving(&old, &new));
+        new.insert("/w/2".into(), c(2, &["x", "y"])); // a new subdirectory
+        assert!(worth_saving(&old, &new));
+        let mut restamped = old.clone();
+        for i in 0..20 {
+            restamped.insert(format!("/w/{i}").into(), c(100 + i, &["x"]));
+        }
+        assert!(worth_saving(&old, &restamped));
+        let mut fewer = old.clone();
+        fewer.remove(Path::new("/w/3"));
+        assert!(worth_saving(&old, &fewer));
+        assert!(worth_saving(&HashMap::new(), &old));
+    }
+
+    #[test]
+    fn the_memory_reads_back_what_was_written() {
+        let d = tempfile::tempdir().unwrap();
+        let file = d.path().join("m");
+        let mut m = HashMap::new();
+        m.insert(
+            PathBuf::from("/w/a b"),
+            Clean {
+                stamp: Stamp([1, 2, 3, u64::MAX]),
+                subdirs: vec!["x".into(), OsString::from_vec(vec![0xff, b'y'])],
+            },
+        );
+        m.insert(
+            PathBuf::from("/w"),
+            Clean {
+                stamp: Stamp([0; 4]),
+                subdirs: vec![],
+            },
+        );
+        save(&file, &m).unwrap();
+        assert_eq!(load(&file), m);
+        // Cut short: what was whole is kept, the rest dropped.
+        let bytes = std::fs::read(&file).unwrap();
+        std::fs::write(&file, &bytes[..bytes.len() - 3]).unwrap();
+        assert_eq!(load(&file).len(), 1);
+    }
+}

@@ -1,0 +1,119 @@
+//! Unit tests of `layers`: the plan, the mounts' order, the store.
+
+use super::*;
+
+#[test]
+fn overlay_needs_5_11_a_store_off_overlayfs_and_plain_paths() {
+    let p = Path::new("/h/.cache");
+    assert!(overlay_possible("6.18.44-fc-v669", false, &[p]));
+    assert!(overlay_possible("5.11.0", false, &[p]));
+    assert!(!overlay_possible("5.10.200", false, &[p]));
+    assert!(!overlay_possible("6.1.0", true, &[p]));
+    assert!(!overlay_possible("6.1.0", false, &[Path::new("/h/a,b")]));
+    assert!(!overlay_possible("6.1.0", false, &[Path::new("/h/a:b")]));
+    assert!(!overlay_possible("garbage", false, &[p]));
+}
+
+#[test]
+fn missing_layers_are_the_jails_own_and_nested_ones_need_yours() {
+    let root = tempfile::tempdir().unwrap();
+    let home = std::fs::canonicalize(root.path()).unwrap();
+    std::fs::create_dir_all(home.join(".cargo/registry")).unwrap();
+    std::fs::create_dir_all(home.join(".local/bin")).unwrap();
+    std::fs::write(home.join(".npm"), "").unwrap(); // a file: left alone
+    let store = home.join("store");
+    let layers = plan(&home, &store);
+    let names: Vec<&str> = layers.iter().map(|l| l.name.as_str()).collect();
+    // Parents first; `~/.cargo/git` and `~/.local/share/pnpm` are missing below existing top
+    // directories: they lie in the data layers.
+    assert_eq!(names, ["local", "cargo", "cache", "cargo-registry"]);
+    let by = |n: &str| layers.iter().find(|l| l.name == n).unwrap();
+    assert_eq!(by("cache").lower, store.join("empty"));
+    assert_eq!(by("cargo-registry").lower, home.join(".cargo/registry"));
+    assert_eq!(
+        by("cargo-registry").upper,
+        store.join("cargo-registry/upper")
+    );
+    assert!(by("cargo-registry").human && !by("cache").human);
+    assert!(by("local").data && by("cargo").data && !by("cache").data);
+}
+
+#[test]
+fn a_data_layer_without_an_overlay_shows_yours_read_only_a_cache_never() {
+    let root = tempfile::tempdir().unwrap();
+    let home = std::fs::canonicalize(root.path()).unwrap();
+    std::fs::create_dir_all(home.join(".local/share")).unwrap();
+    std::fs::create_dir_all(home.join(".cache")).unwrap();
+    let mut layers = plan(&home, &home.join("s"));
+    for l in layers.iter_mut() {
+        l.overlay = false;
+    }
+    let by = |n: &str| layers.iter().find(|l| l.name == n).unwrap();
+    assert_eq!(by("local").mount(), Mount::Yours);
+    assert_eq!(by("cache").mount(), Mount::Own);
+    assert_eq!(by("cargo").mount(), Mount::Own, "you have no ~/.cargo");
+}
+
+#[test]
+fn the_sealer_mounts_parents_first_and_overlays_first_at_each_depth() {
+    use super::super::seal::SealOp;
+    let l = |path: &str, overlay: bool| Layer {
+        name: path.into(),
+        path: path.into(),
+        lower: "/l".into(),
+        upper: "/u".into(),
+        work: "/w".into(),
+        own: "/o".into(),
+        overlay,
+        human: true,
+        data: true,
+    };
+    let ops = seal_ops(&[
+        l("/h/.local/share/pnpm", true),
+        l("/h/.cache", false),
+        l("/h/.local", true),
+    ]);
+    let got: Vec<String> = ops
+        .iter()
+        .map(|o| match o {
+            SealOp::Overlay { dst, .. } => format!("overlay {}", dst.display()),
+            SealOp::Bind { dst, writable, .. } => format!("bind {} {writable}", dst.display()),
+            o => format!("{o:?}"),
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "overlay /h/.local",
+            "bind /h/.cache false",
+            "overlay /h/.local/share/pnpm"
+        ]
+    );
+}
+
+#[test]
+fn clear_removes_an_overlay_work_dir_and_refuses_while_in_use() {
+    let root = tempfile::tempdir().unwrap();
+    let store = root.path().join("layers");
+    let mut layers = plan(root.path(), &store);
+    let held = prepare(&store, &mut layers).unwrap();
+    let stuck = store.join("cache/work/work");
+    std::fs::create_dir_all(&stuck).unwrap();
+    std::fs::write(stuck.join("f"), "x").unwrap();
+    std::fs::set_permissions(&stuck, std::fs::Permissions::from_mode(0o000)).unwrap();
+    assert!(clear(&store, Some("cache")).is_err());
+    drop(held);
+    // Another test's child may still share the lock's open file description for the moment
+    // between its fork and its exec (O_CLOEXEC closes it only at exec): retry, bounded.
+    let t0 = std::time::Instant::now();
+    while clear(&store, Some("cache")).is_err() {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(5),
+            "the lock was not released"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(!store.join("cache").exists());
+    assert!(store.join("npm/own").is_dir());
+    assert!(clear(&store, Some("nope")).is_err());
+}
