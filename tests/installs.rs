@@ -110,14 +110,6 @@ fn without_an_overlay_your_local_is_read_only_never_writable_through() {
     assert_eq!(tree(&f.home), want);
 }
 
-fn have(program: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 /// A wheel made by hand (a wheel is a zip: the package, its metadata, a console script).
 fn wheel(dir: &Path) -> PathBuf {
     let whl = dir.join("hello_cs-1.0-py3-none-any.whl");
@@ -151,15 +143,20 @@ with zipfile.ZipFile("{whl}", "w") as z:
 }
 
 #[test]
-#[ignore = "needs pip for /usr/bin/python3 (apt-get install python3-pip); run with --ignored"]
 fn pip_install_user_works_inside_and_stays_out_of_your_python() {
-    assert!(
-        Command::new("/usr/bin/python3")
-            .args(["-m", "pip", "--version"])
-            .output()
-            .is_ok_and(|o| o.status.success()),
-        "\n*** pip is not installed for /usr/bin/python3: apt-get install python3-pip ***\n"
-    );
+    let pip = Command::new("/usr/bin/python3")
+        .args(["-m", "pip", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !pip {
+        // python3-pip: .ci/run installs it.
+        assert!(
+            std::env::var_os("CLAUDE_SANDBOX_CI").is_none(),
+            "pip is missing, and .ci/run installs python3-pip"
+        );
+        eprintln!("\n*** pip_install_user_works_inside…: NOT RUN here — apt-get install python3-pip ***\n");
+        return;
+    }
     let f = Fixture::new();
     let whl = wheel(&f.root);
     let out = ok(&f.jail(&format!(
@@ -185,12 +182,11 @@ fn pip_install_user_works_inside_and_stays_out_of_your_python() {
 }
 
 #[test]
-#[ignore = "needs node and npm; run with --ignored"]
 fn npm_install_global_prefix_local_works_inside() {
-    assert!(
-        have("npm") && have("node"),
-        "\n*** npm is not installed ***\n"
-    );
+    let t = "npm_install_global_prefix_local_works_inside";
+    if !(tool_or_say(t, "npm", false) && tool_or_say(t, "node", false)) {
+        return;
+    }
     let f = Fixture::new();
     let pkg = f.root.join("pkg/package");
     std::fs::create_dir_all(&pkg).unwrap();
@@ -230,14 +226,20 @@ fn npm_install_global_prefix_local_works_inside() {
     assert_eq!(ok(&f.jail("hello-cs")), "hello from npm\n");
 }
 
+/// Run under `cargo test` (which names cargo in `$CARGO`); as CI's ordinary user, who has no Rust
+/// toolchain, it says so and the root run covers it.
 #[test]
-#[ignore = "needs cargo (run under `cargo test`, which names it in $CARGO); run with --ignored"]
 fn cargo_install_root_local_works_inside() {
     let cargo = std::env::var("CARGO")
         .ok()
         .filter(|c| Path::new(c).is_file());
-    let cargo =
-        cargo.expect("\n*** cargo is not available: run this test under `cargo test` ***\n");
+    let Some(cargo) = cargo else {
+        eprintln!(
+            "\n*** cargo_install_root_local_works_inside: NOT RUN — cargo is not available to this \
+             user (run it under `cargo test`; CI's root run does) ***\n"
+        );
+        return;
+    };
     let f = Fixture::new();
     let krate = f.ws.join("tiny");
     std::fs::create_dir_all(krate.join("src")).unwrap();

@@ -373,3 +373,22 @@ pub fn signal(pid: u32, sig: nix::sys::signal::Signal) {
     assert!(pid > 1, "refusing to signal pid {pid}");
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig).expect("signalling a child");
 }
+
+/// Whether `program` is on the standard PATH; when it is not, say so loudly. Under CI
+/// (`CLAUDE_SANDBOX_CI=1`, set by `.ci/run`, which installs every tool the tests use) a missing tool
+/// fails the test instead, unless `ci_user_lacks_it` (cargo, which only root has there).
+#[allow(dead_code)]
+pub fn tool_or_say(test: &str, program: &str, ci_user_lacks_it: bool) -> bool {
+    let found =
+        std::env::split_paths("/usr/local/bin:/usr/bin:/bin").any(|d| d.join(program).is_file());
+    if found {
+        return true;
+    }
+    let ci = std::env::var_os("CLAUDE_SANDBOX_CI").is_some_and(|v| v == "1");
+    assert!(
+        !ci || ci_user_lacks_it,
+        "{test}: `{program}` is missing, and .ci/run installs it"
+    );
+    eprintln!("\n*** {test}: NOT RUN here — `{program}` is not installed for this user ***\n");
+    false
+}
