@@ -22,27 +22,12 @@ mod seals;
 use masks::*;
 use seals::*;
 
-/// The writable holes in `$HOME`, relative to it. Each is writable only if it exists (or the agent
-/// being launched owns it: see `RUNTIMES`). Caches are not holes: they are the jail's own layers
-/// (`layers::CACHES`).
-pub const HOME_HOLES: &[&str] = &[
-    ".claude",
-    ".codex",
-    ".gemini",
-    ".cursor",
-    ".local/bin",
-    ".local/share/opencode",
-    ".local/state/opencode",
-];
-
-/// Agent commands and the state directories created for them when missing.
-pub const RUNTIMES: &[(&str, &[&str])] = &[
-    ("claude", &[".claude"]),
-    ("codex", &[".codex"]),
-    ("gemini", &[".gemini"]),
-    ("cursor-agent", &[".cursor"]),
-    ("opencode", &[".local/share/opencode"]),
-];
+/// The writable holes in `$HOME`, relative to it: `~/.local/bin` and every runtime's state
+/// directories (`runtimes`). Each is writable only if it exists (or the agent being launched owns it).
+/// Caches are not holes: they are the jail's own layers (`layers::CACHES`).
+pub fn home_holes() -> impl Iterator<Item = &'static str> {
+    std::iter::once(".local/bin").chain(crate::runtimes::state_dirs().map(|s| s.path))
+}
 
 /// The private copy of this file is merged back after the session (see `home`).
 pub const CLAUDE_JSON: &str = ".claude.json";
@@ -190,13 +175,12 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         .and_then(|c| Path::new(c).file_name())
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    let launched = crate::runtimes::by_command(&agent);
     let mut holes: Vec<PathBuf> = Vec::new();
-    for rel in HOME_HOLES {
+    for rel in home_holes() {
         let p = home.join(rel);
-        let owned = rel == &".local/bin"
-            || RUNTIMES
-                .iter()
-                .any(|(name, dirs)| *name == agent && dirs.contains(rel));
+        let owned =
+            rel == ".local/bin" || launched.is_some_and(|r| r.state.iter().any(|s| s.path == rel));
         if p.is_dir() && !is_symlink(&p) {
             holes.push(p);
         } else if !p.exists() && !is_symlink(&p) && owned {
@@ -220,6 +204,8 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
             holes.push(p);
         }
     }
+    // What an agent writes and runs later itself: a private tmpfs per session (`runtimes`).
+    let state_private = state_private(&home, &holes, &mut placeholders, &mut warnings);
     for extra in &input.config.writable {
         match std::fs::canonicalize(extra) {
             Ok(p) => holes.push(p),
@@ -305,6 +291,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         chdir,
         command: input.command.clone(),
         layers,
+        state_private,
         network,
         net_dir,
     };
@@ -363,7 +350,9 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
             runs: "configured read-only path".into(),
         });
     }
-    let (sealed, stubs, closed) = seal(findings, &writable_roots, &mut warnings);
+    let (sealed, mut stubs, closed) = seal(findings, &writable_roots, &mut warnings);
+    // A sealed directory that is also a private tmpfs's parent is made once, as agent state.
+    stubs.retain(|s| !plan.placeholders.iter().any(|p| p.path == s.path));
     plan.placeholders.extend(stubs);
 
     let anchors = anchors(&ws, &discovery.repos, &sealed, &closed);
@@ -413,6 +402,61 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
     plan.warnings.extend(warnings);
     plan.repos = discovery.repos;
     plan.workspace_dirs = discovery.dirs;
+}
+
+/// The private tmpfs mount points of the state directories that are holes, and placeholders (agent
+/// state, removed again if left empty) for the missing ones and their missing parents.
+fn state_private(
+    home: &Path,
+    holes: &[PathBuf],
+    placeholders: &mut Vec<Placeholder>,
+    warnings: &mut Vec<String>,
+) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for sd in crate::runtimes::state_dirs() {
+        let dir = home.join(sd.path);
+        if !holes.contains(&dir) {
+            continue;
+        }
+        for rel in sd.private {
+            let p = dir.join(rel);
+            // Through a symlink the mount would land elsewhere: left as it is.
+            if p.ancestors()
+                .any(|a| a.starts_with(&dir) && a != dir && is_symlink(a))
+            {
+                warnings.push(format!(
+                    "{} is reached through a symlink: not made private",
+                    p.display()
+                ));
+                continue;
+            }
+            let planned = |a: &Path| placeholders.iter().any(|x| x.path == a);
+            match std::fs::symlink_metadata(&p) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => {
+                    warnings.push(format!(
+                        "{} is not a directory: it stays as it is, writable",
+                        p.display()
+                    ));
+                    continue;
+                }
+                Err(_) => {
+                    let missing: Vec<PathBuf> = p
+                        .ancestors()
+                        .take_while(|a| *a != dir && !a.exists() && !planned(a))
+                        .map(Path::to_path_buf)
+                        .collect();
+                    placeholders.extend(missing.into_iter().rev().map(|path| Placeholder {
+                        path,
+                        stub: Stub::Dir,
+                        state_dir: true,
+                    }));
+                }
+            }
+            out.push(p);
+        }
+    }
+    out
 }
 
 fn canonical(p: &Path) -> Result<PathBuf> {

@@ -150,7 +150,14 @@ pub fn seal_ops(policy: &Policy) -> Vec<SealOp> {
         MaskKind::File => SealOp::MaskFile(m.path.clone()),
         MaskKind::Dir => SealOp::MaskDir(m.path.clone()),
     });
-    ops.extend(anchors.chain(hidden).chain(sealed).chain(masks));
+    let private = policy.state_private.iter().cloned().map(SealOp::Tmpfs);
+    ops.extend(
+        anchors
+            .chain(hidden)
+            .chain(sealed)
+            .chain(private)
+            .chain(masks),
+    );
     ops
 }
 
