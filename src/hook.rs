@@ -133,9 +133,6 @@ fn state_sealed(p: &Path, home: &Path) -> Option<String> {
         let Ok(rel) = p.strip_prefix(&dir) else {
             continue;
         };
-        if sd.private.iter().any(|x| rel.starts_with(x)) {
-            return None;
-        }
         if let Some(e) = sd
             .entry_points
             .iter()

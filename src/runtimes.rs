@@ -40,8 +40,22 @@ pub(crate) struct StateDir {
     /// jail each is a private, empty tmpfs for the session; the human's copy is neither read nor
     /// written there. Their mount points are made (and removed again if left empty) by the launcher.
     pub private: &'static [&'static str],
+    /// Top-level directories the agent rewrites in part while the rest is the human's: in the jail a
+    /// private tmpfs for the session holding read-only binds of the human's entries, except `fresh`
+    /// ones (which the agent writes anew). What the agent adds or replaces there is the session's
+    /// only. Their mount points are made like `private`'s.
+    pub views: &'static [View],
     /// Entry points inside it, sealed read-only, a placeholder where missing (relative to `$HOME`).
     pub entry_points: &'static [StateEntry],
+}
+
+/// A directory of a state directory seen through a session-private view (`StateDir::views`).
+#[derive(Debug)]
+pub(crate) struct View {
+    /// Relative to the state directory (one component).
+    pub name: &'static str,
+    /// Entries of the human's directory left out of the view: the agent writes its own.
+    pub fresh: &'static [&'static str],
 }
 
 /// The writable part of a state directory's top level.
@@ -136,6 +150,7 @@ pub(crate) const CLAUDE: Runtime = Runtime {
             ],
         },
         private: &["shell-snapshots"],
+        views: &[],
         entry_points: &[
             ep(
                 ".claude/settings.json",
@@ -228,8 +243,14 @@ pub(crate) const CODEX: Runtime = Runtime {
             ],
         },
         // Shell snapshots are sourced into the shells it starts; `.tmp` holds the plugin
-        // marketplace it installs from; `skills/.system` its bundled skills, written at every start.
-        private: &["shell_snapshots", ".tmp", "skills/.system"],
+        // marketplace it installs from.
+        private: &["shell_snapshots", ".tmp"],
+        // Its bundled skills, `skills/.system`, are removed and written anew at every start (measured:
+        // `remove_dir_all` first, so a read-only `skills/` makes it fail); your skills stay read-only.
+        views: &[View {
+            name: "skills",
+            fresh: &[".system"],
+        }],
         entry_points: &[
             ep(
                 ".codex/config.toml",
@@ -257,11 +278,6 @@ pub(crate) const CODEX: Runtime = Runtime {
                 Stub::Dir,
                 "Codex CLI: execpolicy rules (commands allowed outside its sandbox)",
             ),
-            ep(
-                ".codex/skills",
-                Stub::Dir,
-                "Codex CLI: skills (instructions and scripts)",
-            ),
             ep(".codex/prompts", Stub::Dir, "Codex CLI: custom prompts"),
             ep(".codex/agents", Stub::Dir, "Codex CLI: agent definitions"),
             ep(".codex/plugins", Stub::Dir, "Codex CLI: installed plugins"),
@@ -281,6 +297,7 @@ pub(crate) const GEMINI: Runtime = Runtime {
         path: ".gemini",
         writable: Writable::Unmeasured,
         private: &[],
+        views: &[],
         entry_points: &[
             ep(
                 ".gemini/settings.json",
@@ -324,6 +341,7 @@ pub(crate) const CURSOR: Runtime = Runtime {
         path: ".cursor",
         writable: Writable::Unmeasured,
         private: &[],
+        views: &[],
         entry_points: &[
             ep(".cursor/hooks.json", EMPTY_JSON, "Cursor: hooks"),
             ep(
@@ -346,12 +364,14 @@ pub(crate) const OPENCODE: Runtime = Runtime {
             path: ".local/share/opencode",
             writable: Writable::Unmeasured,
             private: &[],
+            views: &[],
             entry_points: &[],
         },
         StateDir {
             path: ".local/state/opencode",
             writable: Writable::Unmeasured,
             private: &[],
+            views: &[],
             entry_points: &[],
         },
     ],
@@ -402,6 +422,8 @@ pub(crate) enum Access {
     Writable,
     /// A private tmpfs for the session.
     Private,
+    /// A private tmpfs for the session over read-only binds of the human's entries.
+    View,
     /// Read-only in the jail (not on a measured runtime's allowlist).
     ReadOnly,
 }
@@ -411,6 +433,9 @@ impl StateDir {
     pub(crate) fn access(&self, name: &str) -> Access {
         if self.private.contains(&name) {
             return Access::Private;
+        }
+        if self.views.iter().any(|v| v.name == name) {
+            return Access::View;
         }
         match &self.writable {
             Writable::Unmeasured => Access::Writable,

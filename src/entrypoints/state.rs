@@ -63,7 +63,7 @@ fn not_allowed(runtime: &str, sd: &StateDir, dir: &Path) -> Vec<Finding> {
     for e in rd.flatten() {
         let name = e.file_name();
         let readonly = match name.to_str() {
-            Some(n) => sd.access(n) == Access::ReadOnly,
+            Some(n) => sd.access(n) == Access::ReadOnly, // views are sealed by being views
             None => true, // no runtime writes a name that is not UTF-8
         };
         if readonly {

@@ -149,6 +149,12 @@ fn home_and_writable(a: &mut Argv, policy: &Policy) {
     for l in &policy.layers {
         a.flag("--bind").path(&l.own).path(&l.path);
     }
+    for (dir, keep) in &policy.state_views {
+        a.flag("--tmpfs").path(dir);
+        for name in keep {
+            a.same("--ro-bind", &dir.join(name));
+        }
+    }
 }
 
 /// Steps 5 (after the writable roots) to 7: anchors, hidden directories, seals, masks.

@@ -111,6 +111,9 @@ pub struct Plan {
     /// `$HOME`'s writable holes (top-level or deeper, plus configured writable paths).
     #[serde(skip)]
     pub holes: Vec<PathBuf>,
+    /// The measured agent-state directories' top level at launch (`statesweep`).
+    #[serde(skip)]
+    pub state_listings: Vec<super::statesweep::Listing>,
 }
 
 impl Plan {
@@ -205,7 +208,8 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         }
     }
     // What an agent writes and runs later itself: a private tmpfs per session (`runtimes`).
-    let state_private = state_private(&home, &holes, &mut placeholders, &mut warnings);
+    let (state_private, state_views) =
+        state_private(&home, &holes, &mut placeholders, &mut warnings);
     for extra in &input.config.writable {
         match std::fs::canonicalize(extra) {
             Ok(p) => holes.push(p),
@@ -272,6 +276,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
     } else {
         ws.clone()
     };
+    let policy_home = home.clone();
     let policy = Policy {
         bwrap: input.bwrap.clone(),
         workspace: ws,
@@ -292,6 +297,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         command: input.command.clone(),
         layers,
         state_private,
+        state_views,
         network,
         net_dir,
     };
@@ -309,6 +315,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
             .cloned()
             .collect(),
         workspace_dirs: Vec::new(),
+        state_listings: super::statesweep::listings(&policy_home, &holes),
         holes,
     })
 }
@@ -404,21 +411,28 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
     plan.workspace_dirs = discovery.dirs;
 }
 
-/// The private tmpfs mount points of the state directories that are holes, and placeholders (agent
-/// state, removed again if left empty) for the missing ones and their missing parents.
+/// The private tmpfs mount points and the views of the state directories that are holes, and
+/// placeholders (agent state, removed again if left empty) for the missing ones and their missing
+/// parents.
+#[allow(clippy::type_complexity)]
 fn state_private(
     home: &Path,
     holes: &[PathBuf],
     placeholders: &mut Vec<Placeholder>,
     warnings: &mut Vec<String>,
-) -> Vec<PathBuf> {
-    let mut out = Vec::new();
+) -> (Vec<PathBuf>, Vec<(PathBuf, Vec<OsString>)>) {
+    let (mut private, mut views) = (Vec::new(), Vec::new());
     for sd in crate::runtimes::state_dirs() {
         let dir = home.join(sd.path);
         if !holes.contains(&dir) {
             continue;
         }
-        for rel in sd.private {
+        let wanted = sd
+            .private
+            .iter()
+            .map(|rel| (*rel, None))
+            .chain(sd.views.iter().map(|v| (v.name, Some(v.fresh))));
+        for (rel, fresh) in wanted {
             let p = dir.join(rel);
             // Through a symlink the mount would land elsewhere: left as it is.
             if p.ancestors()
@@ -430,7 +444,6 @@ fn state_private(
                 ));
                 continue;
             }
-            let planned = |a: &Path| placeholders.iter().any(|x| x.path == a);
             match std::fs::symlink_metadata(&p) {
                 Ok(m) if m.is_dir() => {}
                 Ok(_) => {
@@ -441,6 +454,7 @@ fn state_private(
                     continue;
                 }
                 Err(_) => {
+                    let planned = |a: &Path| placeholders.iter().any(|x| x.path == a);
                     let missing: Vec<PathBuf> = p
                         .ancestors()
                         .take_while(|a| *a != dir && !a.exists() && !planned(a))
@@ -453,10 +467,20 @@ fn state_private(
                     }));
                 }
             }
-            out.push(p);
+            match fresh {
+                None => private.push(p),
+                Some(fresh) => {
+                    let mut keep: Vec<OsString> = std::fs::read_dir(&p)
+                        .map(|rd| rd.flatten().map(|e| e.file_name()).collect())
+                        .unwrap_or_default();
+                    keep.retain(|n| !fresh.iter().any(|f| n == *f));
+                    keep.sort();
+                    views.push((p, keep));
+                }
+            }
         }
     }
-    out
+    (private, views)
 }
 
 fn canonical(p: &Path) -> Result<PathBuf> {

@@ -92,6 +92,10 @@ pub struct Policy {
     /// skills): an empty writable tmpfs each, for this session only (`runtimes`); mounted after the
     /// seals, so that one inside a read-only directory (`~/.codex/skills/.system`) stays writable.
     pub state_private: Vec<PathBuf>,
+    /// Directories of agent state seen through a view (`runtimes::View`): a writable tmpfs for the
+    /// session holding read-only binds of these entries of the human's directory; mounted with the
+    /// writable roots.
+    pub state_views: Vec<(PathBuf, Vec<OsString>)>,
     /// The network mode and lists (see `net`).
     pub network: crate::net::NetPolicy,
     /// Allowlist mode: the host directory holding the proxy's socket, bound at `net::JAIL_DIR`.
@@ -188,6 +192,7 @@ impl Policy {
             command: vec!["claude".into(), "--flag with space".into()],
             layers: Vec::new(),
             state_private: Vec::new(),
+            state_views: Vec::new(),
             network: Default::default(),
             net_dir: None,
         }

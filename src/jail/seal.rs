@@ -139,6 +139,10 @@ pub fn seal_ops(policy: &Policy) -> Vec<SealOp> {
             (false, _) => bind(&l.own, &l.path, true),
         });
     }
+    for (dir, keep) in &policy.state_views {
+        ops.push(SealOp::Tmpfs(dir.clone()));
+        ops.extend(keep.iter().map(|n| bind(&dir.join(n), &dir.join(n), false)));
+    }
     ops.push(SealOp::Unstage);
     let anchors = policy.anchors.iter().cloned().map(SealOp::Anchor);
     let hidden = policy.hidden.iter().cloned().map(SealOp::Hide);
