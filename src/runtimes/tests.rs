@@ -65,12 +65,13 @@ fn the_allowlist_decides_by_name() {
         ".env",
         "AGENTS.md",
         "rules",
-        "skills",
+        "prompts",
         "config.toml",
         "hooks.json",
     ] {
         assert_eq!(codex.access(ro), Access::ReadOnly, "{ro}");
     }
+    assert_eq!(codex.access("skills"), Access::View);
     assert_eq!(GEMINI.state[0].access("anything"), Access::Writable);
 }
 
