@@ -15,10 +15,15 @@ for f in "$@"; do
 done
 "#;
 
-fn try_writes(f: &Fixture, paths: &[&str]) -> String {
+/// `seal`: `CLAUDE_SANDBOX_SEAL` (`bwrap`: every mount made by bwrap, not the sealer).
+fn try_writes(f: &Fixture, seal: Option<&str>, paths: &[&str]) -> String {
     let mut args = vec!["run", "--", "bash", "-c", TRY_WRITE, "try"];
     args.extend(paths);
-    let out = f.cmd(&args).output().unwrap();
+    let mut cmd = f.cmd(&args);
+    if let Some(mode) = seal {
+        cmd.env("CLAUDE_SANDBOX_SEAL", mode);
+    }
+    let out = cmd.output().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     stdout(&out)
 }
@@ -38,6 +43,15 @@ fn write(path: &Path, text: &str) {
 
 #[test]
 fn agent_state_is_writable_by_allowlist_only() {
+    allowlist_in_a_real_jail(None);
+}
+
+#[test]
+fn agent_state_is_writable_by_allowlist_only_when_bwrap_makes_every_mount() {
+    allowlist_in_a_real_jail(Some("bwrap"));
+}
+
+fn allowlist_in_a_real_jail(seal: Option<&str>) {
     let f = Fixture::new();
     let (claude, codex) = (f.home.join(".claude"), f.home.join(".codex"));
     let settings = r#"{"statusLine":{"type":"command","command":"bash ~/.claude/statusline.sh"},
@@ -113,7 +127,7 @@ fn agent_state_is_writable_by_allowlist_only() {
         .chain(&private)
         .map(|p| p.to_str().unwrap())
         .collect();
-    let out = try_writes(&f, &all);
+    let out = try_writes(&f, seal, &all);
     for p in &refused {
         assert_eq!(verdict(&out, p), 'R', "{} was written: {out}", p.display());
     }

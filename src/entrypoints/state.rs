@@ -99,6 +99,9 @@ fn named_scripts(runtime: &str, file: &Path, home: &Path) -> Vec<Finding> {
     lines
         .iter()
         .flat_map(|l| paths_in(l, home))
+        // A script, or a missing path (its first missing component gets a placeholder); not a
+        // directory a command line happens to name (`cd /w/sub && make`).
+        .filter(|p| std::fs::metadata(p).map_or(true, |m| m.is_file()))
         .map(|path| Finding {
             path,
             stub: Stub::Dir,
@@ -171,6 +174,23 @@ mod tests {
         )
         .iter()
         .all(|p| !p.to_string_lossy().contains('$')));
+    }
+
+    #[test]
+    fn named_scripts_are_files_or_missing_never_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = dir.path();
+        std::fs::create_dir_all(h.join("sub")).unwrap();
+        std::fs::write(h.join("sl.sh"), "echo\n").unwrap();
+        let settings = h.join("settings.json");
+        let text = r#"{"statusLine":{"command":"cd ~/sub && bash ~/sl.sh ~/gone.sh"}}"#;
+        std::fs::write(&settings, text).unwrap();
+        let mut found: Vec<PathBuf> = named_scripts("X", &settings, h)
+            .into_iter()
+            .map(|f| f.path)
+            .collect();
+        found.sort();
+        assert_eq!(found, vec![h.join("gone.sh"), h.join("sl.sh")]);
     }
 
     #[test]
