@@ -114,7 +114,7 @@ pub fn sealed(p: &Path, cwd: &Path, home: &Path) -> Option<String> {
         let in_hole = crate::jail::plan::home_holes()
             .chain(caches)
             .any(|h| p.starts_with(home.join(h)));
-        if first.starts_with('.') && !in_hole && first != ".claude.json" {
+        if first.starts_with('.') && !in_hole && first != crate::runtimes::CLAUDE_JSON {
             return Some(
                 "programs outside read your home's dotfiles (shell startup, git, ssh, tool config)"
                     .into(),

@@ -27,7 +27,13 @@ pub(crate) struct Runtime {
     pub project: &'static [Catalogued],
     /// Where `hooks install` writes its hook configuration, relative to `$HOME`.
     pub hook_file: Option<&'static str>,
+    /// Its API and sign-in hosts (in the network allow list's defaults: `net`).
+    pub hosts: &'static [&'static str],
 }
+
+/// Claude Code's own state and configuration at the top of `$HOME`: a private copy per session,
+/// merged back with MCP servers, allowed tools and trust kept at your values (`jail::home`).
+pub(crate) const CLAUDE_JSON: &str = ".claude.json";
 
 /// One state directory of a runtime.
 #[derive(Debug)]
@@ -208,6 +214,12 @@ pub(crate) const CLAUDE: Runtime = Runtime {
         project(".mcp.json", "Claude Code: stdio MCP server commands"),
     ],
     hook_file: Some(".claude/settings.json"),
+    hosts: &[
+        "api.anthropic.com",
+        "statsig.anthropic.com",
+        "console.anthropic.com",
+        "claude.ai",
+    ],
 };
 
 pub(crate) const CODEX: Runtime = Runtime {
@@ -288,6 +300,7 @@ pub(crate) const CODEX: Runtime = Runtime {
         "Codex CLI: project config.toml (mcp_servers, notify), hooks.json",
     )],
     hook_file: Some(".codex/hooks.json"),
+    hosts: &["api.openai.com", "auth.openai.com", "chatgpt.com"],
 };
 
 pub(crate) const GEMINI: Runtime = Runtime {
@@ -332,6 +345,11 @@ pub(crate) const GEMINI: Runtime = Runtime {
         "Gemini CLI: settings.json hooks and mcpServers, commands, .env",
     )],
     hook_file: Some(".gemini/settings.json"),
+    hosts: &[
+        "generativelanguage.googleapis.com",
+        "cloudcode-pa.googleapis.com",
+        "oauth2.googleapis.com",
+    ],
 };
 
 pub(crate) const CURSOR: Runtime = Runtime {
@@ -354,6 +372,7 @@ pub(crate) const CURSOR: Runtime = Runtime {
     }],
     project: &[project(".cursor", "Cursor: hooks.json, mcp.json")],
     hook_file: Some(".cursor/hooks.json"),
+    hosts: &["api2.cursor.sh", "api.cursor.com"],
 };
 
 pub(crate) const OPENCODE: Runtime = Runtime {
@@ -381,6 +400,7 @@ pub(crate) const OPENCODE: Runtime = Runtime {
         project("opencode.jsonc", "OpenCode: plugins and MCP commands"),
     ],
     hook_file: None,
+    hosts: &["opencode.ai", "models.dev"],
 };
 
 /// pi: no state directory known (its files under `$HOME` are read-only in the jail).
@@ -390,6 +410,7 @@ pub(crate) const PI: Runtime = Runtime {
     state: &[],
     project: &[],
     hook_file: None,
+    hosts: &[],
 };
 
 /// Every runtime.

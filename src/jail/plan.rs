@@ -29,9 +29,6 @@ pub fn home_holes() -> impl Iterator<Item = &'static str> {
     std::iter::once(".local/bin").chain(crate::runtimes::state_dirs().map(|s| s.path))
 }
 
-/// The private copy of this file is merged back after the session (see `home`).
-pub const CLAUDE_JSON: &str = ".claude.json";
-
 /// Environment variables that lead to escape hatches (unset inside the jail).
 pub const UNSET_ENV: &[&str] = &[
     "SSH_AGENT_PID",
@@ -512,7 +509,7 @@ fn home_entries(home: &Path, holes: &[PathBuf]) -> Result<Vec<HomeEntry>> {
     names.sort();
     let mut out = Vec::new();
     for name in names {
-        if name == CLAUDE_JSON {
+        if name == crate::runtimes::CLAUDE_JSON {
             continue; // a private copy lives in the session home
         }
         let path = home.join(&name);
