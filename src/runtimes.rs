@@ -58,7 +58,7 @@ pub(crate) struct StateDir {
 /// A directory of a state directory seen through a session-private view (`StateDir::views`).
 #[derive(Debug)]
 pub(crate) struct View {
-    /// Relative to the state directory (one component).
+    /// Relative to the state directory.
     pub name: &'static str,
     /// Entries of the human's directory left out of the view: the agent writes its own.
     pub fresh: &'static [&'static str],
@@ -308,9 +308,35 @@ pub(crate) const GEMINI: Runtime = Runtime {
     commands: &["gemini"],
     state: &[StateDir {
         path: ".gemini",
-        writable: Writable::Unmeasured,
+        writable: Writable::Only {
+            measured: "0.61.0",
+            names: &[
+                // Chats, logs, checkpoints and plans per project (`tmp/<project>/`), shell history.
+                "tmp",
+                "history",
+                // The project registry (saved by `<name>.<uuid>.tmp` and rename, under a lock).
+                "projects.json",
+                "installation_id",
+                "state.json",
+                // Sign-in and tokens.
+                "oauth_creds.json",
+                "google_accounts.json",
+                "mcp-oauth-tokens.json",
+                "a2a-oauth-tokens.json",
+                "browser-consent-acknowledged.txt",
+                ".extraction.lock",
+                ".extraction-state.json",
+                "*.lock",
+                "*.tmp",
+            ],
+        },
         private: &[],
-        views: &[],
+        // `tmp/bin` holds the tools it downloads and runs (ripgrep): yours read-only, a new one the
+        // session's own.
+        views: &[View {
+            name: "tmp/bin",
+            fresh: &[],
+        }],
         entry_points: &[
             ep(
                 ".gemini/settings.json",
@@ -323,14 +349,24 @@ pub(crate) const GEMINI: Runtime = Runtime {
                 "Gemini CLI: folder trust",
             ),
             ep(
+                ".gemini/trusted_hooks.json",
+                EMPTY_JSON,
+                "Gemini CLI: hooks trusted to run",
+            ),
+            ep(
                 ".gemini/.env",
                 EMPTY,
-                "Gemini CLI: GEMINI_CLI_TRUST_WORKSPACE",
+                "Gemini CLI: GEMINI_CLI_TRUST_WORKSPACE, environment",
             ),
             ep(
                 ".gemini/GEMINI.md",
                 EMPTY,
-                "Gemini CLI: the user's instructions, read by every session",
+                "Gemini CLI: the user's instructions and memory, read by every session",
+            ),
+            ep(
+                ".gemini/system.md",
+                EMPTY,
+                "Gemini CLI: a system prompt that replaces its own (GEMINI_SYSTEM_MD)",
             ),
             ep(
                 ".gemini/commands",
@@ -338,6 +374,13 @@ pub(crate) const GEMINI: Runtime = Runtime {
                 "Gemini CLI: commands with !{...}",
             ),
             ep(".gemini/extensions", Stub::Dir, "Gemini CLI: extensions"),
+            ep(".gemini/skills", Stub::Dir, "Gemini CLI: skills"),
+            ep(".gemini/agents", Stub::Dir, "Gemini CLI: subagents"),
+            ep(
+                ".gemini/policies",
+                Stub::Dir,
+                "Gemini CLI: policies (tools allowed without asking)",
+            ),
         ],
     }],
     project: &[project(

@@ -54,6 +54,9 @@ fn agent_state_is_writable_by_allowlist_only_when_bwrap_makes_every_mount() {
 fn allowlist_in_a_real_jail(seal: Option<&str>) {
     let f = Fixture::new();
     let (claude, codex) = (f.home.join(".claude"), f.home.join(".codex"));
+    let gemini = f.home.join(".gemini");
+    write(&gemini.join("GEMINI.md"), "Be brief.\n");
+    write(&gemini.join("tmp/bin/rg"), "#!/bin/sh\n");
     let settings = r#"{"statusLine":{"type":"command","command":"bash ~/.claude/statusline.sh"},
         "hooks":{"Stop":[{"hooks":[{"type":"command","command":"~/.claude/hooks/stop.sh"}]}]}}"#;
     write(&claude.join("settings.json"), settings);
@@ -104,6 +107,11 @@ fn allowlist_in_a_real_jail(seal: Option<&str>) {
         codex.join("rules/default.rules"),
         codex.join("prompts/x.md"),
         codex.join("skills/mine/SKILL.md"),
+        gemini.join("GEMINI.md"),
+        gemini.join("system.md"),
+        gemini.join("policies/auto-saved.toml"),
+        gemini.join("trusted_hooks.json"),
+        gemini.join("tmp/bin/rg"), // yours, in the view: read-only
     ];
     let allowed = [
         claude.join("projects/p/s.jsonl"),
@@ -113,6 +121,9 @@ fn allowlist_in_a_real_jail(seal: Option<&str>) {
         codex.join("state_5.sqlite"),
         codex.join("sessions/2026/rollout.jsonl"),
         codex.join("auth.json"),
+        gemini.join("tmp/ws/chats/session.jsonl"),
+        gemini.join("oauth_creds.json"),
+        gemini.join("projects.json"),
     ];
     let private = [
         claude.join("shell-snapshots/snapshot.sh"),
@@ -120,6 +131,7 @@ fn allowlist_in_a_real_jail(seal: Option<&str>) {
         codex.join(".tmp/plugins/x"),
         codex.join("skills/new/SKILL.md"),
         codex.join("skills/.system/x/SKILL.md"),
+        gemini.join("tmp/bin/fd"),
     ];
     let all: Vec<&str> = refused
         .iter()

@@ -1,6 +1,7 @@
 //! The real agents start inside the jail and write their state where it belongs. These need the npm
-//! packages `@anthropic-ai/claude-code` and `@openai/codex` installed, so they are `#[ignore]`d by
-//! default (cargo reports them as ignored); `.ci/run` installs both and runs them with `--ignored`.
+//! packages `@anthropic-ai/claude-code`, `@openai/codex` and `@google/gemini-cli` installed, so they
+//! are `#[ignore]`d by default (cargo reports them as ignored); `.ci/run` installs them and runs
+//! these with `--ignored`.
 //! No network is needed: each agent only starts, finds it is not logged in, and saves its state.
 
 mod common;
@@ -11,7 +12,7 @@ fn require(program: &str) {
         .args(["-c", &format!("command -v {program}")])
         .output()
         .unwrap();
-    assert!(found.status.success(), "\n*** {program} is not installed: npm install -g @anthropic-ai/claude-code @openai/codex ***\n");
+    assert!(found.status.success(), "\n*** {program} is not installed: npm install -g @anthropic-ai/claude-code @openai/codex @google/gemini-cli ***\n");
 }
 
 /// PATH for the agents: the fixture's plus wherever npm put them.
@@ -260,6 +261,50 @@ fn codex_keeps_its_state_and_your_settings_across_two_sessions() {
         count_files(&dir.join("shell_snapshots"), ".sh"),
         0,
         "a snapshot leaked out"
+    );
+    let a = alerts(&f);
+    assert!(!a.contains("agent-state-not-allowed"), "{a}");
+}
+
+#[test]
+#[ignore = "needs the real agents (npm): run with --ignored"]
+fn gemini_keeps_its_state_and_your_settings_across_two_sessions() {
+    require("gemini");
+    let f = Fixture::new();
+    let dir = f.home.join(".gemini");
+    std::fs::create_dir_all(&dir).unwrap();
+    let settings = "{\"general\":{\"vimMode\":true}}\n";
+    std::fs::write(dir.join("settings.json"), settings).unwrap();
+    std::fs::write(dir.join("GEMINI.md"), "Be brief.\n").unwrap();
+    // A key that no API accepts, and no network: it starts a real session (project registry,
+    // chat log, history) and gives up within the time-out.
+    let script = format!(
+        "cd {ws} && GEMINI_API_KEY=none GEMINI_CLI_TRUST_WORKSPACE=true timeout -s INT 15 gemini -p hello </dev/null >/dev/null 2>&1; true",
+        ws = f.ws.display()
+    );
+    let mut id = None;
+    for session in 1..=2 {
+        let out = with_agents(&f, &["run", "--", "bash", "-c", &script]);
+        assert!(out.status.success(), "session {session}: {}", stderr(&out));
+        let now = std::fs::read_to_string(dir.join("installation_id")).expect("installation_id");
+        match &id {
+            None => id = Some(now),
+            Some(first) => assert_eq!(first, &now, "the second session started from scratch"),
+        }
+        // Its chat log is kept (a second session in the same project may append to it).
+        assert!(
+            count_files(&dir.join("tmp"), ".jsonl") >= 1,
+            "session {session}'s chat"
+        );
+    }
+    assert!(dir.join("projects.json").is_file());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("settings.json")).unwrap(),
+        settings
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("GEMINI.md")).unwrap(),
+        "Be brief.\n"
     );
     let a = alerts(&f);
     assert!(!a.contains("agent-state-not-allowed"), "{a}");

@@ -72,7 +72,25 @@ fn the_allowlist_decides_by_name() {
         assert_eq!(codex.access(ro), Access::ReadOnly, "{ro}");
     }
     assert_eq!(codex.access("skills"), Access::View);
-    assert_eq!(GEMINI.state[0].access("anything"), Access::Writable);
+    let gemini = &GEMINI.state[0];
+    for w in [
+        "tmp",
+        "projects.json",
+        "projects.json.0d9e-4c1a.tmp",
+        "oauth_creds.json",
+    ] {
+        assert_eq!(gemini.access(w), Access::Writable, "{w}");
+    }
+    for ro in [
+        "GEMINI.md",
+        "system.md",
+        "policies",
+        "trusted_hooks.json",
+        ".env",
+    ] {
+        assert_eq!(gemini.access(ro), Access::ReadOnly, "{ro}");
+    }
+    assert_eq!(CURSOR.state[0].access("anything"), Access::Writable);
 }
 
 #[test]
