@@ -219,3 +219,30 @@ fn a_new_name_off_the_allowlist_is_quarantined_when_the_session_ends() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(f.home.join(".claude/.config.json").is_file(), "restored");
 }
+
+#[test]
+fn a_state_directory_made_for_its_agent_is_private_to_you() {
+    let f = Fixture::new();
+    // A stand-in for each agent command (the launcher knows the agent by its name), which reports
+    // the mode of the state directories made for it.
+    for (cmd, dirs) in [
+        (
+            "opencode",
+            vec![".local/share/opencode", ".local/state/opencode"],
+        ),
+        ("gemini", vec![".gemini"]),
+    ] {
+        let script = f.home.join(".local/bin").join(cmd);
+        let body: String = dirs
+            .iter()
+            .map(|d| format!("stat -c '%a {d}' ~/{d}\n"))
+            .collect();
+        std::fs::write(&script, format!("#!/bin/sh\n{body}")).unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let out = ok(&f.cmd(["run", "--", cmd]).output().unwrap());
+        for d in &dirs {
+            assert!(out.contains(&format!("700 {d}")), "{cmd}: {out}");
+        }
+    }
+}

@@ -141,7 +141,7 @@ mod tests {
             vec![OsString::from(".config.json"), OsString::from("workflows")]
         );
         assert!(
-            newcomers(".gemini", &before, &now).is_empty(),
+            newcomers(".cursor", &before, &now).is_empty(),
             "not measured"
         );
     }
