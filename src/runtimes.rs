@@ -421,17 +421,50 @@ pub(crate) const CURSOR: Runtime = Runtime {
 pub(crate) const OPENCODE: Runtime = Runtime {
     name: "OpenCode",
     commands: &["opencode"],
+    // Its configuration and plugins are under `~/.config/opencode` (read-only in the jail, as all
+    // of `~/.config`); the tools it downloads under `~/.cache/opencode/bin` (a cache layer).
     state: &[
         StateDir {
             path: ".local/share/opencode",
-            writable: Writable::Unmeasured,
+            writable: Writable::Only {
+                measured: "1.18.33",
+                names: &[
+                    "auth.json",
+                    "mcp-auth.json",
+                    "opencode.db",
+                    "opencode.db-journal",
+                    "opencode.db-wal",
+                    "opencode.db-shm",
+                    "log",
+                    "snapshot",
+                    "storage",
+                    "tool-output",
+                    "worktree",
+                    "repos",
+                    "plans",
+                    "*.lock",
+                    "*.tmp",
+                ],
+            },
             private: &[],
             views: &[],
             entry_points: &[],
         },
         StateDir {
             path: ".local/state/opencode",
-            writable: Writable::Unmeasured,
+            writable: Writable::Only {
+                measured: "1.18.33",
+                names: &[
+                    "model.json",
+                    "plugin-meta.json",
+                    "kv.json",
+                    "prompt-history.jsonl",
+                    "frecency.jsonl",
+                    "locks",
+                    "*.lock",
+                    "*.tmp",
+                ],
+            },
             private: &[],
             views: &[],
             entry_points: &[],
