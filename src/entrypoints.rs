@@ -12,7 +12,9 @@
 //! - every git directory under the workspace: `.git` dirs, `.git` pointer files (worktrees,
 //!   submodules), bare repositories, `modules/*` of submodules, `worktrees/*`, with their `hooks/`,
 //!   `config`, `config.worktree`, `commondir`, the `core.hooksPath` target and `include` targets;
-//! - the agent-state directories' own entry points (`~/.claude/settings.json`, `~/.codex/config.toml`...).
+//! - the agent-state directories' own entry points (`~/.claude/settings.json`, `~/.codex/config.toml`...),
+//!   every existing entry of a measured runtime's state directory that is not on its writable
+//!   allowlist, and the scripts its settings name (`state`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -77,10 +79,11 @@ const fn read_by(
     }
 }
 
-/// Names sealed at the workspace root (blocked when missing) and wherever they exist below it.
+/// Names sealed at the workspace root (blocked when missing) and wherever they exist below it,
+/// besides the agent runtimes' own (`runtimes`; both together: `per_directory`).
 /// Missing ones below the root are not blocked: a placeholder per name per directory would cost a
 /// mount each (about 0.4 ms apiece at launch) for directories the human rarely opens as a project.
-pub const PER_DIRECTORY: &[Catalogued] = &[
+const TOOLS: &[Catalogued] = &[
     dir(
         ".vscode",
         "VS Code: tasks.json folderOpen tasks, settings naming executables, launch.json",
@@ -90,20 +93,6 @@ pub const PER_DIRECTORY: &[Catalogued] = &[
         "Dev Containers: initializeCommand on the host, post*Command, features",
     ),
     dir(".idea", "JetBrains IDEs: run configurations, startup tasks"),
-    dir(
-        ".claude",
-        "Claude Code: settings hooks, statusLine, commands, agents, skills",
-    ),
-    dir(
-        ".codex",
-        "Codex CLI: project config.toml (mcp_servers, notify), hooks.json",
-    ),
-    dir(
-        ".gemini",
-        "Gemini CLI: settings.json hooks and mcpServers, commands, .env",
-    ),
-    dir(".cursor", "Cursor: hooks.json, mcp.json"),
-    dir(".opencode", "OpenCode: plugins loaded at startup"),
     read_by(
         ".husky",
         &["npm", "pnpm", "yarn", "bun", "husky"],
@@ -116,7 +105,6 @@ pub const PER_DIRECTORY: &[Catalogued] = &[
         "cargo: config.toml runner, rustc-wrapper, linker for every cargo command",
     ),
     read_by(".envrc", &["direnv"], "direnv: shell code run on cd"),
-    dir(".mcp.json", "Claude Code: stdio MCP server commands"),
     read_by(
         ".npmrc",
         NODE_PMS,
@@ -178,8 +166,6 @@ pub const PER_DIRECTORY: &[Catalogued] = &[
         "pre-commit/prek: `repo: local` entry commands on commit",
     ),
     read_by("hk.pkl", &["hk"], "hk: hook commands"),
-    dir("opencode.json", "OpenCode: plugins and MCP commands"),
-    dir("opencode.jsonc", "OpenCode: plugins and MCP commands"),
     read_by(
         ".exrc",
         &["vi", "vim", "nvim", "ex", "view"],
@@ -191,68 +177,10 @@ pub const PER_DIRECTORY: &[Catalogued] = &[
     ),
 ];
 
-/// Agent-state directories that stay writable, and the entry points inside them that must not.
-pub const STATE_ENTRY_POINTS: &[(&str, Stub, &str)] = &[
-    (
-        ".claude/settings.json",
-        Stub::File("{}\n"),
-        "Claude Code: user hooks, statusLine, apiKeyHelper",
-    ),
-    (
-        ".claude/settings.local.json",
-        Stub::File("{}\n"),
-        "Claude Code: user hooks",
-    ),
-    (
-        ".claude/commands",
-        Stub::Dir,
-        "Claude Code: slash commands with !`cmd`",
-    ),
-    (".claude/agents", Stub::Dir, "Claude Code: subagents"),
-    (
-        ".claude/skills",
-        Stub::Dir,
-        "Claude Code: skills with shell execution",
-    ),
-    (
-        ".claude/plugins",
-        Stub::Dir,
-        "Claude Code: plugins (hooks, MCP servers)",
-    ),
-    (
-        ".codex/config.toml",
-        Stub::File(""),
-        "Codex CLI: mcp_servers, notify, project trust",
-    ),
-    (".codex/hooks.json", Stub::File("{}\n"), "Codex CLI: hooks"),
-    (
-        ".gemini/settings.json",
-        Stub::File("{}\n"),
-        "Gemini CLI: hooks, mcpServers, discoveryCommand",
-    ),
-    (
-        ".gemini/trustedFolders.json",
-        Stub::File("{}\n"),
-        "Gemini CLI: folder trust",
-    ),
-    (
-        ".gemini/.env",
-        Stub::File(""),
-        "Gemini CLI: GEMINI_CLI_TRUST_WORKSPACE",
-    ),
-    (
-        ".gemini/commands",
-        Stub::Dir,
-        "Gemini CLI: commands with !{...}",
-    ),
-    (".gemini/extensions", Stub::Dir, "Gemini CLI: extensions"),
-    (".cursor/hooks.json", Stub::File("{}\n"), "Cursor: hooks"),
-    (
-        ".cursor/mcp.json",
-        Stub::File("{}\n"),
-        "Cursor: MCP server commands",
-    ),
-];
+/// Every per-directory name: the tools' and the agent runtimes' (`runtimes`).
+pub fn per_directory() -> impl Iterator<Item = &'static Catalogued> {
+    TOOLS.iter().chain(crate::runtimes::project_entry_points())
+}
 
 /// A path to seal, found by discovery.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -507,7 +435,7 @@ pub fn discover_workspace(ws: &Path) -> Discovery {
                 }
                 return false;
             }
-            if let Some(c) = PER_DIRECTORY.iter().find(|c| name == c.name) {
+            if let Some(c) = per_directory().find(|c| name == c.name) {
                 d.seal(dir.join(name), c.stub, c.runs);
             }
             true
@@ -532,22 +460,14 @@ pub fn discover_workspace(ws: &Path) -> Discovery {
 }
 
 fn add_per_directory(d: &mut Discovery, dir: &Path) {
-    for c in PER_DIRECTORY {
+    for c in per_directory() {
         d.seal(dir.join(c.name), c.stub, c.runs);
     }
 }
 
-/// Entry points inside writable agent-state directories of `$HOME`.
+/// Entry points inside writable agent-state directories of `$HOME` (see `state`).
 pub fn discover_state(home: &Path, state_dirs: &[PathBuf]) -> Vec<Finding> {
-    STATE_ENTRY_POINTS
-        .iter()
-        .map(|(rel, stub, runs)| Finding {
-            path: home.join(rel),
-            stub: *stub,
-            runs: (*runs).to_string(),
-        })
-        .filter(|f| state_dirs.iter().any(|s| f.path.starts_with(s)))
-        .collect()
+    state::discover(home, state_dirs)
 }
 
 /// `gitdir: <path>` in a `.git` file, resolved relative to the file's directory.
@@ -710,5 +630,6 @@ pub fn dedup(findings: Vec<Finding>) -> Vec<Finding> {
     by_path.into_values().collect()
 }
 
+mod state;
 #[cfg(test)]
 mod tests;

@@ -23,6 +23,19 @@ pub const NOT_COVERED: &[&str] = &[
     "kernel exploits and a compromised image",
 ];
 
+/// For an agent's state directory: how much of it is writable.
+fn allowlist_note(home: &std::path::Path, dir: &std::path::Path) -> String {
+    let Some(sd) = crate::runtimes::state_dirs().find(|s| home.join(s.path) == dir) else {
+        return String::new();
+    };
+    match sd.measured() {
+        Some(v) => format!(
+            " (only what the agent writes, its memory included, measured with {v}: docs/runtimes.md)"
+        ),
+        None => " (but for its entry points; not measured: docs/runtimes.md)".into(),
+    }
+}
+
 /// Writable PATH directories (the watcher's job), existing or not.
 pub fn writable_path_dirs(plan: &Plan, path_env: &std::ffi::OsStr) -> Vec<PathBuf> {
     std::env::split_paths(path_env)
@@ -103,17 +116,28 @@ pub fn explain(opts: &RunOptions, json: bool, full: bool) -> Result<()> {
     let _ = writeln!(out, "\n$HOME ({}): a private directory for the session; its existing entries are bound read-only,", p.home.display());
     let _ = writeln!(out, "new top-level files are discarded, ~/.claude.json is a private copy merged back (MCP servers and trust kept).");
     let _ = writeln!(out, "\nWritable:");
-    for w in &p.writable {
-        let _ = writeln!(out, "  {}", w.display());
-    }
-    for e in p
+    let home_writable = p
         .home_entries
         .iter()
         .filter(|e| e.bind == HomeBind::Writable)
-    {
-        let _ = writeln!(out, "  {}", p.home.join(&e.name).display());
+        .map(|e| p.home.join(&e.name));
+    for w in p.writable.iter().cloned().chain(home_writable) {
+        let _ = writeln!(out, "  {}{}", w.display(), allowlist_note(&p.home, &w));
     }
     let _ = writeln!(out, "  /tmp (private, empty, discarded)");
+    let own: Vec<String> = p
+        .state_private
+        .iter()
+        .map(|d| d.display().to_string())
+        .chain(
+            p.state_views
+                .iter()
+                .map(|(d, _)| format!("{} (yours in it read-only)", d.display())),
+        )
+        .collect();
+    if !own.is_empty() {
+        let _ = writeln!(out, "  the session's own, discarded: {}", some(&own, full));
+    }
     caches(&mut out, p, full);
     // Chosen as the launcher chooses them (the sealer mounts them; `gitcopy` says why).
     let copies = crate::jail::gitcopy::choose(p, &plan.repos);

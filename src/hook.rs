@@ -96,15 +96,13 @@ pub fn sealed(p: &Path, cwd: &Path, home: &Path) -> Option<String> {
         return Some("git runs hooks and config on commit, checkout and status".into());
     }
     let ws = crate::jail::launch::default_workspace(cwd);
-    for c in crate::entrypoints::PER_DIRECTORY {
+    for c in crate::entrypoints::per_directory() {
         if p.starts_with(ws.join(c.name)) {
             return Some(c.runs.to_string());
         }
     }
-    for (rel, _, runs) in crate::entrypoints::STATE_ENTRY_POINTS {
-        if p.starts_with(home.join(rel)) {
-            return Some((*runs).to_string());
-        }
+    if let Some(why) = state_sealed(p, home) {
+        return Some(why);
     }
     if let Ok(rel) = p.strip_prefix(home) {
         let first = rel
@@ -112,17 +110,43 @@ pub fn sealed(p: &Path, cwd: &Path, home: &Path) -> Option<String> {
             .next()
             .map(|c| c.as_os_str().to_string_lossy().into_owned())
             .unwrap_or_default();
-        let holes = crate::jail::plan::HOME_HOLES;
-        let caches = crate::jail::layers::all().map(|(rel, _)| rel);
-        let in_hole = holes
-            .iter()
+        let caches = crate::jail::layers::all().map(|(rel, _)| *rel);
+        let in_hole = crate::jail::plan::home_holes()
             .chain(caches)
             .any(|h| p.starts_with(home.join(h)));
-        if first.starts_with('.') && !in_hole && first != ".claude.json" {
+        if first.starts_with('.') && !in_hole && first != crate::runtimes::CLAUDE_JSON {
             return Some(
                 "programs outside read your home's dotfiles (shell startup, git, ssh, tool config)"
                     .into(),
             );
+        }
+    }
+    None
+}
+
+/// Whether writing `p` inside an agent's state directory is refused: a catalogued entry point, or
+/// a name a measured runtime's allowlist does not give (the jail makes existing ones read-only).
+fn state_sealed(p: &Path, home: &Path) -> Option<String> {
+    use crate::runtimes::{state_dirs, Access};
+    for sd in state_dirs() {
+        let dir = home.join(sd.path);
+        let Ok(rel) = p.strip_prefix(&dir) else {
+            continue;
+        };
+        if let Some(e) = sd
+            .entry_points
+            .iter()
+            .find(|e| p.starts_with(home.join(e.rel)))
+        {
+            return Some(e.runs.to_string());
+        }
+        let first = rel.components().next()?.as_os_str().to_string_lossy();
+        if sd.access(&first) == Access::ReadOnly {
+            return Some(format!(
+                "{} is not agent state this runtime was measured writing (docs/runtimes.md); \
+                 what the agent saves there would steer the next session outside the sandbox",
+                dir.join(&*first).display()
+            ));
         }
     }
     None
@@ -343,6 +367,11 @@ pub const HOOK_BIN_ENV: &str = "CLAUDE_SANDBOX_HOOK";
 /// The jail-only directory (a read-only tmpfs mount point, so it cannot be renamed away).
 pub const HOOK_BIN_DIR: &str = "/tmp/.claude-sandbox";
 
+/// Where a runtime's hooks are installed, relative to `$HOME` (every `Host` has one).
+fn hook_file(rt: &crate::runtimes::Runtime) -> PathBuf {
+    PathBuf::from(rt.hook_file.expect("a hook host has a hook file"))
+}
+
 /// The hook configuration for a runtime: (file relative to $HOME, JSON to merge into it).
 pub fn hook_config(host: Host, bin: &Path) -> (PathBuf, Value) {
     let cmd = |sub: &str, h: &str| {
@@ -353,25 +382,25 @@ pub fn hook_config(host: Host, bin: &Path) -> (PathBuf, Value) {
     };
     match host {
         Host::Claude => (
-            PathBuf::from(".claude/settings.json"),
+            hook_file(&crate::runtimes::CLAUDE),
             json!({"hooks": {
                 "PreToolUse": [{"matcher": "*", "hooks": [{"type": "command", "command": cmd("pre-tool-use", "claude")}]}],
                 "SessionStart": [{"hooks": [{"type": "command", "command": cmd("session-start", "claude")}]}]}}),
         ),
         Host::Codex => (
-            PathBuf::from(".codex/hooks.json"),
+            hook_file(&crate::runtimes::CODEX),
             json!({"hooks": {
                 "PreToolUse": [{"matcher": "*", "hooks": [{"type": "command", "command": cmd("pre-tool-use", "codex")}]}],
                 "SessionStart": [{"hooks": [{"type": "command", "command": cmd("session-start", "codex")}]}]}}),
         ),
         Host::Gemini => (
-            PathBuf::from(".gemini/settings.json"),
+            hook_file(&crate::runtimes::GEMINI),
             json!({"hooks": {
                 "BeforeTool": [{"matcher": ".*", "hooks": [{"type": "command", "command": cmd("pre-tool-use", "gemini")}]}],
                 "SessionStart": [{"hooks": [{"type": "command", "command": cmd("session-start", "gemini")}]}]}}),
         ),
         Host::Cursor => (
-            PathBuf::from(".cursor/hooks.json"),
+            hook_file(&crate::runtimes::CURSOR),
             json!({"version": 1, "hooks": {
                 "preToolUse": [{"command": cmd("pre-tool-use", "cursor")}],
                 "beforeShellExecution": [{"command": cmd("pre-tool-use", "cursor")}],

@@ -20,6 +20,7 @@ pub mod jail;
 pub(crate) mod logfile;
 pub mod net;
 pub mod runtime;
+pub(crate) mod runtimes;
 pub mod secrets;
 
 pub use error::{Error, Result};

@@ -262,3 +262,44 @@ fn the_hook_works_inside_the_jail_and_its_binary_cannot_be_replaced() {
     assert_eq!(first["hookSpecificOutput"]["permissionDecision"], "deny");
     assert_eq!(out.lines().count(), 1, "{out}");
 }
+
+#[test]
+fn agent_state_writes_are_denied_by_the_allowlist_with_the_reason() {
+    let f = Fixture::new();
+    let ws = f.ws.display().to_string();
+    let home = f.home.display().to_string();
+    let write = |path: &str| {
+        let p = json!({"cwd": ws, "hook_event_name": "PreToolUse", "tool_name": "Edit",
+                       "tool_input": {"file_path": path, "old_string": "a", "new_string": "b"}});
+        hook(&f, "claude", &p)
+    };
+    // The user memory: a catalogued entry point.
+    let memory = format!("{home}/.claude/CLAUDE.md");
+    let runs = "Claude Code: the user's instructions, read by every session";
+    assert_json(
+        &write(&memory).1,
+        &claude_deny(&sealed_reason(&memory, runs)),
+    );
+    // A script nobody catalogued, off the allowlist.
+    let script = format!("{home}/.claude/statusline.sh");
+    let (_, out, _) = write(&script);
+    assert!(
+        out.contains("permissionDecision\":\"deny")
+            && out.contains("not agent state this runtime was measured writing"),
+        "{out}"
+    );
+    // ~/.codex/.env.
+    let env = format!("{home}/.codex/.env");
+    assert!(write(&env).1.contains("LD_PRELOAD"));
+    // The agent's own state, and what is private to the session: no opinion.
+    for path in [
+        format!("{home}/.claude/projects/p/memory/MEMORY.md"),
+        format!("{home}/.claude/todos/t.json"),
+        format!("{home}/.codex/sessions/r.jsonl"),
+        format!("{home}/.codex/skills/new/SKILL.md"),
+        format!("{home}/.codex/shell_snapshots/s.sh"),
+    ] {
+        let (code, out, err) = write(&path);
+        assert_eq!((code, out.as_str()), (Some(0), ""), "{path}: {err}");
+    }
+}

@@ -514,7 +514,7 @@ pub const WRAPPER_MARK: &str = "# claude-sandbox wrapper";
 fn check_wrappers() -> Vec<Check> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     let mut out = Vec::new();
-    for agent in ["claude", "codex", "gemini", "opencode", "cursor-agent"] {
+    for agent in crate::runtimes::commands() {
         let Some(found) = std::env::split_paths(&path)
             .map(|d| d.join(agent))
             .find(|p| p.is_file())

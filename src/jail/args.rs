@@ -10,7 +10,8 @@
 //!    then anchors (writable self-binds that make `.git` and nested
 //!    repositories' ancestors impossible to rename); then hidden directories (the runtime directory),
 //!    after every writable bind so that none can re-expose it;
-//! 6. sealed entry points, read-only over themselves: after the writable roots, so they win;
+//! 6. sealed entry points, read-only over themselves: after the writable roots, so they win; then
+//!    the agents' private state (a tmpfs each: `runtimes`), after the seals that hold them;
 //! 7. masks (`/dev/null` over sockets and privileged binaries, empty dirs over socket dirs): last, so
 //!    nothing can re-expose them;
 //! 8. seccomp, status fd, environment, working directory, the command (through the exec helper, see
@@ -153,6 +154,12 @@ fn home_and_writable(a: &mut Argv, policy: &Policy) {
     for p in &policy.writable {
         a.same("--bind", p);
     }
+    for (dir, keep) in &policy.state_views {
+        a.flag("--tmpfs").path(dir);
+        for name in keep {
+            a.same("--ro-bind", &dir.join(name));
+        }
+    }
 }
 
 /// Steps 5 (after the writable roots) to 7: anchors, hidden directories, seals, masks.
@@ -168,6 +175,9 @@ fn seals(a: &mut Argv, policy: &Policy) {
     let outside_layers = |p: &Path| !super::layers::hides(policy, p);
     for s in policy.sealed.iter().filter(|s| outside_layers(&s.path)) {
         a.same("--ro-bind", &s.path);
+    }
+    for p in &policy.state_private {
+        a.flag("--tmpfs").path(p);
     }
     for m in policy.masks.iter().filter(|m| outside_layers(&m.path)) {
         match m.kind {

@@ -24,7 +24,7 @@ pub const GUARDED_KEYS: &[&str] = &[
 ];
 
 const ORIGINAL: &str = "claude.json.orig";
-const NAME: &str = ".claude.json";
+const NAME: &str = crate::runtimes::CLAUDE_JSON;
 
 /// `<runtime>/sessions/<id>`.
 pub fn session_dir(runtime: &Path, id: &str) -> PathBuf {

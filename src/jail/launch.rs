@@ -550,6 +550,13 @@ fn end_session(
         ms = t0.elapsed().as_secs_f64() * 1e3,
         "placeholders removed"
     );
+    let placeheld: Vec<PathBuf> = plan.placeholders.iter().map(|p| p.path.clone()).collect();
+    let home = &plan.policy.home;
+    for note in
+        super::statesweep::sweep(runtime, &session.id, home, &plan.state_listings, &placeheld)
+    {
+        eprintln!("claude-sandbox: {note}");
+    }
     // Last, so that the kernel frees the watches while the clean-up runs. Closing still waits for
     // an SRCU grace period: 0.1 ms, or 10-20 ms in 4 launches of 10 here (docs/performance.md, "The
     // end of a session"). Logged under its own target, so that the benchmark can read it alone.

@@ -38,7 +38,7 @@ pub const CACHES: &[(&str, &str)] = &[
 /// `.crates.toml` and `.crates2.json` beside `bin/`), and everything tools keep in
 /// `~/.local/share` and `~/.local/state` (nvim's plugins, pipx's venvs, mise's tools: run later by
 /// your tools, so never writable through). The PATH directories inside them (`~/.local/bin`,
-/// `~/.cargo/bin`) are not layers: they stay yours, writable and watched (`plan::HOME_HOLES`), and
+/// `~/.cargo/bin`) are not layers: they stay yours, writable and watched (`plan::home_holes`), and
 /// so are the agents' own state directories there. Unlike a cache, your data must stay visible:
 /// where no overlay can be made, the jail sees your directory read-only, as before (a missing one
 /// is the jail's own directory).

@@ -12,7 +12,8 @@
 //! - `sockets`: `~/.ssh`, `~/.gnupg` and `/run` as fixed views (sockets made later stay unseen);
 //! - `layers`: caches as the jail's own persistent layers over the human's, read-only ones;
 //! - `launch`: `run` itself;
-//! - `nested`: `run` inside the jail runs the command directly, and says so.
+//! - `nested`: `run` inside the jail runs the command directly, and says so;
+//! - `statesweep`: new names off an agent state directory's allowlist, quarantined at the end.
 
 pub mod args;
 pub mod exec;
@@ -29,3 +30,4 @@ pub mod policy;
 pub mod seal;
 pub mod seccomp;
 pub(crate) mod sockets;
+pub(crate) mod statesweep;

@@ -243,9 +243,7 @@ fn create(p: &Placeholder) -> std::io::Result<(u64, u64)> {
     match p.stub {
         Stub::Dir => {
             // Agent state may hold credentials; other directories get the usual mode.
-            let agent_state = p.path.file_name().is_some_and(|n| {
-                [".claude", ".codex", ".gemini", ".cursor"].contains(&n.to_str().unwrap_or(""))
-            });
+            let agent_state = crate::runtimes::state_dirs().any(|s| p.path.ends_with(s.path));
             let mode = if agent_state { 0o700 } else { 0o755 };
             std::fs::DirBuilder::new().mode(mode).create(&p.path)?;
             let m = std::fs::symlink_metadata(&p.path)?;

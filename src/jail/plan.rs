@@ -23,32 +23,16 @@ mod seals;
 use masks::*;
 use seals::*;
 
-/// The writable holes in `$HOME`, relative to it. Each is writable only if it exists (or the agent
-/// being launched owns it: see `RUNTIMES`). Caches and installed tools' data are not holes: they
-/// are the jail's own layers (`layers::CACHES`, `layers::DATA`); the PATH directories inside those
-/// (`~/.local/bin`, `~/.cargo/bin`) are holes, shared with you and watched.
-pub const HOME_HOLES: &[&str] = &[
-    ".claude",
-    ".codex",
-    ".gemini",
-    ".cursor",
-    ".local/bin",
-    ".cargo/bin",
-    ".local/share/opencode",
-    ".local/state/opencode",
-];
-
-/// Agent commands and the state directories created for them when missing.
-pub const RUNTIMES: &[(&str, &[&str])] = &[
-    ("claude", &[".claude"]),
-    ("codex", &[".codex"]),
-    ("gemini", &[".gemini"]),
-    ("cursor-agent", &[".cursor"]),
-    ("opencode", &[".local/share/opencode"]),
-];
-
-/// The private copy of this file is merged back after the session (see `home`).
-pub const CLAUDE_JSON: &str = ".claude.json";
+/// The writable holes in `$HOME`, relative to it: the PATH directories inside the data layers
+/// (`~/.local/bin`, `~/.cargo/bin`: shared with you and watched) and every runtime's state
+/// directories (`runtimes`). Each is writable only if it exists (or the agent being launched owns
+/// it). Caches and installed tools' data are not holes: they are the jail's own layers
+/// (`layers::CACHES`, `layers::DATA`).
+pub fn home_holes() -> impl Iterator<Item = &'static str> {
+    [".local/bin", ".cargo/bin"]
+        .into_iter()
+        .chain(crate::runtimes::state_dirs().map(|s| s.path))
+}
 
 /// Environment variables that lead to escape hatches (unset inside the jail).
 pub const UNSET_ENV: &[&str] = &[
@@ -131,6 +115,9 @@ pub struct Plan {
     pub holes: Vec<PathBuf>,
     /// Missing workspace-root entry points nothing installed reads: no placeholder (`readers`).
     pub unread: Vec<PathBuf>,
+    /// The measured agent-state directories' top level at launch (`statesweep`).
+    #[serde(skip)]
+    pub state_listings: Vec<super::statesweep::Listing>,
 }
 
 impl Plan {
@@ -195,13 +182,12 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         .and_then(|c| Path::new(c).file_name())
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    let launched = crate::runtimes::by_command(&agent);
     let mut holes: Vec<PathBuf> = Vec::new();
-    for rel in HOME_HOLES {
+    for rel in home_holes() {
         let p = home.join(rel);
-        let owned = rel == &".local/bin"
-            || RUNTIMES
-                .iter()
-                .any(|(name, dirs)| *name == agent && dirs.contains(rel));
+        let owned =
+            rel == ".local/bin" || launched.is_some_and(|r| r.state.iter().any(|s| s.path == rel));
         if p.is_dir() && !is_symlink(&p) {
             holes.push(p);
         } else if !p.exists() && !is_symlink(&p) && owned {
@@ -225,6 +211,9 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
             holes.push(p);
         }
     }
+    // What an agent writes and runs later itself: a private tmpfs per session (`runtimes`).
+    let (state_private, state_views) =
+        state_private(&home, &holes, &mut placeholders, &mut warnings);
     for extra in &input.config.writable {
         match std::fs::canonicalize(extra) {
             Ok(p) => holes.push(p),
@@ -276,7 +265,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
     ];
     // Decided here (bwrap takes the environment before the seals are planned): a root name that
     // may become a placeholder, missing now, whose reader fails on a directory.
-    for c in entrypoints::PER_DIRECTORY {
+    for c in entrypoints::per_directory() {
         if let Some((k, v)) = c.jail_env {
             if std::fs::symlink_metadata(ws.join(c.name)).is_err() {
                 setenv.push((k.into(), v.into()));
@@ -302,6 +291,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
     } else {
         ws.clone()
     };
+    let policy_home = home.clone();
     let policy = Policy {
         bwrap: input.bwrap.clone(),
         workspace: ws,
@@ -321,6 +311,8 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         chdir,
         command: input.command.clone(),
         layers,
+        state_private,
+        state_views,
         network,
         net_dir,
         git_copies: Vec::new(),
@@ -339,6 +331,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
             .cloned()
             .collect(),
         workspace_dirs: Vec::new(),
+        state_listings: super::statesweep::listings(&policy_home, &holes),
         holes,
         unread: Vec::new(),
     })
@@ -383,7 +376,9 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
     }
     let search = readers::search_dirs(&input.path_env, &home);
     plan.unread = readers::unread(&mut findings, &ws, &search);
-    let (sealed, stubs, closed) = seal(findings, &writable_roots, &mut warnings);
+    let (sealed, mut stubs, closed) = seal(findings, &writable_roots, &mut warnings);
+    // A sealed directory that is also a private tmpfs's parent is made once, as agent state.
+    stubs.retain(|s| !plan.placeholders.iter().any(|p| p.path == s.path));
     plan.placeholders.extend(stubs);
 
     let anchors = anchors(&ws, &discovery.repos, &sealed, &closed);
@@ -435,6 +430,78 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
     plan.workspace_dirs = discovery.dirs;
 }
 
+/// The private tmpfs mount points and the views of the state directories that are holes, and
+/// placeholders (agent state, removed again if left empty) for the missing ones and their missing
+/// parents.
+#[allow(clippy::type_complexity)]
+fn state_private(
+    home: &Path,
+    holes: &[PathBuf],
+    placeholders: &mut Vec<Placeholder>,
+    warnings: &mut Vec<String>,
+) -> (Vec<PathBuf>, Vec<(PathBuf, Vec<OsString>)>) {
+    let (mut private, mut views) = (Vec::new(), Vec::new());
+    for sd in crate::runtimes::state_dirs() {
+        let dir = home.join(sd.path);
+        if !holes.contains(&dir) {
+            continue;
+        }
+        let wanted = sd
+            .private
+            .iter()
+            .map(|rel| (*rel, None))
+            .chain(sd.views.iter().map(|v| (v.name, Some(v.fresh))));
+        for (rel, fresh) in wanted {
+            let p = dir.join(rel);
+            // Through a symlink the mount would land elsewhere: left as it is.
+            if p.ancestors()
+                .any(|a| a.starts_with(&dir) && a != dir && is_symlink(a))
+            {
+                warnings.push(format!(
+                    "{} is reached through a symlink: not made private",
+                    p.display()
+                ));
+                continue;
+            }
+            match std::fs::symlink_metadata(&p) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => {
+                    warnings.push(format!(
+                        "{} is not a directory: it stays as it is, writable",
+                        p.display()
+                    ));
+                    continue;
+                }
+                Err(_) => {
+                    let planned = |a: &Path| placeholders.iter().any(|x| x.path == a);
+                    let missing: Vec<PathBuf> = p
+                        .ancestors()
+                        .take_while(|a| *a != dir && !a.exists() && !planned(a))
+                        .map(Path::to_path_buf)
+                        .collect();
+                    placeholders.extend(missing.into_iter().rev().map(|path| Placeholder {
+                        path,
+                        stub: Stub::Dir,
+                        state_dir: true,
+                    }));
+                }
+            }
+            match fresh {
+                None => private.push(p),
+                Some(fresh) => {
+                    let mut keep: Vec<OsString> = std::fs::read_dir(&p)
+                        .map(|rd| rd.flatten().map(|e| e.file_name()).collect())
+                        .unwrap_or_default();
+                    keep.retain(|n| !fresh.iter().any(|f| n == *f));
+                    keep.sort();
+                    views.push((p, keep));
+                }
+            }
+        }
+    }
+    (private, views)
+}
+
 fn canonical(p: &Path) -> Result<PathBuf> {
     std::fs::canonicalize(p).map_err(|e| Error::Usage(format!("{}: {e}", p.display())))
 }
@@ -464,7 +531,7 @@ fn home_entries(home: &Path, holes: &[PathBuf]) -> Result<Vec<HomeEntry>> {
     names.sort();
     let mut out = Vec::new();
     for name in names {
-        if name == CLAUDE_JSON {
+        if name == crate::runtimes::CLAUDE_JSON {
             continue; // a private copy lives in the session home
         }
         let path = home.join(&name);

@@ -88,6 +88,14 @@ pub struct Policy {
     /// Caches: the jail's own layer over the human's read-only directory (see `layers`); mounted
     /// after the writable roots.
     pub layers: Vec<super::layers::Layer>,
+    /// What an agent writes in its state directory and runs later itself (shell snapshots, bundled
+    /// skills): an empty writable tmpfs each, for this session only (`runtimes`); mounted after the
+    /// seals, so that one inside a read-only directory (`~/.codex/skills/.system`) stays writable.
+    pub state_private: Vec<PathBuf>,
+    /// Directories of agent state seen through a view (`runtimes::View`): a writable tmpfs for the
+    /// session holding read-only binds of these entries of the human's directory; mounted with the
+    /// writable roots.
+    pub state_views: Vec<(PathBuf, Vec<OsString>)>,
     /// The network mode and lists (see `net`).
     pub network: crate::net::NetPolicy,
     /// Allowlist mode: the host directory holding the proxy's socket, bound at `net::JAIL_DIR`.
@@ -186,6 +194,8 @@ impl Policy {
             chdir: "/w/sub".into(),
             command: vec!["claude".into(), "--flag with space".into()],
             layers: Vec::new(),
+            state_private: Vec::new(),
+            state_views: Vec::new(),
             network: Default::default(),
             net_dir: None,
             git_copies: Vec::new(),

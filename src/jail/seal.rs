@@ -143,6 +143,10 @@ pub fn seal_ops(policy: &Policy, git_copies: &[super::gitcopy::GitCopy]) -> Vec<
         let copies = super::gitcopy::copies_dir(&policy.session_home);
         ops.push(bind(&copies, Path::new(super::gitcopy::JAIL_DIR), true));
     }
+    for (dir, keep) in &policy.state_views {
+        ops.push(SealOp::Tmpfs(dir.clone()));
+        ops.extend(keep.iter().map(|n| bind(&dir.join(n), &dir.join(n), false)));
+    }
     ops.push(SealOp::Unstage);
     let anchors = policy.anchors.iter().cloned().map(SealOp::Anchor);
     let hidden = policy.hidden.iter().cloned().map(SealOp::Hide);
@@ -172,7 +176,14 @@ pub fn seal_ops(policy: &Policy, git_copies: &[super::gitcopy::GitCopy]) -> Vec<
         MaskKind::File => SealOp::MaskFile(m.path.clone()),
         MaskKind::Dir => SealOp::MaskDir(m.path.clone()),
     });
-    ops.extend(anchors.chain(hidden).chain(sealed).chain(masks));
+    let private = policy.state_private.iter().cloned().map(SealOp::Tmpfs);
+    ops.extend(
+        anchors
+            .chain(hidden)
+            .chain(sealed)
+            .chain(private)
+            .chain(masks),
+    );
     ops
 }
 

@@ -53,28 +53,18 @@ impl Mode {
     }
 }
 
-/// The default allow list: the agents' own APIs and sign-in, and the common package registries.
-/// Every entry is also a way out for data (an attacker's API key, a package upload): `deny` removes
-/// any of them.
-pub const DEFAULT_ALLOW: &[&str] = &[
-    // Claude Code
-    "api.anthropic.com",
-    "statsig.anthropic.com",
-    "console.anthropic.com",
-    "claude.ai",
-    // Codex CLI
-    "api.openai.com",
-    "auth.openai.com",
-    "chatgpt.com",
-    // Gemini CLI
-    "generativelanguage.googleapis.com",
-    "cloudcode-pa.googleapis.com",
-    "oauth2.googleapis.com",
-    // Cursor CLI, OpenCode
-    "api2.cursor.sh",
-    "api.cursor.com",
-    "opencode.ai",
-    "models.dev",
+/// The default allow list: the agents' own APIs and sign-in (`runtimes`: each runtime's `hosts`),
+/// then the common package registries. Every entry is also a way out for data (an attacker's API
+/// key, a package upload): `deny` removes any of them.
+pub fn default_allow() -> impl Iterator<Item = &'static str> {
+    crate::runtimes::ALL
+        .iter()
+        .flat_map(|r| r.hosts.iter().copied())
+        .chain(REGISTRIES.iter().copied())
+}
+
+/// Package registries and git hosts for dependencies (in the default allow list).
+const REGISTRIES: &[&str] = &[
     // npm, PyPI, crates.io, Go modules
     "registry.npmjs.org",
     "registry.yarnpkg.com",
@@ -98,7 +88,7 @@ pub const DEFAULT_ALLOW: &[&str] = &[
 pub struct NetConfig {
     /// `None`: the default (`Mode::DEFAULT`).
     pub mode: Option<Mode>,
-    /// Added to `DEFAULT_ALLOW` (system and user files, `--allow-domain`).
+    /// Added to `default_allow()` (system and user files, `--allow-domain`).
     pub allow: Vec<String>,
     /// Wins over every allow entry, default ones included.
     pub deny: Vec<String>,
@@ -114,7 +104,7 @@ impl NetConfig {
         let mode = self.mode();
         let mut allow: Vec<String> = Vec::new();
         if mode == Mode::Allowlist {
-            allow = DEFAULT_ALLOW.iter().map(|s| s.to_string()).collect();
+            allow = default_allow().map(str::to_string).collect();
             for a in &self.allow {
                 if !allow.contains(a) {
                     allow.push(a.clone());
@@ -322,7 +312,7 @@ mod tests {
             deny: vec!["github.com".into()],
         };
         let p = n.policy();
-        assert_eq!(p.allow.len(), DEFAULT_ALLOW.len() + 1);
+        assert_eq!(p.allow.len(), default_allow().count() + 1);
         assert_eq!(p.allow.last().unwrap(), "api.example.com");
         assert_eq!(p.deny, vec!["github.com".to_string()]);
         let p = NetConfig {
@@ -331,7 +321,7 @@ mod tests {
         }
         .policy();
         assert!(p.allow.is_empty() && p.deny.is_empty());
-        for d in DEFAULT_ALLOW {
+        for d in default_allow() {
             pattern::Pattern::parse(d).unwrap();
         }
     }

@@ -9,7 +9,7 @@
 //! appears during the session is alerted when it ends (`entry-point-created`), since a tool
 //! installed later would run it.
 
-use crate::entrypoints::{Finding, PER_DIRECTORY};
+use crate::entrypoints::{per_directory, Finding};
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;
@@ -51,7 +51,7 @@ pub(crate) fn unread(findings: &mut Vec<Finding>, ws: &Path, dirs: &[PathBuf]) -
         let Some(c) = f
             .path
             .file_name()
-            .and_then(|n| PER_DIRECTORY.iter().find(|c| OsStr::new(c.name) == n))
+            .and_then(|n| per_directory().find(|c| OsStr::new(c.name) == n))
         else {
             return true;
         };
