@@ -156,38 +156,31 @@ pub fn explain(opts: &RunOptions, json: bool, full: bool) -> Result<()> {
             };
             let _ = writeln!(out, "  {}{tag}\n      runs: {}", s.path.display(), s.runs);
         }
+        if !plan.unread.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nNot blocked (nothing installed here reads them; alerted if made during a session):"
+            );
+            for u in &plan.unread {
+                let _ = writeln!(out, "  {}", u.display());
+            }
+        }
         let _ = writeln!(out, "\nMasked:");
         for m in &p.masks {
             let _ = writeln!(out, "  {}  ({})", m.path.display(), m.why);
         }
     } else {
         let missing = p.sealed.iter().filter(|s| s.placeholder).count();
+        let unread = match plan.unread.len() {
+            0 => String::new(),
+            n => format!("; {n} unread here: not blocked"),
+        };
         let _ = writeln!(
             out,
             "\nRead-only: everything else, and {} entry points inside writable places ({missing} missing: \
-             a placeholder while a session runs)",
+             placeholders during sessions{unread})",
             p.sealed.len()
         );
-        if !plan.unread.is_empty() {
-            let names: Vec<String> = plan
-                .unread
-                .iter()
-                .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-                .collect();
-            let _ = writeln!(
-                out,
-                "Not blocked (nothing installed here reads them; alerted if created): {}",
-                some(&names, full)
-            );
-        }
-        if !copies.is_empty() {
-            let _ = writeln!(
-                out,
-                "Git configs: {} repositories' config is the jail's own copy (git config, remote add, \
-                 push -u work); merged back at exit, keys that run programs keep your values",
-                copies.len()
-            );
-        }
         let names: Vec<String> = p
             .masks
             .iter()
@@ -244,7 +237,15 @@ pub fn explain(opts: &RunOptions, json: bool, full: bool) -> Result<()> {
     for w in &watched {
         let _ = writeln!(out, "  {}", w.display());
     }
-    let _ = writeln!(out, "\nRepositories: {}", plan.repos.len());
+    let _ = write!(out, "\nRepositories: {}", plan.repos.len());
+    let _ = match copies.len() {
+        0 => writeln!(out),
+        n => writeln!(
+            out,
+            " ({n} git configs the jail's own copy: `git config` works inside; merged back at exit, \
+             keys that run programs keep your values)"
+        ),
+    };
     if !config.sources.is_empty() {
         let _ = writeln!(
             out,

@@ -316,7 +316,7 @@ fn explain_names_entry_points_masks_and_json_parses() {
         .as_array()
         .unwrap()
         .iter()
-        .any(|s| s["path"].as_str().unwrap().ends_with(".envrc")));
+        .any(|s| s["path"].as_str().unwrap().ends_with(".devcontainer")));
     assert_eq!(
         json["watched_path_dirs"][0].as_str().unwrap(),
         f.home.join(".local/bin").to_str().unwrap()
@@ -341,8 +341,8 @@ fn placeholders_exist_only_during_the_session() {
     let running = f.ws.join("running");
     wait_for("the session", Duration::from_secs(10), || running.exists());
     assert!(
-        f.ws.join(".envrc").is_dir(),
-        "the .envrc placeholder is an empty directory during the session"
+        f.ws.join(".devcontainer").is_dir(),
+        "the .devcontainer placeholder is an empty directory during the session"
     );
     assert!(
         !f.home.join(".bash_profile").exists(),
@@ -363,7 +363,7 @@ fn placeholders_exist_only_during_the_session() {
     std::fs::remove_file(&running).unwrap();
     let _ = std::fs::remove_file(f.ws.join("up-marker-ignored"));
     assert!(
-        f.ws.join(".envrc").exists(),
+        f.ws.join(".devcontainer").exists(),
         "expected the killed session's placeholder to be left"
     );
     ok(&f.jail("true")); // ...and the next run removes them.
@@ -605,7 +605,7 @@ fn stdout_and_stdin_pass_through() {
 fn concurrent_sessions_keep_each_others_placeholders() {
     let f = Fixture::new();
     let script = "touch a-running; while [ ! -e b-done ]; do sleep 0.05; done; \
-                  echo x > .envrc 2>/dev/null && echo ESCAPED; mkdir .vscode/x 2>/dev/null && echo ESCAPED; echo A-END";
+                  mkdir -p .devcontainer/x 2>/dev/null && echo ESCAPED; mkdir .vscode/x 2>/dev/null && echo ESCAPED; echo A-END";
     let a = f
         .cmd(["run", "--", "bash", "-c", script])
         .stdout(Stdio::piped())
@@ -613,9 +613,9 @@ fn concurrent_sessions_keep_each_others_placeholders() {
         .unwrap();
     let running = f.ws.join("a-running");
     wait_for("session A", Duration::from_secs(10), || running.exists());
-    ok(&f.jail("echo y > .envrc 2>/dev/null && echo ESCAPED; true"));
+    ok(&f.jail("mkdir -p .devcontainer/y 2>/dev/null && echo ESCAPED; true"));
     assert!(
-        f.ws.join(".envrc").is_dir(),
+        f.ws.join(".devcontainer").is_dir(),
         "session B removed a placeholder session A still holds"
     );
     std::fs::write(f.ws.join("b-done"), "").unwrap();
@@ -626,7 +626,7 @@ fn concurrent_sessions_keep_each_others_placeholders() {
         "session A's seals must hold after B ended"
     );
     assert!(
-        !f.ws.join(".envrc").exists(),
+        !f.ws.join(".devcontainer").exists(),
         "the last session out removes the placeholder"
     );
 }
@@ -670,15 +670,47 @@ fn sealing_from_outside_matches_bwraps_own_sealing() {
     // when the sealer mounts it, and your directory read-only when bwrap makes every mount
     // (bubblewrap 0.8 has no overlay; docs/layers.md).
     let local = format!("{}/.local ", f.home.display());
-    let b = ok(&inside).replace(&format!("{local}ro,"), &format!("{local}rw,"));
-    let a = ok(&outside);
+    // And another: the sealer gives the jail its own git configs (a symlink mounted over each
+    // repository's config, its copies bound at /tmp/.claude-sandbox-git, `~/.gitconfig` a symlink;
+    // `git config` inside writes the copy: tests/gitconfig.rs); bwrap cannot mount a symlink and
+    // keeps them read-only. Those lines are compared apart.
+    let gitcopy = |l: &str| {
+        l.contains("/tmp/.claude-sandbox-git")
+            || l.contains("/.git/claude-sandbox ")
+            || l.contains("/.gitconfig")
+            || l == "WROTE-config"
+    };
+    let without = |t: String| {
+        t.lines()
+            .filter(|l| !gitcopy(l))
+            .map(|l| format!("{l}\n"))
+            .collect::<String>()
+    };
+    let b = without(ok(&inside).replace(&format!("{local}ro,"), &format!("{local}rw,")));
+    let a_full = ok(&outside);
+    assert!(
+        a_full.contains("WROTE-config"),
+        "the jail writes its own copy: {a_full}"
+    );
+    assert!(
+        a_full.contains(&format!(
+            "l {}/.gitconfig /tmp/.claude-sandbox-git/0/config",
+            f.home.display()
+        )),
+        "{a_full}"
+    );
+    assert!(
+        !ok(&inside).contains("WROTE-config"),
+        "bwrap keeps the config read-only"
+    );
+    let a = without(a_full);
     assert!(
         stderr(&executed).contains("sealed from outside"),
         "{}",
         stderr(&executed)
     );
     assert_eq!(
-        ok(&executed),
+        without(ok(&executed)),
         b,
         "executed sealer (left) and bwrap (right) differ"
     );
@@ -729,7 +761,7 @@ fn failed_seal_falls_back(mode: &str) {
     let f = Fixture::new();
     let count = f.ws.join("ran");
     let script = format!(
-        "echo ran >> {c}; echo x > .envrc 2>/dev/null && echo WROTE; echo END",
+        "echo ran >> {c}; mkdir -p .devcontainer/x 2>/dev/null && echo WROTE; echo END",
         c = count.display()
     );
     let out = f

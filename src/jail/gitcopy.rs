@@ -184,6 +184,15 @@ pub(crate) fn withdraw(session_dir: &Path, copies: &mut Vec<GitCopy>) -> Result<
     let name = session_name(session_dir);
     let _ = std::fs::remove_file(base_dir(session_dir).join(MAP));
     let mut still = Vec::new();
+    for c in copies.iter().filter(|c| !c.divert) {
+        // The sealer's symlink in the session's `$HOME` (`~/.gitconfig`): bwrap binds the file there.
+        if let Some(name) = c.real.file_name() {
+            let link = session_dir.join("home").join(name);
+            if std::fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink()) {
+                let _ = std::fs::remove_file(link);
+            }
+        }
+    }
     for c in copies.drain(..).filter(|c| c.divert) {
         let _ = release(&c.real, &name);
         if is_diverted(&c.real) {
