@@ -6,11 +6,11 @@ use super::*;
 impl Watcher {
     /// Read a deferred name: its attributes become its baseline, or, when it was changed in the
     /// session by then, a baseline that counts as changed whatever comes next.
-    pub(super) fn resolve(&mut self, idx: usize, name: &str, how: Resolve) {
-        if !self.dirs[idx].deferred.remove(name) {
+    pub(super) fn resolve(&mut self, idx: DirId, name: &str, how: Resolve) {
+        if !self.table[idx].deferred.remove(name) {
             return;
         }
-        if let Some(e) = Entry::metadata(&self.dirs[idx].path.join(name)) {
+        if let Some(e) = Entry::metadata(&self.table[idx].path.join(name)) {
             let changed = match how {
                 Resolve::Quiet => false,
                 Resolve::Event => true,
@@ -20,15 +20,15 @@ impl Watcher {
         }
     }
 
-    pub(super) fn resolve_all(&mut self, idx: usize, how: Resolve) {
-        let names: Vec<String> = self.dirs[idx].deferred.iter().cloned().collect();
+    pub(super) fn resolve_all(&mut self, idx: DirId, how: Resolve) {
+        let names: Vec<String> = self.table[idx].deferred.iter().cloned().collect();
         for name in names {
             self.resolve(idx, &name, how);
         }
     }
 
-    pub(super) fn settle(&mut self, idx: usize, name: &str, mut e: Entry, changed: bool) {
-        let d = &mut self.dirs[idx];
+    pub(super) fn settle(&mut self, idx: DirId, name: &str, mut e: Entry, changed: bool) {
+        let d = &mut self.table[idx];
         if changed {
             // Left out of `state`: the next look at it judges it against this origin.
             e.changed_in_session = true;
@@ -56,24 +56,24 @@ impl Watcher {
     /// inotify queues inside the system call that makes the change, and the watch predates the
     /// session's command. After a lost event, ctime decides.
     pub(super) fn resolve_batch(&mut self, n: usize) {
-        let dirs = &self.dirs;
-        let batch: Vec<(usize, String, Option<Entry>)> = self
+        let table = &self.table;
+        let batch: Vec<(DirId, String, Option<Entry>)> = self
             .deferring
             .iter()
             .flat_map(|&idx| {
-                dirs[idx]
+                table[idx]
                     .deferred
                     .iter()
                     .map(move |name| (idx, name.clone()))
             })
             .take(n)
             .map(|(idx, name)| {
-                let e = Entry::metadata(&self.dirs[idx].path.join(&name));
+                let e = Entry::metadata(&table[idx].path.join(&name));
                 (idx, name, e)
             })
             .collect();
-        let (dirty, overflow) = self.read_events();
-        let evented: std::collections::HashSet<(usize, &str)> = dirty
+        let (dirty, overflow) = self.table.read_events();
+        let evented: std::collections::HashSet<(DirId, &str)> = dirty
             .iter()
             .filter_map(|(idx, name, _)| name.as_deref().map(|n| (*idx, n)))
             .collect();
@@ -81,7 +81,7 @@ impl Watcher {
         for (idx, name, e) in batch {
             let Some(e) = e else {
                 // Gone since it was listed: nothing to settle, and not to be read again.
-                self.dirs[idx].deferred.remove(&name);
+                self.table[idx].deferred.remove(&name);
                 continue;
             };
             let changed = if overflow {
@@ -93,7 +93,7 @@ impl Watcher {
         }
         drop(evented);
         for (idx, name, e, changed) in settled {
-            if self.dirs[idx].deferred.remove(&name) {
+            if self.table[idx].deferred.remove(&name) {
                 self.settle(idx, &name, e, changed);
             }
         }
@@ -104,7 +104,7 @@ impl Watcher {
     pub(super) fn any_deferred(&self) -> bool {
         self.deferring
             .iter()
-            .any(|&idx| !self.dirs[idx].deferred.is_empty())
+            .any(|&idx| !self.table[idx].deferred.is_empty())
     }
 
     /// Hash up to `n` baseline executables. A hash is kept only if the file's attributes are still
@@ -113,14 +113,14 @@ impl Watcher {
     pub(super) fn hash_origins(&mut self, n: usize) {
         let start = self.unhashed.len().saturating_sub(n);
         for (idx, name) in self.unhashed.split_off(start) {
-            let path = self.dirs[idx].path.join(&name);
+            let path = self.table[idx].path.join(&name);
             let Some(sha) = Sha256::of_path(&path) else {
                 continue;
             };
             let Some(after) = Entry::metadata(&path) else {
                 continue;
             };
-            let dir = &mut self.dirs[idx];
+            let dir = &mut self.table[idx];
             for map in [&mut dir.origin, &mut dir.state] {
                 if let Some(e) = map.get_mut(&name).filter(|e| e.same_metadata(&after)) {
                     e.sha256 = Some(sha);

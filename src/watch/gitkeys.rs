@@ -9,12 +9,11 @@
 //! the human's; the `include.path` that names it is taken out instead), and a config git refuses to
 //! read (git runs nothing from it; the alert says so).
 
-use super::Watcher;
+use super::{RepoId, Watcher};
 use crate::alerts::{self, Alert, Severity};
 use crate::baseline;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::time::Instant;
 
 /// Whether git treats this exec-capable value as running nothing of the repository's: the
 /// built-in fsmonitor daemon (`core.fsmonitor` as a boolean true).
@@ -29,13 +28,14 @@ pub(crate) fn harmless(key: &str, value: &str) -> bool {
 impl Watcher {
     /// New exec-capable keys in a repository's config are alerted with the key and value; in a
     /// repository new this session they are taken out of its own config files.
-    pub(super) fn check_keys(&mut self, repo: usize) {
+    pub(super) fn check_keys(&mut self, repo: RepoId) {
         let (common, git_dir) = (
-            self.repos[repo].common_dir.clone(),
-            self.repos[repo].git_dir.clone(),
+            self.repo(repo).common_dir.clone(),
+            self.repo(repo).git_dir.clone(),
         );
         let keys = baseline::exec_keys(&common, &git_dir);
-        let known: BTreeSet<(String, String)> = self.repos[repo]
+        let known: BTreeSet<(String, String)> = self
+            .repo(repo)
             .exec_keys
             .iter()
             .map(|(_, k, v)| (k.clone(), v.clone()))
@@ -114,9 +114,8 @@ impl Watcher {
                 session: self.cfg.session.clone(),
                 fingerprint: format!("git-config:{}:{key}={value}", file.display()),
             });
-            self.actions.push((file.clone(), Instant::now()));
         }
-        self.repos[repo].exec_keys = match taken.is_empty() {
+        self.repos[repo.0].exec_keys = match taken.is_empty() {
             true => keys,
             false => baseline::exec_keys(&common, &git_dir),
         };

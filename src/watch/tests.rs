@@ -42,13 +42,13 @@ fn a_path_directory_made_before_its_parent_is_watched_is_still_scanned() {
     );
     let index = base.dirs.iter().find(|d| d.path == late).unwrap().index;
     let mut w = Watcher::new(config(&ws, runtime), &base);
-    assert!(w.inotify.is_some(), "this test needs inotify");
+    assert!(w.table.inotify_open(), "this test needs inotify");
     // The whole chain exists before the watch moves down to `node_modules`.
     std::fs::create_dir_all(&late).unwrap();
     let plant = late.join("ls");
     std::fs::write(&plant, "#!/bin/sh\n").unwrap();
     std::fs::set_permissions(&plant, std::fs::Permissions::from_mode(0o755)).unwrap();
-    w.add_pending(index);
+    w.add_pending(PathPos(index));
     assert!(
         !plant.exists(),
         "a plant in a PATH directory that appeared unseen was not quarantined"
@@ -67,7 +67,7 @@ fn a_cache_tagged_during_the_session_is_walked() {
     let path_env = std::env::join_paths([PathBuf::from("/usr/bin")]).unwrap();
     let base = baseline::take("s", &path_env, &ws, &|_| false, &[], baseline::Depth::Names);
     let mut w = Watcher::new(config(&ws, runtime), &base);
-    assert!(w.inotify.is_some(), "this test needs inotify");
+    assert!(w.table.inotify_open(), "this test needs inotify");
     let repo = |dir: &Path| {
         for sub in ["hooks", "objects", "refs"] {
             std::fs::create_dir_all(dir.join(".git").join(sub)).unwrap();
@@ -141,7 +141,7 @@ fn names_read_after_launch_count_a_change_made_in_between() {
     // Gone before the watch: no event will ever name it.
     std::fs::remove_file(bin.join("gone")).unwrap();
     let mut w = Watcher::new(config(&ws, runtime), &base);
-    assert!(w.inotify.is_some(), "this test needs inotify");
+    assert!(w.table.inotify_open(), "this test needs inotify");
     assert!(w.any_deferred(), "Depth::Names defers every name");
     std::fs::write(bin.join("ls"), "#!/bin/sh\necho planted\n").unwrap();
     w.resolve_batch(RESOLVE_BATCH);
@@ -157,9 +157,9 @@ fn names_read_after_launch_count_a_change_made_in_between() {
         bin.join("cat").exists(),
         "an untouched executable was quarantined"
     );
-    let idx = w.dirs.iter().position(|d| d.path == bin).unwrap();
+    let (_, d) = w.table.iter().find(|(_, d)| d.path == bin).unwrap();
     assert!(
-        w.dirs[idx].state.contains_key("cat"),
+        d.state.contains_key("cat"),
         "an untouched name did not become baseline"
     );
 }

@@ -5,25 +5,25 @@ use super::*;
 
 impl Watcher {
     /// One entry of one directory: compare, decide, act.
-    pub(super) fn reconcile(&mut self, idx: usize, name: &str) {
+    pub(super) fn reconcile(&mut self, idx: DirId, name: &str) {
         if name.contains(NEUTRALISED_MARK) {
             return;
         }
         // Reached without an event for it (a rescan): whether it changed is the ctime's to say.
         self.resolve(idx, name, Resolve::Ctime);
-        let path = self.dirs[idx].path.join(name);
+        let path = self.table[idx].path.join(name);
         let meta = Entry::metadata(&path);
         // The sweep's common case: nothing changed. Same attributes (ctime included) means the
         // same content: no hash, no copy.
-        if let (Some(m), Some(prev)) = (&meta, self.dirs[idx].state.get(name)) {
+        if let (Some(m), Some(prev)) = (&meta, self.table[idx].state.get(name)) {
             if prev.same_metadata(m) {
                 return;
             }
         }
-        let role = self.dirs[idx].role.clone();
+        let role = self.table[idx].role.clone();
         let current = meta.map(|mut c| {
             if c.kind == Kind::File && c.is_executable() {
-                c.sha256 = match self.dirs[idx].state.get(name) {
+                c.sha256 = match self.table[idx].state.get(name) {
                     Some(prev) if prev.same_metadata(&c) && prev.sha256.is_some() => prev.sha256,
                     _ => Sha256::of_path(&path),
                 };
@@ -31,8 +31,8 @@ impl Watcher {
             c
         });
         let previous = match &current {
-            Some(c) => self.dirs[idx].state.insert(name.to_string(), c.clone()),
-            None => self.dirs[idx].state.remove(name),
+            Some(c) => self.table[idx].state.insert(name.to_string(), c.clone()),
+            None => self.table[idx].state.remove(name),
         };
         let Some(cur) = current else { return };
         if !cur.is_executable() {
@@ -45,11 +45,11 @@ impl Watcher {
         }
         let link = describe_links(&cur);
         match role {
-            Role::PathDir { index } => self.judge_path_entry(idx, index, name, &cur, newly, &link),
+            Role::PathDir { pos } => self.judge_path_entry(idx, pos, name, &cur, newly, &link),
             Role::Hooks { repo } if !name.ends_with(".sample") => {
                 let detail = format!(
                     "git hook `{name}` of {}{link}",
-                    self.repos[repo].git_dir.display()
+                    self.repo(repo).git_dir.display()
                 );
                 self.quarantine(idx, name, Severity::Critical, "git-hook", detail, &cur);
             }
@@ -60,14 +60,14 @@ impl Watcher {
     /// A new or changed executable in a writable PATH directory.
     pub(super) fn judge_path_entry(
         &mut self,
-        idx: usize,
-        index: usize,
+        idx: DirId,
+        pos: PathPos,
         name: &str,
         cur: &Entry,
         newly: bool,
         link: &str,
     ) {
-        let origin = self.dirs[idx]
+        let origin = self.table[idx]
             .origin
             .get(name)
             .filter(|o| o.is_executable())
@@ -86,8 +86,8 @@ impl Watcher {
             // shadows a command is gone already; a harmless one was reported).
             return;
         }
-        let shadows = baseline::shadowed(&self.path, index, name)
-            .or_else(|| shellpath::shadowed_in(&self.future.order, &self.dirs[idx].path, name));
+        let shadows = baseline::shadowed(&self.path, pos.0, name)
+            .or_else(|| shellpath::shadowed_in(&self.future.order, &self.table[idx].path, name));
         if let Some(target) = shadows {
             let detail = format!("shadows {}{link}", target.display());
             self.quarantine(idx, name, Severity::Critical, "path-shadow", detail, cur);
@@ -95,7 +95,7 @@ impl Watcher {
             let detail = format!("new executable on PATH{link}");
             self.quarantine(idx, name, Severity::Info, "path-new", detail, cur);
         } else {
-            let path = self.dirs[idx].path.join(name);
+            let path = self.table[idx].path.join(name);
             let detail = format!("new executable on PATH, shadows nothing{link}");
             self.alert(
                 Severity::Info,
@@ -111,18 +111,18 @@ impl Watcher {
 
     pub(super) fn quarantine(
         &mut self,
-        idx: usize,
+        idx: DirId,
         name: &str,
         sev: Severity,
         kind: &str,
         detail: String,
         entry: &Entry,
     ) {
-        let dir = self.dirs[idx].path.clone();
+        let dir = self.table[idx].path.clone();
         let path = dir.join(name);
         match quarantine::quarantine(&self.cfg.runtime, &dir, OsStr::new(name), &detail) {
             Ok(Some(rec)) => {
-                self.dirs[idx].state.remove(name);
+                self.table[idx].state.remove(name);
                 let action = if rec.method == "moved" {
                     "quarantined"
                 } else {
@@ -142,10 +142,9 @@ impl Watcher {
                     Some(rec.id.clone()),
                     entry,
                 );
-                self.actions.push((path, Instant::now()));
             }
             Ok(None) => {
-                self.dirs[idx].state.remove(name);
+                self.table[idx].state.remove(name);
             }
             Err(e) => {
                 let detail = format!("{detail}; quarantine FAILED: {e}");
