@@ -48,8 +48,8 @@ pub struct Record {
     pub nlink: u64,
     pub sha256: Option<String>,
     pub link_target: Option<PathBuf>,
-    /// `moved` (into the runtime directory) or `neutralised` (renamed in place, exec bits dropped).
-    pub method: String,
+    /// How the bytes were taken out of reach.
+    pub method: Method,
     /// Where the bytes are now.
     pub stored_at: PathBuf,
     pub reason: String,
@@ -59,6 +59,21 @@ pub struct Record {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after_sha256: Option<String>,
 }
+
+/// How a quarantine took effect (stored as `moved`, `neutralised`, `keys-removed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Method {
+    /// Moved into the runtime directory.
+    Moved,
+    /// Renamed in place (another filesystem), exec bits dropped.
+    Neutralised,
+    /// A config's exec-capable keys taken out (`config::KIND`); the original bytes are stored.
+    KeysRemoved,
+}
+
+/// The mark in the name of a file neutralised in place: `.NAME.claude-sandbox-q-ID`.
+pub(crate) const NEUTRALISED_MARK: &str = ".claude-sandbox-q-";
 
 fn qdir(runtime: &Path) -> PathBuf {
     runtime.join("quarantine")
@@ -186,7 +201,7 @@ pub fn quarantine(
         nlink: st.st_nlink as u64,
         sha256,
         link_target,
-        method: "moved".into(),
+        method: Method::Moved,
         stored_at: store.join(&data_name),
         reason: reason.into(),
         restored: false,
@@ -204,7 +219,7 @@ pub fn quarantine(
         Err(rustix::io::Errno::XDEV) => {
             let mut hidden = b".".to_vec();
             hidden.extend_from_slice(name.as_bytes());
-            hidden.extend_from_slice(format!(".claude-sandbox-q-{id}").as_bytes());
+            hidden.extend_from_slice(format!("{NEUTRALISED_MARK}{id}").as_bytes());
             let hidden = OsStr::from_bytes(&hidden);
             match rename_noreplace(&dirfd, name, &dirfd, hidden) {
                 Ok(()) => {}
@@ -228,7 +243,7 @@ pub fn quarantine(
                     )
                 })?;
             }
-            record.method = "neutralised".into();
+            record.method = Method::Neutralised;
             record.stored_at = dir.join(hidden);
         }
         Err(e) => {
@@ -345,7 +360,7 @@ pub fn restore(runtime: &Path, id: &str, force: bool) -> Result<Record> {
                 displaced.size = st.st_size as u64;
                 displaced.sha256 = sha256_path(&r.stored_at);
             }
-            displaced.method = "moved".into();
+            displaced.method = Method::Moved;
             save(runtime, &displaced)?;
         }
         Err(rustix::io::Errno::EXIST) => {
@@ -356,7 +371,7 @@ pub fn restore(runtime: &Path, id: &str, force: bool) -> Result<Record> {
         }
         Err(e) => return Err(Error::io(format!("restoring {}", r.original.display()), e.into())),
     }
-    if r.kind == "file" && r.method == "neutralised" && r.nlink == 1 {
+    if r.kind == "file" && r.method == Method::Neutralised && r.nlink == 1 {
         let fd = rustix::fs::openat(
             &dirfd,
             name,
@@ -411,7 +426,7 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(!f.exists());
-        assert_eq!(r.method, "moved");
+        assert_eq!(r.method, Method::Moved);
         assert_eq!(
             std::fs::read(&r.stored_at).unwrap(),
             b"#!/bin/sh\necho evil\n"
@@ -483,7 +498,7 @@ mod exdev_tests {
         let r = quarantine(shm.path(), &bin, OsStr::new("ls"), "t")
             .unwrap()
             .unwrap();
-        assert_eq!(r.method, "neutralised");
+        assert_eq!(r.method, Method::Neutralised);
         assert!(!f.exists());
         assert!(r
             .stored_at

@@ -16,7 +16,6 @@
 //! - when the session ends, a final sweep (every directory, a fresh walk for repositories) runs before
 //!   `run` returns, so every alert and quarantine of the session is on disk by then.
 
-use crate::alerts::{self, Alert, Severity, Store};
 use crate::baseline::{self, Baseline, Entry, Kind, RepoBaseline, Sha256};
 use crate::entrypoints;
 use crate::quarantine;
@@ -27,10 +26,12 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+mod act;
 mod deferred;
 mod events;
 mod gitkeys;
 mod gitlinks;
+mod judge;
 mod register;
 pub(crate) mod shellpath;
 mod sweep;
@@ -46,8 +47,6 @@ pub const ENV_MODE: &str = "CLAUDE_SANDBOX_WATCH";
 pub const TICK: Duration = Duration::from_secs(1);
 /// At most this many watches for discovering new repositories in the workspace tree.
 pub const TREE_BUDGET: usize = 8192;
-/// Names made by our own in-place neutralisation.
-const NEUTRALISED_MARK: &str = ".claude-sandbox-q-";
 
 #[derive(Debug, Clone)]
 pub struct WatchConfig {
@@ -138,7 +137,8 @@ pub struct Watcher {
     repos: Vec<RepoBaseline>,
     known_git_dirs: BTreeSet<PathBuf>,
     tree_watches: usize,
-    store: Store,
+    /// Where verdicts go: the quarantine and the alert store (a recording fake in tests).
+    sink: Box<dyn act::Sink>,
     /// When the watcher started (ns since the epoch), to tell files made during the session.
     started: i64,
     /// In sweep mode, where the workspace's `.git` and `HEAD` entries were at the last tick.
@@ -195,7 +195,7 @@ impl Watcher {
         let table = Table::new(cfg.force_poll);
         let cwd = std::env::current_dir().unwrap_or_else(|_| cfg.workspace.clone());
         let path = baseline::path_entries(OsStr::new(&base.path_env), &cwd);
-        let store = Store::new(&cfg.runtime);
+        let sink = Box::new(act::Store::new(&cfg.runtime));
         let started = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as i64)
@@ -211,7 +211,7 @@ impl Watcher {
             last_markers: Vec::new(),
             tree_cache: HashMap::new(),
             started,
-            store,
+            sink,
             unhashed: Vec::new(),
             lost_events: false,
             deferring: Vec::new(),
@@ -375,14 +375,6 @@ fn git_markers(root: &Path, cache: &mut HashMap<PathBuf, Listing>, before: i64) 
     cache.retain(|d, _| seen.contains(d));
     out.sort();
     out
-}
-
-fn describe_links(e: &Entry) -> String {
-    match (&e.link_target, e.nlink) {
-        (Some(t), _) => format!(" (symlink to {})", t.display()),
-        (None, n) if n > 1 => format!(" (hard link, {n} names)"),
-        _ => String::new(),
-    }
 }
 
 /// A watcher thread for `run`: set up synchronously, then run until stopped.

@@ -163,3 +163,67 @@ fn names_read_after_launch_count_a_change_made_in_between() {
         "an untouched name did not become baseline"
     );
 }
+
+/// The watcher with a recording sink: real files and real inotify events, the exact actions asked
+/// for, in order, and nothing touched on disk (the fake quarantines nothing).
+#[test]
+fn the_watcher_asks_the_sink_for_exactly_the_judges_actions() {
+    use super::act::fake::{Call, Recording};
+    let t = tempfile::tempdir().unwrap();
+    let ws = t.path().join("ws");
+    let bin = ws.join("bin");
+    let runtime = t.path().join("rt");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir(&runtime).unwrap();
+    let path_env = std::env::join_paths([bin.clone(), PathBuf::from("/usr/bin")]).unwrap();
+    let in_ws = |p: &Path| p.starts_with(&ws);
+    let base = baseline::take(
+        "s",
+        &path_env,
+        &ws,
+        &in_ws,
+        &[],
+        baseline::Depth::Attributes,
+    );
+    let mut w = Watcher::new(config(&ws, runtime.clone()), &base);
+    assert!(w.table.inotify_open(), "this test needs inotify");
+    let sink = Recording::new();
+    let calls = sink.calls.clone();
+    w.sink = Box::new(sink);
+    // Each made outside and renamed in: one event each (the fake leaves a "quarantined" file in
+    // place, so a later event for it would be judged again).
+    let exe = |name: &str| {
+        let (outside, p) = (t.path().join(name), bin.join(name));
+        std::fs::write(&outside, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::rename(&outside, &p).unwrap();
+        p
+    };
+    assert!(
+        Path::new("/usr/bin/ls").exists(),
+        "this test needs /usr/bin/ls"
+    );
+    let ls = exe("ls");
+    let tool = exe("claude-sandbox-test-no-such-command");
+    std::fs::write(bin.join("notes"), "not executable").unwrap();
+    w.drain();
+    let calls = calls.lock().unwrap().clone();
+    assert_eq!(
+        calls,
+        [
+            Call::Quarantine(ls.clone()),
+            Call::Alert(
+                "path-shadow".into(),
+                ls.clone(),
+                "quarantined".into(),
+                Some("q1".into())
+            ),
+            Call::Alert("path-new".into(), tool.clone(), "alerted".into(), None),
+        ]
+    );
+    assert!(ls.exists() && tool.exists(), "the fake touched a file");
+    assert!(
+        std::fs::read_dir(&runtime).unwrap().next().is_none(),
+        "the fake wrote to the runtime directory"
+    );
+}
