@@ -76,7 +76,7 @@ pub enum Method {
 pub(crate) const NEUTRALISED_MARK: &str = ".claude-sandbox-q-";
 
 fn qdir(runtime: &Path) -> PathBuf {
-    runtime.join("quarantine")
+    crate::runtime::RuntimeDir::new(runtime).quarantine()
 }
 
 fn open_dir(dir: &Path) -> Result<OwnedFd> {

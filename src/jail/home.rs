@@ -9,6 +9,7 @@
 //! trust (`mcpServers`, `allowedTools`, ...), which keep the values the human's file has.
 
 use crate::error::{Error, Result};
+use crate::runtime::{RuntimeDir, SessionDir};
 use serde_json::Value;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -23,29 +24,29 @@ pub const GUARDED_KEYS: &[&str] = &[
     "allowedTools",
 ];
 
-const ORIGINAL: &str = "claude.json.orig";
 const NAME: &str = ".claude.json";
 
-/// `<runtime>/sessions/<id>`.
+/// `<runtime>/sessions/<id>` (`runtime::SessionDir`).
 pub fn session_dir(runtime: &Path, id: &str) -> PathBuf {
-    runtime.join("sessions").join(id)
+    RuntimeDir::new(runtime).session(id).path().to_path_buf()
 }
 
 /// Create the session directory and its `home/`, with the private copy of `~/.claude.json`.
 pub fn prepare(session_dir: &Path, home: &Path, session_json: &[u8]) -> Result<PathBuf> {
-    let session_home = session_dir.join("home");
+    let session = SessionDir::at(session_dir.to_path_buf());
+    let session_home = session.home();
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(&session_home)
         .map_err(|e| Error::io(format!("creating {}", session_home.display()), e))?;
-    std::fs::write(session_dir.join("session.json"), session_json)
+    std::fs::write(session.record(), session_json)
         .map_err(|e| Error::io("writing the session record", e))?;
     let real = home.join(NAME);
     // Only a regular file is copied in (a symlinked `~/.claude.json` is left alone, in and out).
     match read_regular(&real) {
         Ok((bytes, mode)) => {
-            std::fs::write(session_dir.join(ORIGINAL), &bytes)
+            std::fs::write(session.claude_json_copy(), &bytes)
                 .map_err(|e| Error::io("saving a copy", e))?;
             let copy = session_home.join(NAME);
             std::fs::write(&copy, &bytes).map_err(|e| Error::io("copying ~/.claude.json", e))?;
@@ -125,8 +126,9 @@ fn read_json_object(path: &Path) -> std::result::Result<Vec<u8>, Refused> {
 /// the session directory. Returns human-readable notes.
 pub fn finish(session_dir: &Path, home: &Path, workspace: &Path) -> Vec<String> {
     let mut notes = Vec::new();
-    let session_home = session_dir.join("home");
-    let original = std::fs::read(session_dir.join(ORIGINAL)).ok();
+    let session = SessionDir::at(session_dir.to_path_buf());
+    let session_home = session.home();
+    let original = std::fs::read(session.claude_json_copy()).ok();
     // The jail's copy is the agent's to shape: a symlink to a secret, a FIFO, a huge file. Anything
     // but a regular JSON object of sane size leaves your file untouched, and says so in an alert.
     let jail = match read_json_object(&session_home.join(NAME)) {
@@ -235,10 +237,8 @@ pub fn merge_back(
 
 /// Record that a copied-out file was refused, in the alert store of the session's runtime directory.
 fn refused_alert(session_dir: &Path, path: &Path, detail: &str) {
-    let (Some(runtime), Some(session)) = (
-        session_dir.parent().and_then(Path::parent),
-        session_dir.file_name(),
-    ) else {
+    let dir = SessionDir::at(session_dir.to_path_buf());
+    let Some((runtime, session)) = dir.runtime_and_id() else {
         return;
     };
     let alert = crate::alerts::Alert {
@@ -258,7 +258,7 @@ fn refused_alert(session_dir: &Path, path: &Path, detail: &str) {
             session.to_string_lossy()
         ),
     };
-    if let Err(e) = crate::alerts::Store::new(runtime).add(&alert) {
+    if let Err(e) = crate::alerts::Store::new(runtime.root()).add(&alert) {
         tracing::warn!("recording an alert: {e}");
     }
 }
@@ -300,12 +300,12 @@ fn is_empty_default(v: &Value) -> bool {
 
 /// Finish sessions whose launcher died (merge back, remove their directories).
 pub fn sweep_dead(runtime: &Path, alive: impl Fn(&[u8]) -> bool, home: &Path) {
-    let Ok(rd) = std::fs::read_dir(runtime.join("sessions")) else {
+    let Ok(rd) = std::fs::read_dir(RuntimeDir::new(runtime).sessions()) else {
         return;
     };
     for e in rd.flatten() {
         let dir = e.path();
-        let record = std::fs::read(dir.join("session.json")).unwrap_or_default();
+        let record = std::fs::read(SessionDir::at(dir.clone()).record()).unwrap_or_default();
         if !alive(&record) {
             let ws = serde_json::from_slice::<Value>(&record)
                 .ok()
