@@ -298,13 +298,28 @@ pub fn load(runtime: &Path, id: &str) -> Result<Record> {
             "{id:?} is not a quarantine id; see `claude-sandbox alerts --all`"
         )));
     }
-    let bytes = std::fs::read(qdir(runtime).join(format!("{id}.json"))).map_err(|_| {
-        Error::Usage(format!(
-            "no quarantine record {id}; see `claude-sandbox alerts --all`"
-        ))
+    let path = qdir(runtime).join(format!("{id}.json"));
+    let bytes = std::fs::read(&path).map_err(|e| {
+        Error::named_path(
+            e,
+            || format!("no quarantine record {id}; see `claude-sandbox alerts --all`"),
+            || format!("reading the quarantine record {}", path.display()),
+        )
     })?;
-    serde_json::from_slice(&bytes)
-        .map_err(|e| Error::Usage(format!("quarantine record {id} is corrupt: {e}")))
+    serde_json::from_slice(&bytes).map_err(|e| corrupt(&path, e))
+}
+
+/// A record that cannot be used: the file it describes is not touched; its bytes are still in the
+/// quarantine directory.
+fn corrupt(path: &Path, why: impl std::fmt::Display) -> Error {
+    Error::io(
+        format!(
+            "the quarantine record {} is corrupt; nothing was restored (the stored bytes are beside it in {})",
+            path.display(),
+            path.parent().unwrap_or(Path::new("/")).display()
+        ),
+        std::io::Error::new(std::io::ErrorKind::InvalidData, why.to_string()),
+    )
 }
 
 /// Put a quarantined file back where it was, byte for byte. Refuses if something now occupies the
@@ -320,14 +335,15 @@ pub fn restore(runtime: &Path, id: &str, force: bool) -> Result<Record> {
     if r.kind == config::KIND {
         return config::restore(runtime, r, force);
     }
+    let record = qdir(runtime).join(format!("{id}.json"));
     let dir = r
         .original
         .parent()
-        .ok_or_else(|| Error::Usage("record without a directory".into()))?;
+        .ok_or_else(|| corrupt(&record, "its original path has no directory"))?;
     let name = r
         .original
         .file_name()
-        .ok_or_else(|| Error::Usage("record without a name".into()))?;
+        .ok_or_else(|| corrupt(&record, "its original path has no name"))?;
     let dirfd = open_dir(dir)?;
     let stored_dir = open_dir(r.stored_at.parent().unwrap_or(Path::new("/")))?;
     let stored_name = r.stored_at.file_name().unwrap_or_default().to_owned();

@@ -421,8 +421,13 @@ pub fn foreground(workspace: Option<PathBuf>) -> crate::Result<i32> {
     let cwd = std::env::current_dir()
         .map_err(|e| crate::Error::io("reading the current directory", e))?;
     let ws = workspace.unwrap_or_else(|| crate::jail::launch::default_workspace(&cwd));
-    let ws = std::fs::canonicalize(&ws)
-        .map_err(|e| crate::Error::Usage(format!("{}: {e}", ws.display())))?;
+    let ws = std::fs::canonicalize(&ws).map_err(|e| {
+        crate::Error::named_path(
+            e,
+            || format!("{}: no such directory; pass --workspace DIR", ws.display()),
+            || format!("resolving the workspace {}", ws.display()),
+        )
+    })?;
     let runtime = crate::runtime::ensure(&crate::runtime::locate())?;
     let session = format!("watch-{}", std::process::id());
     let path_env = std::env::var_os("PATH").unwrap_or_default();

@@ -79,6 +79,23 @@ pub(crate) enum Refused {
     NotJson(String),
 }
 
+/// Why the jail's `~/.claude.json` was not merged back (your file is then unchanged).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum MergeError {
+    #[error("not valid JSON: {0}")]
+    JailNotJson(serde_json::Error),
+    #[error("your file is not valid JSON: {0}")]
+    YoursNotJson(serde_json::Error),
+    /// Replacing a symlinked or odd `~/.claude.json` with a file would break what it points to.
+    #[error("your ~/.claude.json is left as it is: {0}")]
+    Yours(Refused),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+}
+
 /// Read a regular file without following a symlink at its last component or blocking on a FIFO,
 /// and at most `MAX_JSON` bytes of it. Returns the bytes and the permission bits.
 pub(crate) fn read_regular(path: &Path) -> std::result::Result<(Vec<u8>, u32), Refused> {
@@ -163,21 +180,19 @@ pub fn finish(session_dir: &Path, home: &Path, workspace: &Path) -> Vec<String> 
 
 /// Write the jail's `~/.claude.json` over the real one, guarded keys taken from the real one.
 /// Returns the guarded keys the jail tried to change.
-pub fn merge_back(
+pub(crate) fn merge_back(
     jail: &[u8],
     real: &Path,
     workspace: &Path,
-) -> std::result::Result<Vec<String>, String> {
-    let mut merged: Value =
-        serde_json::from_slice(jail).map_err(|e| format!("not valid JSON: {e}"))?;
+) -> std::result::Result<Vec<String>, MergeError> {
+    let mut merged: Value = serde_json::from_slice(jail).map_err(MergeError::JailNotJson)?;
     let (host, mode): (Value, u32) = match read_regular(real) {
         Ok((b, mode)) => (
-            serde_json::from_slice(&b).map_err(|e| format!("your file is not valid JSON: {e}"))?,
+            serde_json::from_slice(&b).map_err(MergeError::YoursNotJson)?,
             mode,
         ),
         Err(Refused::Missing) => (Value::Object(Default::default()), 0o600),
-        // Replacing a symlinked or odd ~/.claude.json with a file would break what it points to.
-        Err(why) => return Err(format!("your ~/.claude.json is left as it is: {why}")),
+        Err(why) => return Err(MergeError::Yours(why)),
     };
     let mut refused = Vec::new();
     guard(&mut merged, &host, "", &mut refused);
@@ -212,8 +227,12 @@ pub fn merge_back(
             refused.extend(changed);
         }
     }
-    let text = serde_json::to_vec_pretty(&merged).map_err(|e| e.to_string())?;
-    let dir = real.parent().ok_or("no parent directory")?;
+    let text = serde_json::to_vec_pretty(&merged).expect("a JSON value serialises");
+    let dir = real.parent().unwrap_or(Path::new("/"));
+    let io = |what: &str, path: &Path| {
+        let context = format!("{what} {}", path.display());
+        move |source| MergeError::Io { context, source }
+    };
     let tmp = dir.join(format!(
         ".claude.json.claude-sandbox.{}",
         std::process::id()
@@ -227,11 +246,11 @@ pub fn merge_back(
             .create_new(true)
             .mode(mode)
             .open(&tmp)
-            .map_err(|e| e.to_string())?;
-        f.write_all(&text).map_err(|e| e.to_string())?;
+            .map_err(io("creating", &tmp))?;
+        f.write_all(&text).map_err(io("writing", &tmp))?;
         let _ = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode));
     }
-    std::fs::rename(&tmp, real).map_err(|e| e.to_string())?;
+    std::fs::rename(&tmp, real).map_err(io("replacing", real))?;
     Ok(refused)
 }
 
