@@ -16,11 +16,11 @@
 //! - when the session ends, a final sweep (every directory, a fresh walk for repositories) runs before
 //!   `run` returns, so every alert and quarantine of the session is on disk by then.
 
-use crate::baseline::{self, Baseline, Entry, Kind, RepoBaseline, Sha256};
+use crate::baseline::{self, Baseline, Entry, Kind, Sha256};
 use crate::entrypoints;
 use crate::quarantine;
 use inotify::{EventMask, Inotify};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -33,6 +33,7 @@ mod gitkeys;
 mod gitlinks;
 mod judge;
 mod register;
+mod repos;
 pub(crate) mod shellpath;
 mod sweep;
 mod table;
@@ -134,32 +135,24 @@ pub struct Watcher {
     path: Vec<(PathBuf, bool)>,
     /// Every PATH entry's directory, by its position on PATH.
     path_dirs: Vec<PathBuf>,
-    repos: Vec<RepoBaseline>,
-    known_git_dirs: BTreeSet<PathBuf>,
+    /// The repositories watched (`repos`).
+    repos: repos::Repos,
     tree_watches: usize,
     /// Where verdicts go: the quarantine and the alert store (a recording fake in tests).
     sink: Box<dyn act::Sink>,
-    /// When the watcher started (ns since the epoch), to tell files made during the session.
-    started: i64,
+    /// When the session started, as ctimes tell it.
+    since: deferred::Since,
     /// In sweep mode, where the workspace's `.git` and `HEAD` entries were at the last tick.
     last_markers: Vec<PathBuf>,
     /// In sweep mode, each workspace directory's listing as of its last settled stamp.
     tree_cache: HashMap<PathBuf, Listing>,
-    /// Baseline executables not hashed yet: (directory, name). Hashed a few at a time between
-    /// events (see `hash_origins`).
-    unhashed: Vec<(DirId, String)>,
+    /// Names whose attributes or hashes are still to be read (`deferred`).
+    deferred: deferred::Deferred,
     /// Events may have been missed (queue overflow, tree budget spent, a tree directory swept):
     /// the final sweep must then walk everything.
     lost_events: bool,
-    /// The directories that started with deferred names (PATH directories listed at launch).
-    deferring: Vec<DirId>,
-    /// Any entry whose ctime is at or after this (ns since the epoch) was changed after the watcher
-    /// started: its start, less one tick of the coarse clock the kernel stamps ctime with.
-    changed_since: i64,
     /// The human's future shells: their search order, the login shell's answer (`shellpath`).
     future: shellpath::Future,
-    /// Repositories created during the session: their exec-capable keys are taken out.
-    new_repos: BTreeSet<RepoId>,
 }
 
 /// How a deferred name is read (see `Watcher::resolve`).
@@ -196,28 +189,20 @@ impl Watcher {
         let cwd = std::env::current_dir().unwrap_or_else(|_| cfg.workspace.clone());
         let path = baseline::path_entries(OsStr::new(&base.path_env), &cwd);
         let sink = Box::new(act::Store::new(&cfg.runtime));
-        let started = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as i64)
-            .unwrap_or(0);
         let mut w = Watcher {
             cfg,
             table,
             path,
             path_dirs: base.dirs.iter().map(|d| d.path.clone()).collect(),
-            repos: Vec::new(),
-            known_git_dirs: BTreeSet::new(),
+            repos: Default::default(),
             tree_watches: 0,
             last_markers: Vec::new(),
             tree_cache: HashMap::new(),
-            started,
+            since: deferred::Since::now(coarse_tick_ns()),
             sink,
-            unhashed: Vec::new(),
+            deferred: Default::default(),
             lost_events: false,
-            deferring: Vec::new(),
-            changed_since: started - coarse_tick_ns(),
             future: Default::default(),
-            new_repos: BTreeSet::new(),
         };
         for d in base.dirs.iter().filter(|d| d.writable) {
             if d.exists {
@@ -230,7 +215,7 @@ impl Watcher {
                 );
                 w.table[idx].deferred = d.deferred.iter().cloned().collect();
                 if !d.deferred.is_empty() {
-                    w.deferring.push(idx);
+                    w.deferred.dirs.push(idx);
                 }
                 if matches!(w.table[idx].mode, Mode::Poll(_)) {
                     // No events to go by: the sweep compares attributes, so read them now.
@@ -258,7 +243,7 @@ impl Watcher {
         if w.cfg.catch_up {
             w.rescan_all();
         }
-        w.unhashed = w
+        w.deferred.unhashed = w
             .table
             .iter()
             .filter(|(_, d)| matches!(d.role, Role::PathDir { .. } | Role::Hooks { .. }))

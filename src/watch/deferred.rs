@@ -3,6 +3,58 @@
 
 use super::*;
 
+/// When the session started, as the file system's ctimes tell it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Since {
+    /// When the watcher started (ns since the epoch), to tell files made during the session.
+    pub(super) started: i64,
+    /// Any entry whose ctime is at or after this (ns since the epoch) was changed after the watcher
+    /// started: its start, less one tick of the coarse clock the kernel stamps ctime with.
+    changed: i64,
+}
+
+impl Since {
+    /// Now, with `tick` the coarse clock's resolution (ns).
+    pub(super) fn now(tick: i64) -> Since {
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as i64)
+            .unwrap_or(0);
+        Since::at(started, tick)
+    }
+
+    fn at(started: i64, tick: i64) -> Since {
+        Since {
+            started,
+            changed: started - tick,
+        }
+    }
+
+    /// ctime moves on every change (content, mode, owner, links, rename) and userland cannot set
+    /// it. A filesystem with whole-second timestamps rounds down: then the second counts.
+    pub(super) fn changed_by_ctime(&self, e: &Entry) -> bool {
+        const SEC: i64 = 1_000_000_000;
+        e.ctime_ns >= self.changed
+            || (e.ctime_ns % SEC == 0 && e.ctime_ns >= self.changed - self.changed % SEC)
+    }
+
+    /// A cache tag or `pyvenv.cfg` is honoured only if older than this: a second before the session
+    /// (ctime is stamped with a coarse clock; one made during the session is never honoured).
+    pub(super) fn declared_before(&self) -> i64 {
+        self.changed - SETTLE_NS
+    }
+}
+
+/// What is still to be read of the baseline.
+#[derive(Debug, Default)]
+pub(super) struct Deferred {
+    /// The directories that started with deferred names (PATH directories listed at launch).
+    pub(super) dirs: Vec<DirId>,
+    /// Baseline executables not hashed yet: (directory, name). Hashed a few at a time between
+    /// events (see `hash_origins`).
+    pub(super) unhashed: Vec<(DirId, String)>,
+}
+
 impl Watcher {
     /// Read a deferred name: its attributes become its baseline, or, when it was changed in the
     /// session by then, a baseline that counts as changed whatever comes next.
@@ -14,7 +66,7 @@ impl Watcher {
             let changed = match how {
                 Resolve::Quiet => false,
                 Resolve::Event => true,
-                Resolve::Ctime => self.changed_by_ctime(&e),
+                Resolve::Ctime => self.since.changed_by_ctime(&e),
             };
             self.settle(idx, name, e, changed);
         }
@@ -36,19 +88,10 @@ impl Watcher {
             return;
         }
         if e.kind == Kind::File && e.is_executable() {
-            self.unhashed.push((idx, name.to_string()));
+            self.deferred.unhashed.push((idx, name.to_string()));
         }
         d.state.insert(name.to_string(), e.clone());
         d.origin.insert(name.to_string(), e);
-    }
-
-    /// ctime moves on every change (content, mode, owner, links, rename) and userland cannot set
-    /// it. A filesystem with whole-second timestamps rounds down: then the second counts.
-    pub(super) fn changed_by_ctime(&self, e: &Entry) -> bool {
-        const SEC: i64 = 1_000_000_000;
-        e.ctime_ns >= self.changed_since
-            || (e.ctime_ns % SEC == 0
-                && e.ctime_ns >= self.changed_since - self.changed_since % SEC)
     }
 
     /// Read up to `n` deferred names in the background, then look at the queue: a name with an
@@ -58,7 +101,8 @@ impl Watcher {
     pub(super) fn resolve_batch(&mut self, n: usize) {
         let table = &self.table;
         let batch: Vec<(DirId, String, Option<Entry>)> = self
-            .deferring
+            .deferred
+            .dirs
             .iter()
             .flat_map(|&idx| {
                 table[idx]
@@ -85,7 +129,7 @@ impl Watcher {
                 continue;
             };
             let changed = if overflow {
-                self.changed_by_ctime(&e)
+                self.since.changed_by_ctime(&e)
             } else {
                 evented.contains(&(idx, name.as_str()))
             };
@@ -102,7 +146,8 @@ impl Watcher {
 
     /// Whether names are still deferred (see `resolve_batch`).
     pub(super) fn any_deferred(&self) -> bool {
-        self.deferring
+        self.deferred
+            .dirs
             .iter()
             .any(|&idx| !self.table[idx].deferred.is_empty())
     }
@@ -111,8 +156,8 @@ impl Watcher {
     /// the baseline's afterwards: then it is the content the baseline saw (ctime moves on any
     /// write). Otherwise the entry stays unhashed and is judged by its attributes.
     pub(super) fn hash_origins(&mut self, n: usize) {
-        let start = self.unhashed.len().saturating_sub(n);
-        for (idx, name) in self.unhashed.split_off(start) {
+        let start = self.deferred.unhashed.len().saturating_sub(n);
+        for (idx, name) in self.deferred.unhashed.split_off(start) {
             let path = self.table[idx].path.join(&name);
             let Some(sha) = Sha256::of_path(&path) else {
                 continue;
@@ -127,5 +172,50 @@ impl Watcher {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_ctime(ctime_ns: i64) -> Entry {
+        Entry {
+            kind: Kind::File,
+            mode: 0o755,
+            uid: 0,
+            gid: 0,
+            size: 0,
+            mtime_ns: ctime_ns,
+            ctime_ns,
+            dev: 1,
+            ino: 1,
+            nlink: 1,
+            sha256: None,
+            link_target: None,
+            changed_in_session: false,
+        }
+    }
+
+    /// Changed in the session: a ctime from one coarse tick before the start on; on a filesystem
+    /// with whole-second timestamps, the start's second counts too. A declaration (cache tag) is
+    /// honoured only if a second older than that.
+    #[test]
+    fn the_session_is_told_by_ctime() {
+        const SEC: i64 = 1_000_000_000;
+        let since = Since::at(100 * SEC + 500_000_000, 4_000_000);
+        let changed = |ns| since.changed_by_ctime(&with_ctime(ns));
+        assert!(
+            changed(100 * SEC + 496_000_000),
+            "one tick before the start"
+        );
+        assert!(!changed(100 * SEC + 495_999_999));
+        assert!(
+            changed(100 * SEC),
+            "a whole-second timestamp in the start's second"
+        );
+        assert!(!changed(99 * SEC), "a whole second before");
+        assert!(!changed(100 * SEC + 1), "not a whole-second timestamp");
+        assert_eq!(since.declared_before(), 99 * SEC + 496_000_000);
     }
 }

@@ -19,7 +19,7 @@ impl Watcher {
             if self.any_deferred() {
                 wait = wait.min(resolve_from.saturating_duration_since(Instant::now()));
             }
-            if !self.unhashed.is_empty() {
+            if !self.deferred.unhashed.is_empty() {
                 wait = wait.min(hash_from.saturating_duration_since(Instant::now()));
             }
             let (ino_ready, stop_ready) = self.table.wait(&stop, wait);
@@ -102,8 +102,8 @@ impl Watcher {
                         // cargo makes `target/` first) is not walked, as at launch
                         // (entrypoints::walk_skips: not for a tag made during the session).
                         if (dir != self.cfg.workspace
-                            && entrypoints::walk_skips(&dir, self.declared_before()))
-                            || entrypoints::walk_skips(&sub, self.declared_before())
+                            && entrypoints::walk_skips(&dir, self.since.declared_before()))
+                            || entrypoints::walk_skips(&sub, self.since.declared_before())
                         {
                             return;
                         }
@@ -159,14 +159,6 @@ impl Watcher {
                 self.table.retire(idx);
                 self.add_pending(pos);
             }
-        }
-    }
-
-    pub(super) fn hooks_appeared(&mut self, repo: RepoId) {
-        let dir = self.repo(repo).hooks_dir.clone();
-        if dir.is_dir() && self.table.find(&Role::Hooks { repo }).is_none() {
-            let idx = self.table.add(dir, Role::Hooks { repo }, BTreeMap::new());
-            self.rescan(idx);
         }
     }
 }

@@ -47,7 +47,7 @@ impl Watcher {
             common.join("config.worktree"),
             git_dir.join("config.worktree"),
         ];
-        let new_repo = self.new_repos.contains(&repo);
+        let new_repo = self.repos.is_new(repo);
         let fresh: Vec<(&PathBuf, &String, &String, Verdict)> = keys
             .iter()
             .filter(|(_, k, v)| !known.contains(&(k.clone(), v.clone())))
@@ -111,9 +111,10 @@ impl Watcher {
                 fingerprint: format!("git-config:{}:{key}={value}", file.display()),
             });
         }
-        self.repos[repo.0].exec_keys = match taken.is_empty() {
+        let now = match taken.is_empty() {
             true => keys,
             false => baseline::exec_keys(&common, &git_dir),
         };
+        self.repos.set_exec_keys(repo, now);
     }
 }

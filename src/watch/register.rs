@@ -4,14 +4,6 @@
 use super::*;
 
 impl Watcher {
-    pub(super) fn repo(&self, id: RepoId) -> &RepoBaseline {
-        &self.repos[id.0]
-    }
-
-    pub(super) fn repo_ids(&self) -> impl Iterator<Item = RepoId> {
-        (0..self.repos.len()).map(RepoId)
-    }
-
     pub(super) fn path_dir(&self, pos: PathPos) -> &Path {
         &self.path_dirs[pos.0]
     }
@@ -29,27 +21,12 @@ impl Watcher {
         }
     }
 
-    pub(super) fn add_repo(&mut self, r: RepoBaseline) {
-        if !self.known_git_dirs.insert(r.git_dir.clone()) {
-            return;
-        }
-        let repo = RepoId(self.repos.len());
-        let (common, hooks_dir, hooks) =
-            (r.common_dir.clone(), r.hooks_dir.clone(), r.hooks.clone());
-        self.repos.push(r);
-        self.table
-            .add(common, Role::GitDir { repo }, BTreeMap::new());
-        if hooks_dir.is_dir() {
-            self.table.add(hooks_dir, Role::Hooks { repo }, hooks);
-        }
-    }
-
     /// Watch the workspace tree (not `.git`, not `node_modules`) for new repositories.
     pub(super) fn add_tree(&mut self, root: &Path) {
         if !self.table.has_inotify() {
             return; // the sweep walks the tree instead
         }
-        let since = self.declared_before();
+        let since = self.since.declared_before();
         let walker = walkdir::WalkDir::new(root)
             .follow_links(false)
             .into_iter()
@@ -78,26 +55,5 @@ impl Watcher {
         self.tree_watches += 1;
         self.table.add(dir, Role::Tree, BTreeMap::new());
         true
-    }
-
-    /// Register repositories that appeared under `root` (a walk; cheap for a new subtree).
-    pub(super) fn discover_repos(&mut self, root: &Path) {
-        for r in entrypoints::discover_workspace(root).repos {
-            if self.known_git_dirs.contains(&r.git_dir) {
-                continue;
-            }
-            tracing::info!(git_dir = %r.git_dir.display(), "new repository");
-            let mut b = baseline::repo_baseline(&r);
-            // Created during the session: nothing in it is trusted, so all of it is checked.
-            b.hooks.clear();
-            b.exec_keys.clear();
-            let repo = RepoId(self.repos.len());
-            self.add_repo(b);
-            self.new_repos.insert(repo);
-            self.check_keys(repo);
-            if let Some(idx) = self.table.find(&Role::Hooks { repo }) {
-                self.rescan(idx);
-            }
-        }
     }
 }

@@ -61,7 +61,7 @@ impl Watcher {
         if !self.table.has_inotify() {
             // A cheap listing first (names only, no stat): the full discovery walk runs only when a
             // `.git` or `HEAD` appeared, moved or went away.
-            let before = self.declared_before();
+            let before = self.since.declared_before();
             let markers = git_markers(&self.cfg.workspace, &mut self.tree_cache, before);
             if markers != self.last_markers {
                 self.last_markers = markers;
@@ -145,7 +145,7 @@ impl Watcher {
                 self.sweep_polled();
                 self.check_pending();
                 self.follow_gitlinks();
-                for repo in self.repo_ids().collect::<Vec<_>>() {
+                for repo in self.repos.ids() {
                     self.check_keys(repo);
                 }
                 // A file made in a directory that was new and not watched yet is seen only here.
@@ -156,7 +156,7 @@ impl Watcher {
         self.rescan_all();
         self.check_new_secrets();
         self.walk_tree_for_repos();
-        for repo in self.repo_ids().collect::<Vec<_>>() {
+        for repo in self.repos.ids() {
             self.check_keys(repo);
         }
     }
@@ -164,7 +164,7 @@ impl Watcher {
     /// Secrets matching a configured hidden glob that appeared during the session (resolved at
     /// launch, so visible in the jail). Walks only the globs' roots; nothing when none is set.
     pub(super) fn check_new_secrets(&mut self) {
-        let started = self.started;
+        let started = self.since.started;
         for path in crate::secrets::glob_matches(&self.cfg.hidden_globs) {
             if Entry::metadata(&path).is_some_and(|e| e.ctime_ns >= started) {
                 self.check_hidden_glob(&path);

@@ -86,7 +86,7 @@ fn a_cache_tagged_during_the_session_is_walked() {
     repo(&ws.join(".venv/src/editable"));
     repo(&ws.join("src/r"));
     w.drain();
-    let git_dirs: Vec<&Path> = w.repos.iter().map(|r| r.git_dir.as_path()).collect();
+    let git_dirs: Vec<&Path> = w.repos.git_dirs();
     let canonical = |p: PathBuf| std::fs::canonicalize(p).unwrap();
     assert!(
         git_dirs.contains(&canonical(ws.join("src/r/.git")).as_path()),
