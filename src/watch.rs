@@ -19,6 +19,7 @@
 use crate::baseline::{self, Baseline, Entry, Kind, Sha256};
 use crate::entrypoints;
 use crate::quarantine;
+use crate::walk;
 use inotify::{EventMask, Inotify};
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
@@ -323,19 +324,20 @@ fn git_markers(root: &Path, cache: &mut HashMap<PathBuf, Listing>, before: i64) 
             cache.remove(&dir);
             continue;
         };
-        let (mut subdirs, mut markers, mut tagged) = (Vec::new(), Vec::new(), false);
+        let (mut subdirs, mut markers) = (Vec::new(), Vec::new());
+        let mut declarations = walk::Declarations::default();
         for e in rd.flatten() {
             let name = e.file_name();
             match name.as_bytes() {
                 b".git" | b"HEAD" => markers.push(e.path()),
-                b"node_modules" => {}
-                b"CACHEDIR.TAG" | b"pyvenv.cfg" => tagged = true,
+                n if declarations.note(n) => {}
+                _ if walk::pruned(&name) => {}
                 _ if e.file_type().is_ok_and(|t| t.is_dir()) => subdirs.push(e.path()),
                 _ => {}
             }
         }
-        // A cache or a virtual environment is not walked (entrypoints::declares_generated).
-        if tagged && dir != root && entrypoints::walk_skips(&dir, before) {
+        // A cache or a virtual environment declared before the session is not walked (`walk`).
+        if dir != root && walk::skips_listed(&dir, declarations, walk::Trust::Before(before)) {
             subdirs.clear();
             markers.clear();
         }

@@ -95,15 +95,15 @@ impl Watcher {
                 }
                 match name.as_deref() {
                     Some(".git") | Some("HEAD") => self.discover_repos(&dir),
-                    Some("node_modules") => {}
+                    Some(n) if crate::walk::pruned(OsStr::new(n)) => {}
                     Some(n) if mask.contains(EventMask::ISDIR) => {
                         let sub = dir.join(n);
                         // A cache or a virtual environment (its tag may come after the directory:
-                        // cargo makes `target/` first) is not walked, as at launch
-                        // (entrypoints::walk_skips: not for a tag made during the session).
-                        if (dir != self.cfg.workspace
-                            && entrypoints::walk_skips(&dir, self.since.declared_before()))
-                            || entrypoints::walk_skips(&sub, self.since.declared_before())
+                        // cargo makes `target/` first) is not walked, as at launch (`walk`: not
+                        // for a tag made during the session).
+                        let trust = crate::walk::Trust::Before(self.since.declared_before());
+                        if (dir != self.cfg.workspace && crate::walk::skips(&dir, trust))
+                            || crate::walk::skips(&sub, trust)
                         {
                             return;
                         }

@@ -108,7 +108,7 @@ fn submodule_paths(git_dir: &Path, common_dir: &Path, worktree: &Path) -> Vec<Pa
 
 impl Watcher {
     /// Repositories the launch's kind of walk misses: it honours every cache tag, the watcher only
-    /// those older than the session (`entrypoints::walk_skips`).
+    /// those older than the session (`walk::Trust`).
     pub(super) fn discover_in_fresh_caches(&mut self) {
         let ws = self.cfg.workspace.clone();
         // The launch's walk honours every cache tag; the watcher only those older than the session.

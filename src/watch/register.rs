@@ -26,14 +26,14 @@ impl Watcher {
         if !self.table.has_inotify() {
             return; // the sweep walks the tree instead
         }
-        let since = self.since.declared_before();
+        let since = crate::walk::Trust::Before(self.since.declared_before());
         let walker = walkdir::WalkDir::new(root)
             .follow_links(false)
             .into_iter()
             .filter_entry(|e| {
                 e.file_type().is_dir()
-                    && !matches!(e.file_name().to_str(), Some(".git" | "node_modules"))
-                    && (e.depth() == 0 || !entrypoints::walk_skips(e.path(), since))
+                    && !crate::walk::pruned(e.file_name())
+                    && (e.depth() == 0 || !crate::walk::skips(e.path(), since))
             });
         for e in walker.flatten() {
             if !self.watch_tree_dir(e.path().to_path_buf()) {
