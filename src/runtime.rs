@@ -8,7 +8,7 @@
 //! names the per-user directory itself (tests and unusual setups).
 
 use crate::error::{Error, Result};
-use rustix::fs::{Mode, OFlags};
+use rustix::fs::OFlags;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -244,16 +244,6 @@ pub fn lock(dir: &Path, name: &str) -> Result<std::fs::File> {
     rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
         .map_err(|e| Error::io(format!("locking {}", path.display()), e.into()))?;
     Ok(file)
-}
-
-/// Open a directory without following a symlink at its last component.
-pub fn open_dir_nofollow(dir: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
-    rustix::fs::open(
-        dir,
-        OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::RDONLY,
-        Mode::empty(),
-    )
-    .map_err(std::io::Error::from)
 }
 
 #[cfg(test)]
