@@ -247,7 +247,7 @@ impl Watcher {
         w.deferred.unhashed = w
             .table
             .iter()
-            .filter(|(_, d)| matches!(d.role, Role::PathDir { .. } | Role::Hooks { .. }))
+            .filter(|(_, d)| d.role.judges_entries())
             .flat_map(|(idx, d)| {
                 d.origin
                     .iter()
@@ -264,7 +264,7 @@ impl Watcher {
     pub fn modes(&self) -> Vec<(PathBuf, Mode)> {
         self.table
             .iter()
-            .filter(|(_, d)| !matches!(d.role, Role::Tree | Role::Retired))
+            .filter(|(_, d)| d.role.is_own())
             .map(|(_, d)| (d.path.clone(), d.mode.clone()))
             .collect()
     }

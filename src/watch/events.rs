@@ -62,13 +62,13 @@ impl Watcher {
 
     pub(super) fn handle(&mut self, idx: DirId, name: Option<String>, mask: EventMask) {
         if mask.intersects(EventMask::DELETE_SELF | EventMask::MOVE_SELF | EventMask::IGNORED) {
-            if !matches!(self.table[idx].role, Role::Tree | Role::Retired) {
+            if self.table[idx].role.is_own() {
                 self.root_changed(idx);
             }
             return;
         }
         match self.table[idx].role.clone() {
-            Role::PathDir { .. } | Role::Hooks { .. } => {
+            r if r.judges_entries() => {
                 if let Some(n) = name {
                     self.resolve(idx, &n, Resolve::Event);
                     self.reconcile(idx, &n);
@@ -81,7 +81,6 @@ impl Watcher {
                 Some("hooks") => self.hooks_appeared(repo),
                 _ => {}
             },
-            Role::Retired => {}
             Role::Tree => {
                 let dir = self.table[idx].path.clone();
                 if name
@@ -113,6 +112,9 @@ impl Watcher {
                     _ => {}
                 }
             }
+            // A retired directory's events mean nothing (the first arm took every kind whose
+            // entries are judged).
+            _ => {}
         }
     }
 

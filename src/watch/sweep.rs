@@ -7,7 +7,7 @@ impl Watcher {
     /// Compare every entry of one directory with its known state.
     pub(super) fn rescan(&mut self, idx: DirId) {
         match self.table[idx].role.clone() {
-            Role::PathDir { .. } | Role::Hooks { .. } => {
+            r if r.judges_entries() => {
                 if !self.table[idx].deferred.is_empty()
                     && table::dir_id(&self.table[idx].path) != self.table[idx].dir_id
                 {
@@ -27,7 +27,9 @@ impl Watcher {
                 self.check_keys(repo);
                 self.hooks_appeared(repo);
             }
-            Role::Tree | Role::Retired => {}
+            // The workspace tree is walked by `walk_tree_for_repos`; a retired directory is not
+            // looked at (the first arm took every kind whose entries are judged).
+            _ => {}
         }
     }
 
@@ -54,7 +56,7 @@ impl Watcher {
     pub(super) fn sweep_polled(&mut self) {
         for idx in self.table.ids().collect::<Vec<_>>() {
             let d = &self.table[idx];
-            if matches!(d.mode, Mode::Poll(_)) && !matches!(d.role, Role::Tree | Role::Retired) {
+            if matches!(d.mode, Mode::Poll(_)) && d.role.is_own() {
                 self.sweep_dir(idx);
             }
         }
@@ -75,10 +77,7 @@ impl Watcher {
     /// executable (it could become one), and a `ROLL`th of the baseline's executables in turn.
     /// Executables new this session were judged when they appeared and are not re-read.
     pub(super) fn sweep_dir(&mut self, idx: DirId) {
-        if !matches!(
-            self.table[idx].role,
-            Role::PathDir { .. } | Role::Hooks { .. }
-        ) {
+        if !self.table[idx].role.judges_entries() {
             self.rescan(idx);
             return;
         }

@@ -26,8 +26,8 @@ pub(crate) struct RepoId(pub(super) usize);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct PathPos(pub(super) usize);
 
-/// What a watched directory is watched for. Adding a kind of watched directory means a variant
-/// here and its arm in `judge::judge`.
+/// What a watched directory is watched for. Adding a kind of directory whose entries are judged
+/// means a variant here, in `judges_entries`, and its arm in `judge::judge`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Role {
     /// A writable PATH directory: new or changed executables.
@@ -43,6 +43,23 @@ pub(crate) enum Role {
     /// No longer watched (replaced, removed, or a pending directory that moved on): its events and
     /// sweeps mean nothing.
     Retired,
+}
+
+impl Role {
+    /// Whether each entry of the directory is judged (`judge::judge`): re-read on its events,
+    /// listed on a rescan, swept by attributes, its executables hashed in the background.
+    pub(crate) fn judges_entries(&self) -> bool {
+        match self {
+            Role::PathDir { .. } | Role::Hooks { .. } => true,
+            Role::Pending { .. } | Role::GitDir { .. } | Role::Tree | Role::Retired => false,
+        }
+    }
+
+    /// Whether the directory is watched for itself (reported by `Watcher::modes`, swept on its own
+    /// in sweep mode), not as part of the workspace tree and not retired.
+    pub(crate) fn is_own(&self) -> bool {
+        !matches!(self, Role::Tree | Role::Retired)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,7 +111,7 @@ fn mask_for(role: &Role) -> WatchMask {
     let base =
         WatchMask::ONLYDIR | WatchMask::DONT_FOLLOW | WatchMask::DELETE_SELF | WatchMask::MOVE_SELF;
     match role {
-        Role::PathDir { .. } | Role::Hooks { .. } => {
+        r if r.judges_entries() => {
             base | WatchMask::CREATE
                 | WatchMask::MOVED_TO
                 | WatchMask::MOVED_FROM
@@ -109,9 +126,7 @@ fn mask_for(role: &Role) -> WatchMask {
                 | WatchMask::CLOSE_WRITE
                 | WatchMask::ATTRIB
         }
-        Role::Pending { .. } | Role::Tree | Role::Retired => {
-            base | WatchMask::CREATE | WatchMask::MOVED_TO
-        }
+        _ => base | WatchMask::CREATE | WatchMask::MOVED_TO,
     }
 }
 
