@@ -412,11 +412,7 @@ pub const REFUSED_KEY: &str = "(a config git refuses to read)";
 /// Exec-capable keys (entry-point catalogue §2.2–2.3) in a repository's config files and includes,
 /// read by `gitconfig` (git's own grammar and include rules); a file git refuses is `REFUSED_KEY`.
 pub fn exec_keys(common_dir: &Path, git_dir: &Path) -> Vec<(PathBuf, String, String)> {
-    let mut files = vec![
-        common_dir.join("config"),
-        common_dir.join("config.worktree"),
-        git_dir.join("config.worktree"),
-    ];
+    let mut files = own_config_files(common_dir, git_dir);
     files.dedup();
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let c = crate::gitconfig::read(&files, home.as_deref());
@@ -433,6 +429,15 @@ pub fn exec_keys(common_dir: &Path, git_dir: &Path) -> Vec<(PathBuf, String, Str
         out.push((file.to_path_buf(), REFUSED_KEY.into(), bad.to_string()));
     }
     out
+}
+
+/// A repository's own config files (what it includes may be someone else's).
+pub(crate) fn own_config_files(common_dir: &Path, git_dir: &Path) -> Vec<PathBuf> {
+    vec![
+        common_dir.join("config"),
+        common_dir.join("config.worktree"),
+        git_dir.join("config.worktree"),
+    ]
 }
 
 /// Whether a (lowercased) git config key makes git run something.

@@ -17,16 +17,6 @@ use crate::baseline;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-/// Whether git treats this exec-capable value as running nothing of the repository's: the
-/// built-in fsmonitor daemon (`core.fsmonitor` as a boolean true).
-pub(crate) fn harmless(key: &str, value: &str) -> bool {
-    key == "core.fsmonitor"
-        && matches!(
-            value.to_ascii_lowercase().as_str(),
-            "true" | "yes" | "on" | "1"
-        )
-}
-
 impl Watcher {
     /// New exec-capable keys in a repository's config are alerted with the key and value; in a
     /// repository new this session they are taken out of its own config files.
@@ -42,11 +32,7 @@ impl Watcher {
             .iter()
             .map(|(_, k, v)| (k.clone(), v.clone()))
             .collect();
-        let own: Vec<PathBuf> = vec![
-            common.join("config"),
-            common.join("config.worktree"),
-            git_dir.join("config.worktree"),
-        ];
+        let own = baseline::own_config_files(&common, &git_dir);
         let new_repo = self.repos.is_new(repo);
         let fresh: Vec<(&PathBuf, &String, &String, Verdict)> = keys
             .iter()

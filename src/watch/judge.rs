@@ -155,14 +155,21 @@ pub(crate) fn judge_key(key: &str, value: &str, new_repo: bool, own_file: bool) 
         kind: "git-config",
         detail,
     };
-    let take_out = new_repo
-        && own_file
-        && key != baseline::REFUSED_KEY
-        && !super::gitkeys::harmless(key, value);
+    let take_out = new_repo && own_file && key != baseline::REFUSED_KEY && !harmless(key, value);
     match take_out {
         true => Verdict::Neutralise(finding),
         false => Verdict::Alert(finding),
     }
+}
+
+/// Whether git treats this exec-capable value as running nothing of the repository's: the
+/// built-in fsmonitor daemon (`core.fsmonitor` as a boolean true).
+fn harmless(key: &str, value: &str) -> bool {
+    key == "core.fsmonitor"
+        && matches!(
+            value.to_ascii_lowercase().as_str(),
+            "true" | "yes" | "on" | "1"
+        )
 }
 
 /// A new file matching a configured `hidden` glob: visible in the jail until the next session.
