@@ -154,6 +154,8 @@ pub(crate) fn carry_out(
     let path = dir.join(name);
     match verdict {
         Verdict::Quiet => false,
+        // `Neutralise` is a verdict on config keys (`judge_key`, carried out by `check_keys`), never
+        // on a file: should one come here, it is reported, and nothing is touched.
         Verdict::Alert(f) | Verdict::Neutralise(f) => {
             sink.alert(file_alert(session, f, &path, Action::Alerted, None, entry));
             false
