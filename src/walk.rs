@@ -103,7 +103,7 @@ pub(crate) fn skips(dir: &Path, trust: Trust) -> bool {
     let trust = match trust {
         // Not listed: each declaration's type must be looked at; any age counts.
         Trust::Any => Trust::Before(i64::MAX),
-        t => t,
+        Trust::Before(t) => Trust::Before(t),
     };
     declared(&fd, unknown, trust)
 }

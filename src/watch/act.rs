@@ -166,9 +166,10 @@ pub(crate) fn carry_out(
                     Method::Moved => Action::Quarantined,
                     Method::Neutralised | Method::KeysRemoved => Action::Neutralised,
                 };
-                let detail = match taken.nlink > 1 {
-                    true => format!("{}; its other hard links keep their mode", f.detail),
-                    false => f.detail,
+                let detail = if taken.nlink > 1 {
+                    format!("{}; its other hard links keep their mode", f.detail)
+                } else {
+                    f.detail
                 };
                 let f = Finding { detail, ..f };
                 sink.alert(file_alert(session, f, &path, action, Some(taken.id), entry));

@@ -91,8 +91,11 @@ pub(crate) fn judge(role: &Role, seen: &Seen, ctx: &dyn Context) -> Verdict {
             ),
         }),
         // A sample hook git never runs; the other roles' entries are not executables that run.
-        Role::Hooks { .. } | Role::GitDir { .. } | Role::Pending { .. } => Verdict::Quiet,
-        Role::Tree | Role::Retired => Verdict::Quiet,
+        Role::Hooks { .. }
+        | Role::GitDir { .. }
+        | Role::Pending { .. }
+        | Role::Tree
+        | Role::Retired => Verdict::Quiet,
     }
 }
 
@@ -106,14 +109,14 @@ fn judge_path_entry(
 ) -> Verdict {
     if let Some(o) = seen.origin.filter(|o| o.is_executable()) {
         // An executable that was there at the baseline: any difference is tampering.
-        return match o.exec_changed(seen.after) {
-            true => Verdict::Quarantine(Finding {
-                severity: Severity::High,
-                kind: "path-changed",
-                detail: format!("an executable on PATH changed since the session started{link}"),
-            }),
-            false => Verdict::Quiet,
-        };
+        if !o.exec_changed(seen.after) {
+            return Verdict::Quiet;
+        }
+        return Verdict::Quarantine(Finding {
+            severity: Severity::High,
+            kind: "path-changed",
+            detail: format!("an executable on PATH changed since the session started{link}"),
+        });
     }
     if !newly {
         // New this session and still being written: it was judged when it appeared (one that
@@ -156,9 +159,10 @@ pub(crate) fn judge_key(key: &str, value: &str, new_repo: bool, own_file: bool) 
         detail,
     };
     let take_out = new_repo && own_file && key != baseline::REFUSED_KEY && !harmless(key, value);
-    match take_out {
-        true => Verdict::Neutralise(finding),
-        false => Verdict::Alert(finding),
+    if take_out {
+        Verdict::Neutralise(finding)
+    } else {
+        Verdict::Alert(finding)
     }
 }
 
