@@ -7,6 +7,7 @@
 //! Acknowledgements are a separate append-only file, so the alert log itself is never rewritten.
 
 use crate::error::{Error, Result};
+use crate::runtime::{Lock, RuntimeDir};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -49,17 +50,8 @@ pub struct Alert {
     pub fingerprint: String,
 }
 
-const LOG: &str = "alerts.jsonl";
-const ACKS: &str = "alerts.acks";
-const LOCK: &str = "alerts.lock";
-/// Exists (holding the newest alert's id) while an alert has not been shown at a prompt: the prompt
-/// hook's whole common-case cost is one test for this file.
-pub const PENDING_MARKER: &str = "alerts.new";
-/// Holds the id of the newest alert already shown at a prompt.
-pub const SHOWN_MARKER: &str = "alerts.shown";
-
 pub struct Store {
-    dir: PathBuf,
+    dir: RuntimeDir,
 }
 
 /// What reading the store found.
@@ -80,24 +72,24 @@ impl Contents {
 impl Store {
     pub fn new(runtime: &Path) -> Self {
         Store {
-            dir: runtime.to_path_buf(),
+            dir: RuntimeDir::new(runtime),
         }
     }
 
     fn locked(&self) -> Result<std::fs::File> {
-        crate::runtime::lock(&self.dir, LOCK)
+        self.dir.lock(Lock::Alerts)
     }
 
-    fn append_line(&self, file: &str, line: &str) -> Result<()> {
+    fn append_line(&self, file: &Path, line: &str) -> Result<()> {
         let mut f = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .mode(0o600)
             .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-            .open(self.dir.join(file))
-            .map_err(|e| Error::io(format!("opening {file}"), e))?;
+            .open(file)
+            .map_err(|e| Error::io(format!("opening {}", file.display()), e))?;
         f.write_all(format!("{line}\n").as_bytes())
-            .map_err(|e| Error::io(format!("writing {file}"), e))
+            .map_err(|e| Error::io(format!("writing {}", file.display()), e))
     }
 
     /// Append an alert unless one with the same fingerprint exists. Returns whether it was added.
@@ -112,8 +104,8 @@ impl Store {
             return Ok(false);
         }
         let line = serde_json::to_string(alert).expect("alert serialises");
-        self.append_line(LOG, &line)?;
-        let marker = self.dir.join(PENDING_MARKER);
+        self.append_line(&self.dir.alerts_log(), &line)?;
+        let marker = self.dir.alerts_pending();
         std::fs::write(&marker, alert.id.as_bytes())
             .map_err(|e| Error::io("touching the alert marker", e))?;
         Ok(true)
@@ -125,7 +117,7 @@ impl Store {
 
     fn read_unlocked(&self) -> Contents {
         let mut c = Contents::default();
-        if let Ok(text) = std::fs::read_to_string(self.dir.join(LOG)) {
+        if let Ok(text) = std::fs::read_to_string(self.dir.alerts_log()) {
             for (i, line) in text
                 .lines()
                 .enumerate()
@@ -137,7 +129,7 @@ impl Store {
                 }
             }
         }
-        if let Ok(text) = std::fs::read_to_string(self.dir.join(ACKS)) {
+        if let Ok(text) = std::fs::read_to_string(self.dir.alerts_acks()) {
             c.acked = text
                 .lines()
                 .map(|l| l.trim().to_string())
@@ -168,7 +160,7 @@ impl Store {
             }
         };
         for id in &targets {
-            self.append_line(ACKS, id)?;
+            self.append_line(&self.dir.alerts_acks(), id)?;
         }
         Ok(targets.len())
     }
@@ -179,19 +171,20 @@ impl Store {
     pub fn take_unshown(&self) -> Result<Vec<Alert>> {
         let _lock = self.locked()?;
         let c = self.read_unlocked();
-        let shown = std::fs::read_to_string(self.dir.join(SHOWN_MARKER)).unwrap_or_default();
+        let shown = std::fs::read_to_string(self.dir.alerts_shown()).unwrap_or_default();
         let shown = shown.trim();
         let fresh: Vec<Alert> = match c.alerts.iter().position(|a| a.id == shown) {
             Some(i) => c.alerts[i + 1..].to_vec(),
             None => c.unacked().cloned().collect(),
         };
         if let Some(last) = c.alerts.last() {
-            let tmp = self.dir.join(format!("{SHOWN_MARKER}.tmp"));
+            let mut tmp = self.dir.alerts_shown().into_os_string();
+            tmp.push(".tmp");
             std::fs::write(&tmp, format!("{}\n", last.id))
-                .and_then(|_| std::fs::rename(&tmp, self.dir.join(SHOWN_MARKER)))
+                .and_then(|_| std::fs::rename(&tmp, self.dir.alerts_shown()))
                 .map_err(|e| Error::io("writing the shown marker", e))?;
         }
-        match std::fs::remove_file(self.dir.join(PENDING_MARKER)) {
+        match std::fs::remove_file(self.dir.alerts_pending()) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 return Err(Error::io("removing the alert marker", e))
             }
@@ -370,7 +363,7 @@ mod tests {
         assert!(store.add(&alert("y")).unwrap());
         std::fs::OpenOptions::new()
             .append(true)
-            .open(dir.path().join(LOG))
+            .open(RuntimeDir::new(dir.path()).alerts_log())
             .unwrap()
             .write_all(b"{not json\n")
             .unwrap();

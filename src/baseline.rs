@@ -21,9 +21,7 @@ use crate::entrypoints;
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::io::Write;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -108,15 +106,6 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// `lstat` and, for an executable regular file, hash it (through a no-follow fd).
-    pub fn read(path: &Path) -> Option<Entry> {
-        let mut e = Entry::metadata(path)?;
-        if e.kind == Kind::File && e.is_executable() {
-            e.sha256 = Sha256::of_path(path);
-        }
-        Some(e)
-    }
-
     /// `lstat` (and the link target of a symlink), without hashing.
     pub fn metadata(path: &Path) -> Option<Entry> {
         let m = std::fs::symlink_metadata(path).ok()?;
@@ -423,11 +412,7 @@ pub const REFUSED_KEY: &str = "(a config git refuses to read)";
 /// Exec-capable keys (entry-point catalogue §2.2–2.3) in a repository's config files and includes,
 /// read by `gitconfig` (git's own grammar and include rules); a file git refuses is `REFUSED_KEY`.
 pub fn exec_keys(common_dir: &Path, git_dir: &Path) -> Vec<(PathBuf, String, String)> {
-    let mut files = vec![
-        common_dir.join("config"),
-        common_dir.join("config.worktree"),
-        git_dir.join("config.worktree"),
-    ];
+    let mut files = own_config_files(common_dir, git_dir);
     files.dedup();
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let c = crate::gitconfig::read(&files, home.as_deref());
@@ -444,6 +429,15 @@ pub fn exec_keys(common_dir: &Path, git_dir: &Path) -> Vec<(PathBuf, String, Str
         out.push((file.to_path_buf(), REFUSED_KEY.into(), bad.to_string()));
     }
     out
+}
+
+/// A repository's own config files (what it includes may be someone else's).
+pub(crate) fn own_config_files(common_dir: &Path, git_dir: &Path) -> Vec<PathBuf> {
+    vec![
+        common_dir.join("config"),
+        common_dir.join("config.worktree"),
+        git_dir.join("config.worktree"),
+    ]
 }
 
 /// Whether a (lowercased) git config key makes git run something.
@@ -541,45 +535,6 @@ impl Baseline {
             .and_then(|_| std::fs::rename(&tmp, file))
             .map_err(|e| Error::io(format!("writing {}", file.display()), e))
     }
-
-    /// Read, refusing a file that is not ours, not 0600, or a symlink.
-    pub fn read(file: &Path) -> Result<Baseline> {
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-            .open(file)
-            .map_err(|e| Error::io(format!("reading {}", file.display()), e))?;
-        let m = f.metadata().map_err(|e| Error::io("stat baseline", e))?;
-        let uid = rustix::process::getuid().as_raw();
-        if m.uid() != uid || m.mode() & 0o077 != 0 {
-            return Err(Error::RuntimeDir {
-                path: file.to_path_buf(),
-                message: "baseline not owned by you or not 0600: refusing it".into(),
-            });
-        }
-        let mut bytes = Vec::with_capacity(m.len() as usize);
-        std::io::Read::read_to_end(&mut &f, &mut bytes)
-            .map_err(|e| Error::io(format!("reading {}", file.display()), e))?;
-        serde_json::from_slice(&bytes).map_err(|e| {
-            Error::io(
-                format!("parsing {}", file.display()),
-                std::io::Error::other(e),
-            )
-        })
-    }
-}
-
-/// Lossy name for maps keyed by UTF-8 names (non-UTF-8 names are kept by their bytes' escape).
-pub fn name_key(name: &std::ffi::OsStr) -> String {
-    match name.to_str() {
-        Some(s) => s.to_string(),
-        None => name.as_bytes().escape_ascii().to_string(),
-    }
-}
-
-/// The OS name back from a key produced by `name_key` for valid UTF-8 names.
-pub fn key_name(key: &str) -> OsString {
-    OsString::from(key)
 }
 
 #[cfg(test)]

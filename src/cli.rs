@@ -294,12 +294,10 @@ pub fn main() -> i32 {
         Command::Hooks {
             action: HooksAction::Install { runtime, print },
         } => launch::home_dir().and_then(|home| {
-            crate::hook::install(runtime, &home, print)
-                .map(|out| {
-                    print!("{out}");
-                    0
-                })
-                .map_err(crate::Error::Usage)
+            crate::hook::install(runtime, &home, print).map(|out| {
+                print!("{out}");
+                0
+            })
         }),
         Command::Cache { action } => launch::home_dir().and_then(|home| {
             let store =

@@ -221,88 +221,6 @@ impl Discovery {
     }
 }
 
-/// Directories never descended into while looking for repositories and existing entry points.
-const PRUNED: &[&str] = &["node_modules", ".git"];
-
-/// The first bytes of a `CACHEDIR.TAG` (the Cache Directory Tagging Specification, followed by
-/// tar's `--exclude-caches`, borg and restic).
-const CACHEDIR_SIGNATURE: &[u8] = b"Signature: 8a477f597d28d172789f06886806bc55";
-
-/// Whether the directory open at `dir` is a tagged cache: it holds a regular file `CACHEDIR.TAG`
-/// that starts with the signature. Opened without following a symlink and without blocking (a FIFO
-/// of that name must not hang the launch).
-fn is_tagged_cache(dir: impl rustix::fd::AsFd) -> bool {
-    use rustix::fs::{Mode, OFlags};
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let Ok(fd) = rustix::fs::openat(dir, "CACHEDIR.TAG", flags, Mode::empty()) else {
-        return false;
-    };
-    let regular = rustix::fs::fstat(&fd)
-        .is_ok_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode).is_file());
-    if !regular {
-        return false;
-    }
-    let mut buf = [0u8; CACHEDIR_SIGNATURE.len()];
-    let mut filled = 0;
-    while filled < buf.len() {
-        match rustix::io::read(&fd, &mut buf[filled..]) {
-            Ok(0) => return false,
-            Ok(n) => filled += n,
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(_) => return false,
-        }
-    }
-    buf == CACHEDIR_SIGNATURE
-}
-
-/// Whether the directory open at `dir` is one a tool declares its own, regenerable output: a tagged
-/// cache (cargo's `target/`, `.pytest_cache`, `.mypy_cache`, the `.venv` of uv and virtualenv) or a
-/// Python virtual environment (a regular `pyvenv.cfg` at its top: `python -m venv` writes no tag).
-/// The walk does not descend into one, as it does not into `node_modules`, and with the same blind
-/// spot (threat-model.md): a repository made inside one during the session is not watched. That
-/// gives the agent nothing new, since it can make a `node_modules` anywhere; it spares the launch
-/// the walk of a build tree or an environment (a Rust workspace's `target/` with 850 directories
-/// cost 15 ms of walk and 6 ms of watches; a `python -m venv` with a few packages, 40 and 24 ms).
-pub fn declares_generated(dir: impl rustix::fd::AsFd) -> bool {
-    let venv = rustix::fs::statat(&dir, "pyvenv.cfg", rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
-        .is_ok_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode).is_file());
-    venv || is_tagged_cache(&dir)
-}
-
-/// `declares_generated` for a path (a directory named by an event, a sweep's listing).
-pub fn declares_generated_dir(dir: &Path) -> bool {
-    use rustix::fs::{Mode, OFlags};
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    rustix::fs::open(dir, flags, Mode::empty()).is_ok_and(declares_generated)
-}
-
-/// The one rule for the watcher's walks: whether to skip the directory `dir` (never the walk's root):
-/// `.git`, `node_modules`, or a directory declared generated (`declares_generated`) by a declaration
-/// made before `before` (ns since the epoch: the session's start). A `CACHEDIR.TAG` or `pyvenv.cfg`
-/// that appeared during the session is not honoured: the agent could tag any directory it makes.
-// `stat` field types differ between architectures: keep the casts.
-#[allow(clippy::unnecessary_cast)]
-pub fn walk_skips(dir: &Path, before: i64) -> bool {
-    use rustix::fs::{AtFlags, FileType, Mode, OFlags};
-    if dir
-        .file_name()
-        .is_some_and(|n| PRUNED.iter().any(|p| n == *p))
-    {
-        return true;
-    }
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let Ok(fd) = rustix::fs::open(dir, flags, Mode::empty()) else {
-        return false;
-    };
-    let old_file = |name: &str| {
-        rustix::fs::statat(&fd, name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|st| {
-            FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
-                && (st.st_ctime as i64) * 1_000_000_000 + (st.st_ctime_nsec as i64) < before
-        })
-    };
-    old_file("pyvenv.cfg") || (old_file("CACHEDIR.TAG") && is_tagged_cache(&fd))
-}
-
 /// What the workspace walk reports about one entry.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Seen {
@@ -312,8 +230,8 @@ enum Seen {
 }
 
 /// Visit every entry under `root` (`root` itself excluded) without descending into directories
-/// named in `PRUNED`, into symlinks, or into a directory below `root` that a tool declares its own
-/// (`declares_generated`; those are returned): `visit(dir, name, kind)` returns whether to descend
+/// `walk::pruned`, into symlinks, or into a directory below `root` that a tool declares its own
+/// (`walk::declared`; those are returned): `visit(dir, name, kind)` returns whether to descend
 /// into a directory. A directory's subdirectories are visited once its whole listing is read, so
 /// that the declaration is known first. One `getdents` buffer for the whole walk and no allocation
 /// per file: only directories' names and paths are kept (the workspace can hold tens of thousands
@@ -340,7 +258,7 @@ fn walk_tree(
             }
         };
         subdirs.clear();
-        let (mut tag, mut venv) = (false, false);
+        let mut declarations = crate::walk::Declarations::default();
         let mut entries = RawDir::new(&fd, &mut buf);
         while let Some(entry) = entries.next() {
             let entry = match entry {
@@ -371,15 +289,14 @@ fn walk_tree(
                 _ => Seen::Other,
             };
             match (name.as_bytes(), kind) {
-                (b"CACHEDIR.TAG", Seen::File) => tag = true,
-                (b"pyvenv.cfg", Seen::File) => venv = true,
+                (n, Seen::File) if declarations.note(n) => {}
                 (_, Seen::Dir) => subdirs.push(name.to_owned()),
                 _ => {
                     visit(&dir, name, kind);
                 }
             }
         }
-        if dir != root && (venv || (tag && is_tagged_cache(&fd))) {
+        if dir != root && crate::walk::declared(&fd, declarations, crate::walk::Trust::Any) {
             generated.push(dir);
             continue;
         }
@@ -424,7 +341,7 @@ pub fn discover_workspace(ws: &Path) -> Discovery {
                 return false;
             }
             if kind == Seen::Dir {
-                if PRUNED.iter().any(|p| name == *p) {
+                if crate::walk::pruned(name) {
                     return false;
                 }
                 d.dirs.push(dir.join(name));
@@ -446,7 +363,7 @@ pub fn discover_workspace(ws: &Path) -> Discovery {
     for g in &generated {
         tracing::info!(dir = %g.display(), "not walked: a cache or a virtual environment");
     }
-    // Not watched for new repositories either (see `declares_generated`).
+    // Not watched for new repositories either (see `walk`).
     let generated: std::collections::HashSet<PathBuf> = generated.into_iter().collect();
     d.dirs.retain(|dir| !generated.contains(dir));
     let mut seen = std::collections::BTreeSet::new();

@@ -67,6 +67,82 @@ impl Error {
             source,
         }
     }
+
+    /// A failure on a path the human named: one that does not exist is a usage mistake (`missing`
+    /// says what to give instead, exit 2); any other failure is an I/O error with its context.
+    pub(crate) fn named_path(
+        source: std::io::Error,
+        missing: impl FnOnce() -> String,
+        context: impl FnOnce() -> String,
+    ) -> Self {
+        match source.kind() {
+            std::io::ErrorKind::NotFound => Error::Usage(missing()),
+            _ => Error::io(context(), source),
+        }
+    }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A path the human named that does not exist is a usage mistake; any other I/O failure is not.
+    #[test]
+    fn a_missing_path_is_usage_and_other_failures_are_io() {
+        let missing = Error::named_path(
+            std::io::Error::from(std::io::ErrorKind::NotFound),
+            || "x: no such directory; pass --workspace DIR".into(),
+            || unreachable!(),
+        );
+        assert_eq!(missing.exit_code(), EXIT_USAGE);
+        assert_eq!(
+            missing.to_string(),
+            "x: no such directory; pass --workspace DIR"
+        );
+        let denied = Error::named_path(
+            std::io::Error::from_raw_os_error(libc::EACCES),
+            || unreachable!(),
+            || "resolving x".into(),
+        );
+        assert_eq!(denied.exit_code(), EXIT_JAIL);
+        assert!(denied.to_string().starts_with("resolving x: "), "{denied}");
+    }
+
+    /// `restore` of a record that cannot be read: a wrong id is the human's mistake (exit 2), a
+    /// corrupt record is not, and says that nothing was restored and where the bytes are.
+    #[test]
+    fn a_corrupt_quarantine_record_is_not_a_usage_error() {
+        let rt = tempfile::tempdir().unwrap();
+        let wrong = crate::quarantine::load(rt.path(), "q123").unwrap_err();
+        assert_eq!(wrong.exit_code(), EXIT_USAGE, "{wrong}");
+        let q = crate::runtime::RuntimeDir::new(rt.path()).quarantine();
+        std::fs::create_dir_all(&q).unwrap();
+        std::fs::write(q.join("q123.json"), "{not json").unwrap();
+        let corrupt = crate::quarantine::load(rt.path(), "q123").unwrap_err();
+        assert_eq!(corrupt.exit_code(), EXIT_JAIL, "{corrupt}");
+        let text = corrupt.to_string();
+        assert!(
+            text.contains("is corrupt; nothing was restored") && text.contains(q.to_str().unwrap()),
+            "{text}"
+        );
+    }
+
+    /// `hooks install` where the settings directory cannot be made: an I/O error naming the path,
+    /// not a usage error; a settings file that is not JSON is the human's to fix (usage).
+    #[test]
+    fn hooks_install_fails_with_typed_errors() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join(".claude"), "a file, not a directory").unwrap();
+        let e = crate::hook::install(crate::hook::Host::Claude, home.path(), false).unwrap_err();
+        assert_eq!(e.exit_code(), EXIT_JAIL, "{e}");
+        assert!(e.to_string().starts_with("creating "), "{e}");
+        std::fs::remove_file(home.path().join(".claude")).unwrap();
+        std::fs::create_dir(home.path().join(".claude")).unwrap();
+        std::fs::write(home.path().join(".claude/settings.json"), "{oops").unwrap();
+        let e = crate::hook::install(crate::hook::Host::Claude, home.path(), false).unwrap_err();
+        assert_eq!(e.exit_code(), EXIT_USAGE, "{e}");
+        assert!(e.to_string().contains("not JSON"), "{e}");
+    }
+}

@@ -430,13 +430,15 @@ pub fn merge(base: &mut Value, add: &Value) {
 }
 
 /// `claude-sandbox hooks install --runtime R [--print]`.
-pub fn install(host: Host, home: &Path, print: bool) -> Result<String, String> {
-    let bin = std::env::current_exe().map_err(|e| e.to_string())?;
+pub fn install(host: Host, home: &Path, print: bool) -> crate::Result<String> {
+    let bin = std::env::current_exe()
+        .map_err(|e| crate::Error::io("finding the claude-sandbox binary (/proc mounted?)", e))?;
     let (rel, add) = hook_config(host, &bin);
     let path = home.join(&rel);
     let mut current: Value = match std::fs::read_to_string(&path) {
-        Ok(t) if !t.trim().is_empty() => serde_json::from_str(&t)
-            .map_err(|e| format!("{}: not JSON ({e}); fix it first", path.display()))?,
+        Ok(t) if !t.trim().is_empty() => serde_json::from_str(&t).map_err(|e| {
+            crate::Error::Usage(format!("{}: not JSON ({e}); fix it first", path.display()))
+        })?,
         _ => json!({}),
     };
     merge(&mut current, &add);
@@ -445,12 +447,13 @@ pub fn install(host: Host, home: &Path, print: bool) -> Result<String, String> {
         return Ok(format!("# {}\n{text}\n", path.display()));
     }
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| crate::Error::io(format!("creating {}", dir.display()), e))?;
     }
     let tmp = path.with_extension("json.claude-sandbox.tmp");
     std::fs::write(&tmp, format!("{text}\n"))
         .and_then(|_| std::fs::rename(&tmp, &path))
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(|e| crate::Error::io(format!("writing {}", path.display()), e))?;
     Ok(format!(
         "wrote the claude-sandbox hooks into {}\n",
         path.display()

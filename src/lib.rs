@@ -28,4 +28,5 @@ pub mod alerts;
 pub mod baseline;
 pub(crate) mod process;
 pub mod quarantine;
+pub(crate) mod walk;
 pub mod watch;

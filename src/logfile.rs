@@ -14,7 +14,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// The log file's name in the runtime directory.
-pub(crate) const FILE: &str = "claude-sandbox.log";
 /// Past this size the log is moved to `claude-sandbox.log.1` when a session starts.
 const ROTATE_BYTES: u64 = 1 << 20;
 
@@ -59,9 +58,11 @@ pub(crate) fn divert(runtime: &Path, session: &str) {
     if live() {
         return;
     }
-    let path = runtime.join(FILE);
+    let path = log_path(runtime);
     if std::fs::metadata(&path).is_ok_and(|m| m.len() > ROTATE_BYTES) {
-        let _ = std::fs::rename(&path, runtime.join(format!("{FILE}.1")));
+        let mut rotated = path.clone().into_os_string();
+        rotated.push(".1");
+        let _ = std::fs::rename(&path, rotated);
     }
     let opened = std::fs::OpenOptions::new()
         .create(true)
@@ -87,5 +88,5 @@ pub(crate) fn restore(runtime: &Path) {
 }
 
 pub(crate) fn log_path(runtime: &Path) -> PathBuf {
-    runtime.join(FILE)
+    crate::runtime::RuntimeDir::new(runtime).log()
 }

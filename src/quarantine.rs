@@ -48,8 +48,8 @@ pub struct Record {
     pub nlink: u64,
     pub sha256: Option<String>,
     pub link_target: Option<PathBuf>,
-    /// `moved` (into the runtime directory) or `neutralised` (renamed in place, exec bits dropped).
-    pub method: String,
+    /// How the bytes were taken out of reach.
+    pub method: Method,
     /// Where the bytes are now.
     pub stored_at: PathBuf,
     pub reason: String,
@@ -60,8 +60,23 @@ pub struct Record {
     pub after_sha256: Option<String>,
 }
 
+/// How a quarantine took effect (stored as `moved`, `neutralised`, `keys-removed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Method {
+    /// Moved into the runtime directory.
+    Moved,
+    /// Renamed in place (another filesystem), exec bits dropped.
+    Neutralised,
+    /// A config's exec-capable keys taken out (`config::KIND`); the original bytes are stored.
+    KeysRemoved,
+}
+
+/// The mark in the name of a file neutralised in place: `.NAME.claude-sandbox-q-ID`.
+pub(crate) const NEUTRALISED_MARK: &str = ".claude-sandbox-q-";
+
 fn qdir(runtime: &Path) -> PathBuf {
-    runtime.join("quarantine")
+    crate::runtime::RuntimeDir::new(runtime).quarantine()
 }
 
 fn open_dir(dir: &Path) -> Result<OwnedFd> {
@@ -186,7 +201,7 @@ pub fn quarantine(
         nlink: st.st_nlink as u64,
         sha256,
         link_target,
-        method: "moved".into(),
+        method: Method::Moved,
         stored_at: store.join(&data_name),
         reason: reason.into(),
         restored: false,
@@ -204,7 +219,7 @@ pub fn quarantine(
         Err(rustix::io::Errno::XDEV) => {
             let mut hidden = b".".to_vec();
             hidden.extend_from_slice(name.as_bytes());
-            hidden.extend_from_slice(format!(".claude-sandbox-q-{id}").as_bytes());
+            hidden.extend_from_slice(format!("{NEUTRALISED_MARK}{id}").as_bytes());
             let hidden = OsStr::from_bytes(&hidden);
             match rename_noreplace(&dirfd, name, &dirfd, hidden) {
                 Ok(()) => {}
@@ -228,7 +243,7 @@ pub fn quarantine(
                     )
                 })?;
             }
-            record.method = "neutralised".into();
+            record.method = Method::Neutralised;
             record.stored_at = dir.join(hidden);
         }
         Err(e) => {
@@ -283,13 +298,28 @@ pub fn load(runtime: &Path, id: &str) -> Result<Record> {
             "{id:?} is not a quarantine id; see `claude-sandbox alerts --all`"
         )));
     }
-    let bytes = std::fs::read(qdir(runtime).join(format!("{id}.json"))).map_err(|_| {
-        Error::Usage(format!(
-            "no quarantine record {id}; see `claude-sandbox alerts --all`"
-        ))
+    let path = qdir(runtime).join(format!("{id}.json"));
+    let bytes = std::fs::read(&path).map_err(|e| {
+        Error::named_path(
+            e,
+            || format!("no quarantine record {id}; see `claude-sandbox alerts --all`"),
+            || format!("reading the quarantine record {}", path.display()),
+        )
     })?;
-    serde_json::from_slice(&bytes)
-        .map_err(|e| Error::Usage(format!("quarantine record {id} is corrupt: {e}")))
+    serde_json::from_slice(&bytes).map_err(|e| corrupt(&path, e))
+}
+
+/// A record that cannot be used: the file it describes is not touched; its bytes are still in the
+/// quarantine directory.
+fn corrupt(path: &Path, why: impl std::fmt::Display) -> Error {
+    Error::io(
+        format!(
+            "the quarantine record {} is corrupt; nothing was restored (the stored bytes are beside it in {})",
+            path.display(),
+            path.parent().unwrap_or(Path::new("/")).display()
+        ),
+        std::io::Error::new(std::io::ErrorKind::InvalidData, why.to_string()),
+    )
 }
 
 /// Put a quarantined file back where it was, byte for byte. Refuses if something now occupies the
@@ -305,14 +335,15 @@ pub fn restore(runtime: &Path, id: &str, force: bool) -> Result<Record> {
     if r.kind == config::KIND {
         return config::restore(runtime, r, force);
     }
+    let record = qdir(runtime).join(format!("{id}.json"));
     let dir = r
         .original
         .parent()
-        .ok_or_else(|| Error::Usage("record without a directory".into()))?;
+        .ok_or_else(|| corrupt(&record, "its original path has no directory"))?;
     let name = r
         .original
         .file_name()
-        .ok_or_else(|| Error::Usage("record without a name".into()))?;
+        .ok_or_else(|| corrupt(&record, "its original path has no name"))?;
     let dirfd = open_dir(dir)?;
     let stored_dir = open_dir(r.stored_at.parent().unwrap_or(Path::new("/")))?;
     let stored_name = r.stored_at.file_name().unwrap_or_default().to_owned();
@@ -345,7 +376,7 @@ pub fn restore(runtime: &Path, id: &str, force: bool) -> Result<Record> {
                 displaced.size = st.st_size as u64;
                 displaced.sha256 = sha256_path(&r.stored_at);
             }
-            displaced.method = "moved".into();
+            displaced.method = Method::Moved;
             save(runtime, &displaced)?;
         }
         Err(rustix::io::Errno::EXIST) => {
@@ -356,7 +387,7 @@ pub fn restore(runtime: &Path, id: &str, force: bool) -> Result<Record> {
         }
         Err(e) => return Err(Error::io(format!("restoring {}", r.original.display()), e.into())),
     }
-    if r.kind == "file" && r.method == "neutralised" && r.nlink == 1 {
+    if r.kind == "file" && r.method == Method::Neutralised && r.nlink == 1 {
         let fd = rustix::fs::openat(
             &dirfd,
             name,
@@ -411,7 +442,7 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(!f.exists());
-        assert_eq!(r.method, "moved");
+        assert_eq!(r.method, Method::Moved);
         assert_eq!(
             std::fs::read(&r.stored_at).unwrap(),
             b"#!/bin/sh\necho evil\n"
@@ -483,7 +514,7 @@ mod exdev_tests {
         let r = quarantine(shm.path(), &bin, OsStr::new("ls"), "t")
             .unwrap()
             .unwrap();
-        assert_eq!(r.method, "neutralised");
+        assert_eq!(r.method, Method::Neutralised);
         assert!(!f.exists());
         assert!(r
             .stored_at

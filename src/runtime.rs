@@ -1,5 +1,6 @@
 //! The runtime directory: per-user state the jail must never see (session records, placeholders,
-//! private home directories; later the baseline, alerts and quarantine).
+//! private home directories, baselines, alerts, the quarantine, the log), and its layout
+//! (`RuntimeDir`, `SessionDir`: every name in it is defined there and nowhere else).
 //!
 //! Guards against a planted or borrowed state directory: the directory is per user, mode 0700, owned
 //! by the user; one that is owned by someone else, or is a symlink, is refused rather than used.
@@ -7,7 +8,7 @@
 //! names the per-user directory itself (tests and unusual setups).
 
 use crate::error::{Error, Result};
-use rustix::fs::{Mode, OFlags};
+use rustix::fs::OFlags;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -43,6 +44,141 @@ pub fn shared_base() -> Option<PathBuf> {
         return None;
     }
     Some(PathBuf::from(BASE))
+}
+
+/// The runtime directory's layout. Every module asks it for paths instead of joining names itself,
+/// so that a name is defined once (the prompt hook, `profile.d/claude-sandbox.sh`, has the one copy
+/// a shell script needs: `alerts.new`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RuntimeDir {
+    root: PathBuf,
+}
+
+/// A lock file of the runtime directory (see `lock`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lock {
+    /// The alert store: the log, the acknowledgements and the markers.
+    Alerts,
+    /// The placeholder registry.
+    Placeholders,
+}
+
+impl RuntimeDir {
+    pub(crate) fn new(root: &Path) -> RuntimeDir {
+        RuntimeDir {
+            root: root.to_path_buf(),
+        }
+    }
+
+    pub(crate) fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `sessions/`: one directory per session, removed at its end.
+    pub(crate) fn sessions(&self) -> PathBuf {
+        self.root.join("sessions")
+    }
+
+    /// `sessions/<id>/`.
+    pub(crate) fn session(&self, id: &str) -> SessionDir {
+        SessionDir(self.sessions().join(id))
+    }
+
+    /// `quarantine/`: the quarantined files and their records.
+    pub(crate) fn quarantine(&self) -> PathBuf {
+        self.root.join("quarantine")
+    }
+
+    /// `alerts.jsonl`: one alert per line.
+    pub(crate) fn alerts_log(&self) -> PathBuf {
+        self.root.join("alerts.jsonl")
+    }
+
+    /// `alerts.acks`: the ids of acknowledged alerts, one per line.
+    pub(crate) fn alerts_acks(&self) -> PathBuf {
+        self.root.join("alerts.acks")
+    }
+
+    /// `alerts.new`: exists (holding the newest alert's id) while an alert has not been shown at a
+    /// prompt: the prompt hook's whole common-case cost is one test for this file.
+    pub(crate) fn alerts_pending(&self) -> PathBuf {
+        self.root.join("alerts.new")
+    }
+
+    /// `alerts.shown`: the id of the newest alert already shown at a prompt.
+    pub(crate) fn alerts_shown(&self) -> PathBuf {
+        self.root.join("alerts.shown")
+    }
+
+    /// `placeholders.json`: the placeholder registry.
+    pub(crate) fn placeholders(&self) -> PathBuf {
+        self.root.join("placeholders.json")
+    }
+
+    /// `claude-sandbox.log`: the sessions' diagnostics while the command owns the terminal.
+    pub(crate) fn log(&self) -> PathBuf {
+        self.root.join("claude-sandbox.log")
+    }
+
+    /// Hold an exclusive lock on one of the runtime directory's stores (see `lock`).
+    pub(crate) fn lock(&self, which: Lock) -> Result<std::fs::File> {
+        let name = match which {
+            Lock::Alerts => "alerts.lock",
+            Lock::Placeholders => "placeholders.lock",
+        };
+        lock(&self.root, name)
+    }
+}
+
+/// One session's directory: `<runtime>/sessions/<id>/`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SessionDir(PathBuf);
+
+impl SessionDir {
+    /// A directory found under `sessions/` (a dead session's, being cleaned up).
+    pub(crate) fn at(path: PathBuf) -> SessionDir {
+        SessionDir(path)
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// The runtime directory it belongs to, and the session's id.
+    pub(crate) fn runtime_and_id(&self) -> Option<(RuntimeDir, &std::ffi::OsStr)> {
+        let runtime = self.0.parent().and_then(Path::parent)?;
+        Some((RuntimeDir::new(runtime), self.0.file_name()?))
+    }
+
+    /// `home/`: the session's private `$HOME`.
+    pub(crate) fn home(&self) -> PathBuf {
+        self.0.join("home")
+    }
+
+    /// `session.json`: who runs it (pid and start time) and where.
+    pub(crate) fn record(&self) -> PathBuf {
+        self.0.join("session.json")
+    }
+
+    /// `claude.json.orig`: `~/.claude.json` as copied in, to merge back against.
+    pub(crate) fn claude_json_copy(&self) -> PathBuf {
+        self.0.join("claude.json.orig")
+    }
+
+    /// `baseline.json`: the session's baseline.
+    /// The jail's own copies of git configs, bound into the jail (`jail::gitcopy`).
+    pub(crate) fn git_copies(&self) -> PathBuf {
+        self.0.join("git")
+    }
+
+    /// The git configs as they were at launch, and whose each copy is: never in the jail.
+    pub(crate) fn git_base(&self) -> PathBuf {
+        self.0.join("git-base")
+    }
+
+    pub(crate) fn baseline(&self) -> PathBuf {
+        self.0.join("baseline.json")
+    }
 }
 
 /// Create (if needed) and check the runtime directory: a real directory, owned by us, mode 0700.
@@ -120,12 +256,58 @@ pub fn lock(dir: &Path, name: &str) -> Result<std::fs::File> {
     Ok(file)
 }
 
-/// Open a directory without following a symlink at its last component.
-pub fn open_dir_nofollow(dir: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
-    rustix::fs::open(
-        dir,
-        OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::RDONLY,
-        Mode::empty(),
-    )
-    .map_err(std::io::Error::from)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The layout is what the prompt hook, `doctor` and older sessions' leftovers expect; the
+    /// prompt hook's script tests for the pending-alerts marker by the same name.
+    #[test]
+    fn the_layout_is_defined_once_and_the_prompt_hook_agrees() {
+        let rt = RuntimeDir::new(Path::new("/rt"));
+        let s = rt.session("abc");
+        let names = [
+            rt.sessions(),
+            s.path().to_path_buf(),
+            s.home(),
+            s.record(),
+            s.claude_json_copy(),
+            s.baseline(),
+            rt.quarantine(),
+            rt.alerts_log(),
+            rt.alerts_acks(),
+            rt.alerts_pending(),
+            rt.alerts_shown(),
+            rt.placeholders(),
+            rt.log(),
+        ];
+        let names: Vec<&str> = names.iter().map(|p| p.to_str().unwrap()).collect();
+        assert_eq!(
+            names,
+            [
+                "/rt/sessions",
+                "/rt/sessions/abc",
+                "/rt/sessions/abc/home",
+                "/rt/sessions/abc/session.json",
+                "/rt/sessions/abc/claude.json.orig",
+                "/rt/sessions/abc/baseline.json",
+                "/rt/quarantine",
+                "/rt/alerts.jsonl",
+                "/rt/alerts.acks",
+                "/rt/alerts.new",
+                "/rt/alerts.shown",
+                "/rt/placeholders.json",
+                "/rt/claude-sandbox.log",
+            ]
+        );
+        let (back, id) = s.runtime_and_id().unwrap();
+        assert_eq!((back, id), (rt, std::ffi::OsStr::new("abc")));
+        let hook = include_str!("../profile.d/claude-sandbox.sh");
+        let pending = RuntimeDir::new(Path::new("$__claude_sandbox_dir")).alerts_pending();
+        assert!(
+            hook.contains(&format!("\"{}\"", pending.display())),
+            "the prompt hook does not test for {}",
+            pending.display()
+        );
+    }
 }

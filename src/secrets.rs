@@ -140,10 +140,7 @@ pub fn glob_matches(patterns: &[String]) -> Vec<PathBuf> {
         let walker = walkdir::WalkDir::new(&root)
             .follow_links(false)
             .into_iter()
-            .filter_entry(|e| {
-                !(e.file_type().is_dir()
-                    && matches!(e.file_name().to_str(), Some(".git" | "node_modules")))
-            });
+            .filter_entry(|e| !(e.file_type().is_dir() && crate::walk::pruned(e.file_name())));
         for e in walker.flatten() {
             if glob_match(pat, &e.path().to_string_lossy()) {
                 out.push(e.path().to_path_buf());

@@ -16,25 +16,32 @@
 //! - when the session ends, a final sweep (every directory, a fresh walk for repositories) runs before
 //!   `run` returns, so every alert and quarantine of the session is on disk by then.
 
-use crate::alerts::{self, Alert, Severity, Store};
-use crate::baseline::{self, Baseline, Entry, Kind, RepoBaseline, Sha256};
+use crate::baseline::{self, Baseline, Entry, Kind, Sha256};
 use crate::entrypoints;
 use crate::quarantine;
-use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use crate::walk;
+use inotify::{EventMask, Inotify};
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+mod act;
 mod deferred;
 mod events;
 mod gitkeys;
 mod gitlinks;
+mod judge;
 mod register;
+mod repos;
 pub(crate) mod shellpath;
 mod sweep;
+mod table;
 mod verdict;
+
+pub use table::{poll_only_fs, Mode};
+use table::{DirId, PathPos, RepoId, Role, Table};
 
 /// Environment variable forcing the poll sweep everywhere.
 pub const ENV_MODE: &str = "CLAUDE_SANDBOX_WATCH";
@@ -42,17 +49,6 @@ pub const ENV_MODE: &str = "CLAUDE_SANDBOX_WATCH";
 pub const TICK: Duration = Duration::from_secs(1);
 /// At most this many watches for discovering new repositories in the workspace tree.
 pub const TREE_BUDGET: usize = 8192;
-/// Names made by our own in-place neutralisation.
-const NEUTRALISED_MARK: &str = ".claude-sandbox-q-";
-
-/// Filesystems whose inotify events cannot be trusted (`statfs` f_type).
-const POLL_ONLY_FS: &[(i64, &str)] = &[
-    (0x6573_5546, "FUSE (virtiofs, gRPC FUSE, sshfs)"),
-    (0x0102_1997, "9p"),
-    (0x6969, "NFS"),
-    (0xFF53_4D42u32 as i64, "CIFS"),
-    (0xFE53_4D42u32 as i64, "SMB2"),
-];
 
 #[derive(Debug, Clone)]
 pub struct WatchConfig {
@@ -84,50 +80,6 @@ pub struct WatchConfig {
 
 /// Environment variable setting `WatchConfig::resolve_delay` for `run`, in milliseconds.
 pub const ENV_RESOLVE_DELAY: &str = "CLAUDE_SANDBOX_RESOLVE_DELAY_MS";
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Role {
-    PathDir {
-        index: usize,
-    },
-    /// A missing PATH directory, watched through its nearest existing ancestor (`Watched::path`).
-    Pending {
-        index: usize,
-    },
-    Hooks {
-        repo: usize,
-    },
-    GitDir {
-        repo: usize,
-    },
-    Tree,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Mode {
-    Inotify,
-    Poll(String),
-}
-
-#[derive(Debug)]
-struct Watched {
-    path: PathBuf,
-    role: Role,
-    mode: Mode,
-    wd: Option<WatchDescriptor>,
-    state: BTreeMap<String, Entry>,
-    /// The entries at the baseline: only these can "change"; anything else is new.
-    origin: BTreeMap<String, Entry>,
-    /// Names at the baseline whose attributes are not read yet (`baseline::Depth::Names`): each is
-    /// read before anything is judged about it (see `resolve`).
-    deferred: std::collections::HashSet<String>,
-    /// The directory's (dev, ino) when the watch was added.
-    dir_id: Option<(u64, u64)>,
-    /// Sweep mode: the directory as it was when last listed, if it had settled (see `sweep_dir`).
-    listed_at: Option<DirStamp>,
-    /// Sweep mode: ticks so far, to spread the baseline's executables over `ROLL` ticks.
-    turn: usize,
-}
 
 /// A directory's identity and change time. Any entry created, removed or renamed in it moves its
 /// ctime, so an unchanged stamp means unchanged names.
@@ -162,11 +114,6 @@ fn coarse_tick_ns() -> i64 {
     }
 }
 
-fn dir_id(dir: &Path) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(dir).ok().map(|m| (m.dev(), m.ino()))
-}
-
 fn settled_stamp(dir: &Path) -> Option<DirStamp> {
     use std::os::unix::fs::MetadataExt;
     let m = std::fs::metadata(dir).ok()?;
@@ -184,42 +131,29 @@ fn settled_stamp(dir: &Path) -> Option<DirStamp> {
 
 pub struct Watcher {
     cfg: WatchConfig,
-    inotify: Option<Inotify>,
-    inotify_error: Option<String>,
-    dirs: Vec<Watched>,
-    by_wd: HashMap<WatchDescriptor, Vec<usize>>,
+    /// The inotify instance and the watched directories.
+    table: Table,
     path: Vec<(PathBuf, bool)>,
     /// Every PATH entry's directory, by its position on PATH.
     path_dirs: Vec<PathBuf>,
-    repos: Vec<RepoBaseline>,
-    known_git_dirs: BTreeSet<PathBuf>,
+    /// The repositories watched (`repos`).
+    repos: repos::Repos,
     tree_watches: usize,
-    store: Store,
-    /// When the watcher started (ns since the epoch), to tell files made during the session.
-    started: i64,
+    /// Where verdicts go: the quarantine and the alert store (a recording fake in tests).
+    sink: Box<dyn act::Sink>,
+    /// When the session started, as ctimes tell it.
+    since: deferred::Since,
     /// In sweep mode, where the workspace's `.git` and `HEAD` entries were at the last tick.
     last_markers: Vec<PathBuf>,
     /// In sweep mode, each workspace directory's listing as of its last settled stamp.
     tree_cache: HashMap<PathBuf, Listing>,
-    /// The events this watcher acted on: (path, when) — for tests and the benchmark.
-    pub actions: Vec<(PathBuf, Instant)>,
-    /// Baseline executables not hashed yet: (directory index, name). Hashed a few at a time between
-    /// events (see `hash_origins`).
-    unhashed: Vec<(usize, String)>,
+    /// Names whose attributes or hashes are still to be read (`deferred`).
+    deferred: deferred::Deferred,
     /// Events may have been missed (queue overflow, tree budget spent, a tree directory swept):
     /// the final sweep must then walk everything.
     lost_events: bool,
-    /// The buffer inotify events are read into (64 KiB, kept between reads).
-    event_buf: Vec<u8>,
-    /// The directories that started with deferred names (PATH directories listed at launch).
-    deferring: Vec<usize>,
-    /// Any entry whose ctime is at or after this (ns since the epoch) was changed after the watcher
-    /// started: its start, less one tick of the coarse clock the kernel stamps ctime with.
-    changed_since: i64,
     /// The human's future shells: their search order, the login shell's answer (`shellpath`).
     future: shellpath::Future,
-    /// Repositories created during the session: their exec-capable keys are taken out.
-    new_repos: BTreeSet<usize>,
 }
 
 /// How a deferred name is read (see `Watcher::resolve`).
@@ -248,99 +182,48 @@ const HASH_BATCH: usize = 32;
 /// starting, on the same cores. Until an executable is hashed, a change is judged by attributes.
 const HASH_DELAY: Duration = Duration::from_millis(250);
 
-fn mask_for(role: &Role) -> WatchMask {
-    let base =
-        WatchMask::ONLYDIR | WatchMask::DONT_FOLLOW | WatchMask::DELETE_SELF | WatchMask::MOVE_SELF;
-    match role {
-        Role::PathDir { .. } | Role::Hooks { .. } => {
-            base | WatchMask::CREATE
-                | WatchMask::MOVED_TO
-                | WatchMask::MOVED_FROM
-                | WatchMask::DELETE
-                | WatchMask::CLOSE_WRITE
-                | WatchMask::ATTRIB
-                | WatchMask::EXCL_UNLINK
-        }
-        Role::GitDir { .. } => {
-            base | WatchMask::CREATE
-                | WatchMask::MOVED_TO
-                | WatchMask::CLOSE_WRITE
-                | WatchMask::ATTRIB
-        }
-        Role::Pending { .. } | Role::Tree => base | WatchMask::CREATE | WatchMask::MOVED_TO,
-    }
-}
-
-/// Whether the filesystem of `dir` drops inotify events.
-pub fn poll_only_fs(dir: &Path) -> Option<&'static str> {
-    let st = rustix::fs::statfs(dir).ok()?;
-    let t = st.f_type as i64;
-    POLL_ONLY_FS
-        .iter()
-        .find(|(magic, _)| *magic == t || (*magic as u32 as i64) == (t & 0xffff_ffff))
-        .map(|(_, n)| *n)
-}
-
 impl Watcher {
     /// Set up every watch and catch up with the baseline. Synchronous: when it returns, the watcher
     /// has seen everything that happened since the baseline.
     pub fn new(cfg: WatchConfig, base: &Baseline) -> Self {
-        let (inotify, inotify_error) = if cfg.force_poll {
-            (None, Some(format!("{ENV_MODE}=poll")))
-        } else {
-            match Inotify::init() {
-                Ok(i) => (Some(i), None),
-                Err(e) => (None, Some(format!("inotify unavailable: {e}"))),
-            }
-        };
+        let table = Table::new(cfg.force_poll);
         let cwd = std::env::current_dir().unwrap_or_else(|_| cfg.workspace.clone());
         let path = baseline::path_entries(OsStr::new(&base.path_env), &cwd);
-        let store = Store::new(&cfg.runtime);
-        let started = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as i64)
-            .unwrap_or(0);
+        let sink = Box::new(act::Store::new(&cfg.runtime));
         let mut w = Watcher {
             cfg,
-            inotify,
-            inotify_error,
-            dirs: Vec::new(),
-            by_wd: HashMap::new(),
+            table,
             path,
             path_dirs: base.dirs.iter().map(|d| d.path.clone()).collect(),
-            repos: Vec::new(),
-            known_git_dirs: BTreeSet::new(),
+            repos: Default::default(),
             tree_watches: 0,
             last_markers: Vec::new(),
             tree_cache: HashMap::new(),
-            started,
-            store,
-            actions: Vec::new(),
-            unhashed: Vec::new(),
+            since: deferred::Since::now(coarse_tick_ns()),
+            sink,
+            deferred: Default::default(),
             lost_events: false,
-            event_buf: Vec::new(),
-            deferring: Vec::new(),
-            changed_since: started - coarse_tick_ns(),
             future: Default::default(),
-            new_repos: BTreeSet::new(),
         };
         for d in base.dirs.iter().filter(|d| d.writable) {
             if d.exists {
-                let idx = w.add(
+                let idx = w.table.add(
                     d.path.clone(),
-                    Role::PathDir { index: d.index },
+                    Role::PathDir {
+                        pos: PathPos(d.index),
+                    },
                     d.entries.clone(),
                 );
-                w.dirs[idx].deferred = d.deferred.iter().cloned().collect();
+                w.table[idx].deferred = d.deferred.iter().cloned().collect();
                 if !d.deferred.is_empty() {
-                    w.deferring.push(idx);
+                    w.deferred.dirs.push(idx);
                 }
-                if matches!(w.dirs[idx].mode, Mode::Poll(_)) {
+                if matches!(w.table[idx].mode, Mode::Poll(_)) {
                     // No events to go by: the sweep compares attributes, so read them now.
                     w.resolve_all(idx, Resolve::Quiet);
                 }
             } else {
-                w.add_pending(d.index);
+                w.add_pending(PathPos(d.index));
             }
         }
         w.watch_future_shells(OsStr::new(&base.path_env));
@@ -361,11 +244,10 @@ impl Watcher {
         if w.cfg.catch_up {
             w.rescan_all();
         }
-        w.unhashed = w
-            .dirs
+        w.deferred.unhashed = w
+            .table
             .iter()
-            .enumerate()
-            .filter(|(_, d)| matches!(d.role, Role::PathDir { .. } | Role::Hooks { .. }))
+            .filter(|(_, d)| d.role.judges_entries())
             .flat_map(|(idx, d)| {
                 d.origin
                     .iter()
@@ -380,10 +262,10 @@ impl Watcher {
 
     /// Which mode each watched directory is in (for doctor and logs).
     pub fn modes(&self) -> Vec<(PathBuf, Mode)> {
-        self.dirs
+        self.table
             .iter()
-            .filter(|d| d.role != Role::Tree)
-            .map(|d| (d.path.clone(), d.mode.clone()))
+            .filter(|(_, d)| d.role.is_own())
+            .map(|(_, d)| (d.path.clone(), d.mode.clone()))
             .collect()
     }
 }
@@ -442,19 +324,20 @@ fn git_markers(root: &Path, cache: &mut HashMap<PathBuf, Listing>, before: i64) 
             cache.remove(&dir);
             continue;
         };
-        let (mut subdirs, mut markers, mut tagged) = (Vec::new(), Vec::new(), false);
+        let (mut subdirs, mut markers) = (Vec::new(), Vec::new());
+        let mut declarations = walk::Declarations::default();
         for e in rd.flatten() {
             let name = e.file_name();
             match name.as_bytes() {
                 b".git" | b"HEAD" => markers.push(e.path()),
-                b"node_modules" => {}
-                b"CACHEDIR.TAG" | b"pyvenv.cfg" => tagged = true,
+                n if declarations.note(n) => {}
+                _ if walk::pruned(&name) => {}
                 _ if e.file_type().is_ok_and(|t| t.is_dir()) => subdirs.push(e.path()),
                 _ => {}
             }
         }
-        // A cache or a virtual environment is not walked (entrypoints::declares_generated).
-        if tagged && dir != root && entrypoints::walk_skips(&dir, before) {
+        // A cache or a virtual environment declared before the session is not walked (`walk`).
+        if dir != root && walk::skips_listed(&dir, declarations, walk::Trust::Before(before)) {
             subdirs.clear();
             markers.clear();
         }
@@ -481,14 +364,6 @@ fn git_markers(root: &Path, cache: &mut HashMap<PathBuf, Listing>, before: i64) 
     out
 }
 
-fn describe_links(e: &Entry) -> String {
-    match (&e.link_target, e.nlink) {
-        (Some(t), _) => format!(" (symlink to {})", t.display()),
-        (None, n) if n > 1 => format!(" (hard link, {n} names)"),
-        _ => String::new(),
-    }
-}
-
 /// A watcher thread for `run`: set up synchronously, then run until stopped.
 pub struct Running {
     stop: Option<OwnedFd>,
@@ -511,8 +386,8 @@ impl Running {
             .name("watcher".into())
             .spawn(move || {
                 watcher.run(stop_r);
-                watcher.release_watches();
-                watcher.inotify.take()
+                watcher.table.release_watches();
+                watcher.table.take_inotify()
             })?;
         Ok(Running {
             stop: Some(stop_w),
@@ -533,8 +408,13 @@ pub fn foreground(workspace: Option<PathBuf>) -> crate::Result<i32> {
     let cwd = std::env::current_dir()
         .map_err(|e| crate::Error::io("reading the current directory", e))?;
     let ws = workspace.unwrap_or_else(|| crate::jail::launch::default_workspace(&cwd));
-    let ws = std::fs::canonicalize(&ws)
-        .map_err(|e| crate::Error::Usage(format!("{}: {e}", ws.display())))?;
+    let ws = std::fs::canonicalize(&ws).map_err(|e| {
+        crate::Error::named_path(
+            e,
+            || format!("{}: no such directory; pass --workspace DIR", ws.display()),
+            || format!("resolving the workspace {}", ws.display()),
+        )
+    })?;
     let runtime = crate::runtime::ensure(&crate::runtime::locate())?;
     let session = format!("watch-{}", std::process::id());
     let path_env = std::env::var_os("PATH").unwrap_or_default();

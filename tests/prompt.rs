@@ -234,13 +234,9 @@ fn installer_end_to_end() {
 #[test]
 fn doctor_passes_here_and_fails_clearly() {
     let f = Fixture::new();
-    // The installed prompt hook is looked for in the fixture, not in this machine's /etc.
-    let hook = f.root.join("etc/profile.d/claude-sandbox.sh");
-    let doctor = |args: &[&str]| {
-        let mut c = f.cmd(args);
-        c.env("CLAUDE_SANDBOX_PROFILE_HOOK", &hook);
-        c
-    };
+    // The installed prompt hook is looked for in the fixture (`Fixture::env`), not in this
+    // machine's /etc.
+    let doctor = |args: &[&str]| f.cmd(args);
     let out = doctor(&["doctor", "--json"]).output().unwrap();
     let checks: Vec<serde_json::Value> =
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)));
@@ -294,14 +290,14 @@ fn doctor_passes_here_and_fails_clearly() {
 #[test]
 fn doctor_in_a_post_start_command_and_in_a_terminal() {
     let f = Fixture::new();
-    let hook = f.root.join("etc/profile.d/claude-sandbox.sh");
+    // Installed in the fixture's /etc (`Fixture::env` points doctor there).
+    let hook = f.etc().join("profile.d/claude-sandbox.sh");
     std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
     std::fs::write(&hook, "# installed\n").unwrap();
     // A devcontainer's postStartCommand: no terminal, no $SHELL, the hook variable exported empty
     // by the CLI's login-shell probe. Not applicable, and the login shell comes from passwd.
     let out = f
         .cmd(["doctor"])
-        .env("CLAUDE_SANDBOX_PROFILE_HOOK", &hook)
         .env("CLAUDE_SANDBOX_PROMPT_HOOK", "")
         .output()
         .unwrap();
@@ -317,10 +313,9 @@ fn doctor_in_a_post_start_command_and_in_a_terminal() {
     let t = Tmux::start(
         &f.root,
         &format!(
-            "cd {} && env -i TERM=xterm {} CLAUDE_SANDBOX_PROFILE_HOOK={} CLAUDE_SANDBOX_PROMPT_HOOK= {} doctor; sleep 60",
+            "cd {} && env -i TERM=xterm {} CLAUDE_SANDBOX_PROMPT_HOOK= {} doctor; sleep 60",
             f.ws.display(),
             env.join(" "),
-            hook.display(),
             bin().display()
         ),
     );

@@ -126,10 +126,11 @@ pub fn cases_dir(opt: Option<&Path>) -> PathBuf {
 pub fn load(dir: &Path) -> Result<Vec<Case>> {
     let mut cases = Vec::new();
     let rd = std::fs::read_dir(dir).map_err(|e| {
-        Error::Usage(format!(
-            "battery directory {}: {e}; pass --dir",
-            dir.display()
-        ))
+        Error::named_path(
+            e,
+            || format!("battery directory {}: not found; pass --dir", dir.display()),
+            || format!("reading the battery directory {}", dir.display()),
+        )
     })?;
     let mut files: Vec<PathBuf> = rd
         .flatten()

@@ -542,7 +542,7 @@ fn check_wrappers() -> Vec<Check> {
 fn check_leftovers() -> Vec<Check> {
     let rt = crate::runtime::locate();
     let placeholders = crate::jail::placeholders::list(&rt);
-    let sessions = std::fs::read_dir(rt.join("sessions"))
+    let sessions = std::fs::read_dir(crate::runtime::RuntimeDir::new(&rt).sessions())
         .map(|d| d.count())
         .unwrap_or(0);
     if placeholders.is_empty() && sessions == 0 {

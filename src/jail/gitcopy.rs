@@ -34,6 +34,7 @@ pub(crate) use divert::dir as diverted_dir;
 use divert::{divert, human_file, is_diverted, release};
 
 use crate::gitconfig::{self, Key};
+use crate::runtime::SessionDir;
 use serde::Serialize;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -62,14 +63,14 @@ impl GitCopy {
     }
 }
 
-/// The session's copies, bound writable at `JAIL_DIR`.
+/// The session's copies, bound writable at `JAIL_DIR` (`session_home`'s session directory).
 pub(crate) fn copies_dir(session_home: &Path) -> PathBuf {
-    session_home.with_file_name("git")
+    SessionDir::at(session_home.parent().unwrap_or(session_home).to_path_buf()).git_copies()
 }
 
 /// The configs as they were at launch and which copy is whose: never in the jail.
 fn base_dir(session_dir: &Path) -> PathBuf {
-    session_dir.join("git-base")
+    SessionDir::at(session_dir.to_path_buf()).git_base()
 }
 
 const MAP: &str = "map.json";
@@ -187,7 +188,7 @@ pub(crate) fn withdraw(session_dir: &Path, copies: &mut Vec<GitCopy>) -> Result<
     for c in copies.iter().filter(|c| !c.divert) {
         // The sealer's symlink in the session's `$HOME` (`~/.gitconfig`): bwrap binds the file there.
         if let Some(name) = c.real.file_name() {
-            let link = session_dir.join("home").join(name);
+            let link = SessionDir::at(session_dir.to_path_buf()).home().join(name);
             if std::fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink()) {
                 let _ = std::fs::remove_file(link);
             }
@@ -244,7 +245,7 @@ pub(crate) fn finish(session_dir: &Path) -> Vec<String> {
         return Vec::new();
     };
     let reals: Vec<(PathBuf, bool)> = serde_json::from_slice(&map).unwrap_or_default();
-    let copies = session_dir.join("git");
+    let copies = SessionDir::at(session_dir.to_path_buf()).git_copies();
     let mut notes = Vec::new();
     for (index, (real, diverted)) in reals.iter().enumerate() {
         let copy = copies.join(index.to_string()).join("config");

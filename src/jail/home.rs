@@ -9,6 +9,7 @@
 //! trust (`mcpServers`, `allowedTools`, ...), which keep the values the human's file has.
 
 use crate::error::{Error, Result};
+use crate::runtime::{RuntimeDir, SessionDir};
 use serde_json::Value;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -23,29 +24,29 @@ pub const GUARDED_KEYS: &[&str] = &[
     "allowedTools",
 ];
 
-const ORIGINAL: &str = "claude.json.orig";
 const NAME: &str = crate::runtimes::CLAUDE_JSON;
 
-/// `<runtime>/sessions/<id>`.
+/// `<runtime>/sessions/<id>` (`runtime::SessionDir`).
 pub fn session_dir(runtime: &Path, id: &str) -> PathBuf {
-    runtime.join("sessions").join(id)
+    RuntimeDir::new(runtime).session(id).path().to_path_buf()
 }
 
 /// Create the session directory and its `home/`, with the private copy of `~/.claude.json`.
 pub fn prepare(session_dir: &Path, home: &Path, session_json: &[u8]) -> Result<PathBuf> {
-    let session_home = session_dir.join("home");
+    let session = SessionDir::at(session_dir.to_path_buf());
+    let session_home = session.home();
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(&session_home)
         .map_err(|e| Error::io(format!("creating {}", session_home.display()), e))?;
-    std::fs::write(session_dir.join("session.json"), session_json)
+    std::fs::write(session.record(), session_json)
         .map_err(|e| Error::io("writing the session record", e))?;
     let real = home.join(NAME);
     // Only a regular file is copied in (a symlinked `~/.claude.json` is left alone, in and out).
     match read_regular(&real) {
         Ok((bytes, mode)) => {
-            std::fs::write(session_dir.join(ORIGINAL), &bytes)
+            std::fs::write(session.claude_json_copy(), &bytes)
                 .map_err(|e| Error::io("saving a copy", e))?;
             let copy = session_home.join(NAME);
             std::fs::write(&copy, &bytes).map_err(|e| Error::io("copying ~/.claude.json", e))?;
@@ -76,6 +77,23 @@ pub(crate) enum Refused {
     Io(std::io::Error),
     #[error("it is not a JSON object: {0}")]
     NotJson(String),
+}
+
+/// Why the jail's `~/.claude.json` was not merged back (your file is then unchanged).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum MergeError {
+    #[error("not valid JSON: {0}")]
+    JailNotJson(serde_json::Error),
+    #[error("your file is not valid JSON: {0}")]
+    YoursNotJson(serde_json::Error),
+    /// Replacing a symlinked or odd `~/.claude.json` with a file would break what it points to.
+    #[error("your ~/.claude.json is left as it is: {0}")]
+    Yours(Refused),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
 }
 
 /// Read a regular file without following a symlink at its last component or blocking on a FIFO,
@@ -125,8 +143,9 @@ fn read_json_object(path: &Path) -> std::result::Result<Vec<u8>, Refused> {
 /// the session directory. Returns human-readable notes.
 pub fn finish(session_dir: &Path, home: &Path, workspace: &Path) -> Vec<String> {
     let mut notes = Vec::new();
-    let session_home = session_dir.join("home");
-    let original = std::fs::read(session_dir.join(ORIGINAL)).ok();
+    let session = SessionDir::at(session_dir.to_path_buf());
+    let session_home = session.home();
+    let original = std::fs::read(session.claude_json_copy()).ok();
     // The jail's copy is the agent's to shape: a symlink to a secret, a FIFO, a huge file. Anything
     // but a regular JSON object of sane size leaves your file untouched, and says so in an alert.
     let jail = match read_json_object(&session_home.join(NAME)) {
@@ -162,21 +181,19 @@ pub fn finish(session_dir: &Path, home: &Path, workspace: &Path) -> Vec<String> 
 
 /// Write the jail's `~/.claude.json` over the real one, guarded keys taken from the real one.
 /// Returns the guarded keys the jail tried to change.
-pub fn merge_back(
+pub(crate) fn merge_back(
     jail: &[u8],
     real: &Path,
     workspace: &Path,
-) -> std::result::Result<Vec<String>, String> {
-    let mut merged: Value =
-        serde_json::from_slice(jail).map_err(|e| format!("not valid JSON: {e}"))?;
+) -> std::result::Result<Vec<String>, MergeError> {
+    let mut merged: Value = serde_json::from_slice(jail).map_err(MergeError::JailNotJson)?;
     let (host, mode): (Value, u32) = match read_regular(real) {
         Ok((b, mode)) => (
-            serde_json::from_slice(&b).map_err(|e| format!("your file is not valid JSON: {e}"))?,
+            serde_json::from_slice(&b).map_err(MergeError::YoursNotJson)?,
             mode,
         ),
         Err(Refused::Missing) => (Value::Object(Default::default()), 0o600),
-        // Replacing a symlinked or odd ~/.claude.json with a file would break what it points to.
-        Err(why) => return Err(format!("your ~/.claude.json is left as it is: {why}")),
+        Err(why) => return Err(MergeError::Yours(why)),
     };
     let mut refused = Vec::new();
     guard(&mut merged, &host, "", &mut refused);
@@ -211,8 +228,12 @@ pub fn merge_back(
             refused.extend(changed);
         }
     }
-    let text = serde_json::to_vec_pretty(&merged).map_err(|e| e.to_string())?;
-    let dir = real.parent().ok_or("no parent directory")?;
+    let text = serde_json::to_vec_pretty(&merged).expect("a JSON value serialises");
+    let dir = real.parent().unwrap_or(Path::new("/"));
+    let io = |what: &str, path: &Path| {
+        let context = format!("{what} {}", path.display());
+        move |source| MergeError::Io { context, source }
+    };
     let tmp = dir.join(format!(
         ".claude.json.claude-sandbox.{}",
         std::process::id()
@@ -226,21 +247,19 @@ pub fn merge_back(
             .create_new(true)
             .mode(mode)
             .open(&tmp)
-            .map_err(|e| e.to_string())?;
-        f.write_all(&text).map_err(|e| e.to_string())?;
+            .map_err(io("creating", &tmp))?;
+        f.write_all(&text).map_err(io("writing", &tmp))?;
         let _ = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode));
     }
-    std::fs::rename(&tmp, real).map_err(|e| e.to_string())?;
+    std::fs::rename(&tmp, real).map_err(io("replacing", real))?;
     Ok(refused)
 }
 
 /// Record what happened to a file copied out of the jail (`kind`: `merge-refused`, ...), in the
 /// alert store of the session's runtime directory.
 pub(crate) fn alert(session_dir: &Path, path: &Path, kind: &str, detail: &str) {
-    let (Some(runtime), Some(session)) = (
-        session_dir.parent().and_then(Path::parent),
-        session_dir.file_name(),
-    ) else {
+    let dir = SessionDir::at(session_dir.to_path_buf());
+    let Some((runtime, session)) = dir.runtime_and_id() else {
         return;
     };
     let alert = crate::alerts::Alert {
@@ -256,7 +275,7 @@ pub(crate) fn alert(session_dir: &Path, path: &Path, kind: &str, detail: &str) {
         session: session.to_string_lossy().into_owned(),
         fingerprint: format!("{kind}:{}:{}", path.display(), session.to_string_lossy()),
     };
-    if let Err(e) = crate::alerts::Store::new(runtime).add(&alert) {
+    if let Err(e) = crate::alerts::Store::new(runtime.root()).add(&alert) {
         tracing::warn!("recording an alert: {e}");
     }
 }
@@ -298,12 +317,12 @@ fn is_empty_default(v: &Value) -> bool {
 
 /// Finish sessions whose launcher died (merge back, remove their directories).
 pub fn sweep_dead(runtime: &Path, alive: impl Fn(&[u8]) -> bool, home: &Path) {
-    let Ok(rd) = std::fs::read_dir(runtime.join("sessions")) else {
+    let Ok(rd) = std::fs::read_dir(RuntimeDir::new(runtime).sessions()) else {
         return;
     };
     for e in rd.flatten() {
         let dir = e.path();
-        let record = std::fs::read(dir.join("session.json")).unwrap_or_default();
+        let record = std::fs::read(SessionDir::at(dir.clone()).record()).unwrap_or_default();
         if !alive(&record) {
             let ws = serde_json::from_slice::<Value>(&record)
                 .ok()

@@ -161,7 +161,9 @@ pub fn plan_input(opts: &RunOptions, session_id: &str) -> Result<(PlanInput, Con
     let mut config = Config::load(&config_paths, opts.config.as_deref(), &home, &workspace)?;
     crate::net::apply_cli(&mut config.network, opts.network, &opts.allow_domains)?;
     let runtime_dir = crate::runtime::locate();
-    let session_home = home::session_dir(&runtime_dir, session_id).join("home");
+    let session_home = crate::runtime::RuntimeDir::new(&runtime_dir)
+        .session(session_id)
+        .home();
     let input = PlanInput {
         workspace,
         home,
@@ -629,7 +631,7 @@ fn start_watcher(
     let running =
         watch::Running::start(cfg, &base).map_err(|e| Error::io("starting the watcher", e))?;
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "watches added");
-    let file = session_dir.join("baseline.json");
+    let file = crate::runtime::SessionDir::at(session_dir.to_path_buf()).baseline();
     let (over, wait) = std::sync::mpsc::channel::<()>();
     let writer = std::thread::spawn(move || {
         // Not while the agent starts on the same cores; not at all for a session over by then.

@@ -69,13 +69,11 @@ struct Registry {
     entries: Vec<Entry>,
 }
 
-const FILE: &str = "placeholders.json";
-const LOCK: &str = "placeholders.lock";
-
 /// Run `f` on the registry under an exclusive lock, then save it atomically.
 fn with_registry<T>(runtime: &Path, f: impl FnOnce(&mut Registry) -> Result<T>) -> Result<T> {
-    let _lock = crate::runtime::lock(runtime, LOCK)?;
-    let path = runtime.join(FILE);
+    let layout = crate::runtime::RuntimeDir::new(runtime);
+    let _lock = layout.lock(crate::runtime::Lock::Placeholders)?;
+    let path = layout.placeholders();
     let read = std::fs::read(&path).ok();
     let mut reg: Registry = match &read {
         Some(bytes) => serde_json::from_slice(bytes).unwrap_or_else(|e| {
@@ -92,7 +90,8 @@ fn with_registry<T>(runtime: &Path, f: impl FnOnce(&mut Registry) -> Result<T>) 
     if read.as_ref() == Some(&bytes) {
         return Ok(out); // unchanged (the common sweep): no new file
     }
-    let tmp = runtime.join(format!("{FILE}.{}", std::process::id()));
+    let mut tmp = path.clone().into_os_string();
+    tmp.push(format!(".{}", std::process::id()));
     std::fs::write(&tmp, bytes)
         .and_then(|_| std::fs::rename(&tmp, &path))
         .map_err(|e| Error::io("saving the placeholder registry", e))?;
@@ -155,7 +154,7 @@ pub fn sweep(runtime: &Path) -> Result<()> {
 
 /// Paths of placeholders currently on disk and registered.
 pub fn list(runtime: &Path) -> Vec<PathBuf> {
-    std::fs::read(runtime.join(FILE))
+    std::fs::read(crate::runtime::RuntimeDir::new(runtime).placeholders())
         .ok()
         .and_then(|b| serde_json::from_slice::<Registry>(&b).ok())
         .map(|r| r.entries.into_iter().map(|e| e.path).collect())

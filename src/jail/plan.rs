@@ -503,7 +503,13 @@ fn state_private(
 }
 
 fn canonical(p: &Path) -> Result<PathBuf> {
-    std::fs::canonicalize(p).map_err(|e| Error::Usage(format!("{}: {e}", p.display())))
+    std::fs::canonicalize(p).map_err(|e| {
+        Error::named_path(
+            e,
+            || format!("{}: no such directory; pass --workspace DIR", p.display()),
+            || format!("resolving {}", p.display()),
+        )
+    })
 }
 
 fn is_symlink(p: &Path) -> bool {

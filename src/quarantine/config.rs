@@ -131,7 +131,7 @@ pub(crate) fn neutralise_keys(
         nlink: meta.nlink(),
         sha256: Some(sha(&before)),
         link_target: None,
-        method: "keys-removed".into(),
+        method: super::Method::KeysRemoved,
         stored_at,
         reason: reason.into(),
         restored: false,

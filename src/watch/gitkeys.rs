@@ -9,59 +9,47 @@
 //! the human's; the `include.path` that names it is taken out instead), and a config git refuses to
 //! read (git runs nothing from it; the alert says so).
 
-use super::Watcher;
-use crate::alerts::{self, Alert, Severity};
+use super::act::Action;
+use super::judge::{judge_key, Verdict};
+use super::{RepoId, Watcher};
+use crate::alerts::{self, Alert};
 use crate::baseline;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::time::Instant;
-
-/// Whether git treats this exec-capable value as running nothing of the repository's: the
-/// built-in fsmonitor daemon (`core.fsmonitor` as a boolean true).
-pub(crate) fn harmless(key: &str, value: &str) -> bool {
-    key == "core.fsmonitor"
-        && matches!(
-            value.to_ascii_lowercase().as_str(),
-            "true" | "yes" | "on" | "1"
-        )
-}
 
 impl Watcher {
     /// New exec-capable keys in a repository's config are alerted with the key and value; in a
     /// repository new this session they are taken out of its own config files.
-    pub(super) fn check_keys(&mut self, repo: usize) {
+    pub(super) fn check_keys(&mut self, repo: RepoId) {
         let (common, git_dir) = (
-            self.repos[repo].common_dir.clone(),
-            self.repos[repo].git_dir.clone(),
+            self.repo(repo).common_dir.clone(),
+            self.repo(repo).git_dir.clone(),
         );
         let keys = baseline::exec_keys(&common, &git_dir);
-        let known: BTreeSet<(String, String)> = self.repos[repo]
+        let known: BTreeSet<(String, String)> = self
+            .repo(repo)
             .exec_keys
             .iter()
             .map(|(_, k, v)| (k.clone(), v.clone()))
             .collect();
-        let own: Vec<PathBuf> = vec![
-            common.join("config"),
-            common.join("config.worktree"),
-            git_dir.join("config.worktree"),
-        ];
-        let fresh: Vec<&(PathBuf, String, String)> = keys
+        let own = baseline::own_config_files(&common, &git_dir);
+        let new_repo = self.repos.is_new(repo);
+        let fresh: Vec<(&PathBuf, &String, &String, Verdict)> = keys
             .iter()
             .filter(|(_, k, v)| !known.contains(&(k.clone(), v.clone())))
+            .map(|(f, k, v)| (f, k, v, judge_key(k, v, new_repo, own.contains(f))))
             .collect();
-        // Per file: the keys to take out, when the repository is new this session.
+        // Per file: the keys to take out.
         let mut take: Vec<(PathBuf, BTreeSet<(String, String)>)> = Vec::new();
-        if self.new_repos.contains(&repo) {
-            for (file, k, v) in &fresh {
-                if k == baseline::REFUSED_KEY || harmless(k, v) || !own.contains(file) {
-                    continue;
+        for (file, k, v, verdict) in &fresh {
+            if !matches!(verdict, Verdict::Neutralise(_)) {
+                continue;
+            }
+            match take.iter_mut().find(|(f, _)| f == *file) {
+                Some((_, set)) => {
+                    set.insert(((*k).clone(), (*v).clone()));
                 }
-                match take.iter_mut().find(|(f, _)| f == file) {
-                    Some((_, set)) => {
-                        set.insert((k.clone(), v.clone()));
-                    }
-                    None => take.push((file.clone(), [(k.clone(), v.clone())].into())),
-                }
+                None => take.push(((*file).clone(), [((*k).clone(), (*v).clone())].into())),
             }
         }
         let mut taken: Vec<(PathBuf, String)> = Vec::new();
@@ -70,55 +58,49 @@ impl Watcher {
             let remove =
                 |k: &crate::gitconfig::Key| set.contains(&(k.name.to_ascii_lowercase(), k.text()));
             let reason = format!("exec-capable keys of a repository made in the session: {file:?}");
-            match crate::quarantine::config::neutralise_keys(
-                &self.cfg.runtime,
-                file,
-                &remove,
-                &reason,
-            ) {
-                Ok(Some(r)) => taken.push((file.clone(), r.id)),
+            match self.sink.neutralise_keys(file, &remove, &reason) {
+                Ok(Some(id)) => taken.push((file.clone(), id)),
                 Ok(None) => {}
                 Err(e) => failed.push((file.clone(), e.to_string())),
             }
         }
-        for (file, key, value) in fresh {
+        for (file, key, value, verdict) in fresh {
+            let (neutralise, mut finding) = match verdict {
+                Verdict::Neutralise(f) => (true, f),
+                Verdict::Alert(f) | Verdict::Quarantine(f) => (false, f),
+                Verdict::Quiet => continue,
+            };
             let qid = taken
                 .iter()
-                .find(|(f, _)| f == file)
-                .filter(|_| {
-                    take.iter()
-                        .any(|(f, s)| f == file && s.contains(&(key.clone(), value.clone())))
-                })
+                .find(|(f, _)| f == file && neutralise)
                 .map(|(_, id)| id.clone());
-            let mut detail = match key.as_str() {
-                baseline::REFUSED_KEY => format!("git config that git refuses to read: {value}"),
-                _ => format!("exec-capable git config: {key} = {value}"),
-            };
             if let Some((_, why)) = failed.iter().find(|(f, _)| f == file) {
-                detail.push_str(&format!("; taking it out FAILED: {why}"));
+                finding
+                    .detail
+                    .push_str(&format!("; taking it out FAILED: {why}"));
             }
             let action = match &qid {
-                Some(_) => "neutralised",
-                None => "alerted",
+                Some(_) => Action::Neutralised,
+                None => Action::Alerted,
             };
-            self.record(Alert {
+            self.sink.alert(Alert {
                 id: alerts::new_id("a"),
                 time: alerts::now_rfc3339(),
-                severity: Severity::Critical,
-                kind: "git-config".into(),
+                severity: finding.severity,
+                kind: finding.kind.into(),
                 path: file.clone(),
-                detail,
-                action: action.into(),
+                detail: finding.detail,
+                action: action.as_str().into(),
                 quarantine_id: qid,
                 sha256: None,
                 session: self.cfg.session.clone(),
                 fingerprint: format!("git-config:{}:{key}={value}", file.display()),
             });
-            self.actions.push((file.clone(), Instant::now()));
         }
-        self.repos[repo].exec_keys = match taken.is_empty() {
+        let now = match taken.is_empty() {
             true => keys,
             false => baseline::exec_keys(&common, &git_dir),
         };
+        self.repos.set_exec_keys(repo, now);
     }
 }

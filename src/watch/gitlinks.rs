@@ -107,24 +107,18 @@ fn submodule_paths(git_dir: &Path, common_dir: &Path, worktree: &Path) -> Vec<Pa
 }
 
 impl Watcher {
-    /// A cache tag or `pyvenv.cfg` is honoured only if older than this: a second before the session
-    /// (ctime is stamped with a coarse clock; one made during the session is never honoured).
-    pub(super) fn declared_before(&self) -> i64 {
-        self.changed_since - super::SETTLE_NS
-    }
-
     /// Repositories the launch's kind of walk misses: it honours every cache tag, the watcher only
-    /// those older than the session (`entrypoints::walk_skips`).
+    /// those older than the session (`walk::Trust`).
     pub(super) fn discover_in_fresh_caches(&mut self) {
         let ws = self.cfg.workspace.clone();
         // The launch's walk honours every cache tag; the watcher only those older than the session.
-        let before = self.declared_before();
+        let before = self.since.declared_before();
         for m in super::git_markers(&ws, &mut self.tree_cache, before) {
             let git_dir = match m.file_name().is_some_and(|n| n == "HEAD") {
                 true => m.parent().map(Path::to_path_buf),
                 false => Some(std::fs::canonicalize(&m).unwrap_or_else(|_| m.clone())),
             };
-            if git_dir.is_some_and(|g| !self.known_git_dirs.contains(&g)) {
+            if git_dir.is_some_and(|g| !self.repos.knows(&g)) {
                 if let Some(parent) = m.parent() {
                     self.discover_repos(parent);
                 }
@@ -140,10 +134,10 @@ impl Watcher {
     }
 
     pub(super) fn follow_gitlinks_as(&mut self, new: bool) {
-        let mut repo = 0;
-        while repo < self.repos.len() {
-            let r = &self.repos[repo];
-            repo += 1;
+        let mut n = 0;
+        while let Some(repo) = self.repos.id_at(n) {
+            let r = self.repo(repo);
+            n += 1;
             let Some(wt) = r.worktree.clone() else {
                 continue;
             };
@@ -157,14 +151,11 @@ impl Watcher {
                 };
                 // Known already (an ordinary submodule, found at launch): no walk of its tree.
                 let git_dir = git_dir.map(|g| std::fs::canonicalize(&g).unwrap_or(g));
-                if git_dir.is_some_and(|g| self.known_git_dirs.contains(&g)) {
+                if git_dir.is_some_and(|g| self.repos.knows(&g)) {
                     continue;
                 }
                 let found = crate::entrypoints::discover_workspace(&target).repos;
-                if found
-                    .iter()
-                    .all(|g| self.known_git_dirs.contains(&g.git_dir))
-                {
+                if found.iter().all(|g| self.repos.knows(&g.git_dir)) {
                     continue;
                 }
                 tracing::info!(dir = %target.display(), "repository reached through a gitlink");

@@ -267,19 +267,19 @@ impl super::Watcher {
         if !dir.is_absolute() || self.path_dirs.contains(&dir) || !self.jail_can_write(&dir) {
             return;
         }
-        let index = self.path_dirs.len();
+        let pos = super::PathPos(self.path_dirs.len());
         self.path_dirs.push(dir.clone());
         if !dir.is_dir() {
-            self.add_pending(index);
+            self.add_pending(pos);
             return;
         }
         tracing::info!(dir = %dir.display(), "watching a directory of the human's future shells");
-        let idx = self.add(
+        let idx = self.table.add(
             dir.clone(),
-            super::Role::PathDir { index },
+            super::Role::PathDir { pos },
             Default::default(),
         );
-        self.dirs[idx].deferred = crate::baseline::list_names(&dir).into_iter().collect();
+        self.table[idx].deferred = crate::baseline::list_names(&dir).into_iter().collect();
         self.resolve_all(idx, how);
         if how != super::Resolve::Quiet {
             self.rescan(idx);

@@ -5,62 +5,65 @@ use super::*;
 
 impl Watcher {
     /// Compare every entry of one directory with its known state.
-    pub(super) fn rescan(&mut self, idx: usize) {
-        match self.dirs[idx].role.clone() {
-            Role::PathDir { .. } | Role::Hooks { .. } => {
-                if !self.dirs[idx].deferred.is_empty()
-                    && dir_id(&self.dirs[idx].path) != self.dirs[idx].dir_id
+    pub(super) fn rescan(&mut self, idx: DirId) {
+        match self.table[idx].role.clone() {
+            r if r.judges_entries() => {
+                if !self.table[idx].deferred.is_empty()
+                    && table::dir_id(&self.table[idx].path) != self.table[idx].dir_id
                 {
                     // Replaced, its events perhaps lost: see `root_changed`.
                     self.resolve_all(idx, Resolve::Event);
                 }
-                let current = baseline::list_names(&self.dirs[idx].path);
+                let current = baseline::list_names(&self.table[idx].path);
                 for n in &current {
                     self.reconcile(idx, n);
                 }
                 // Names that went away: forget them (nothing to judge in an absence).
                 let listed: std::collections::HashSet<&String> = current.iter().collect();
-                self.dirs[idx].state.retain(|k, _| listed.contains(k));
+                self.table[idx].state.retain(|k, _| listed.contains(k));
             }
-            Role::Pending { index } => self.pending_changed(idx, index),
+            Role::Pending { pos } => self.pending_changed(idx, pos),
             Role::GitDir { repo } => {
                 self.check_keys(repo);
                 self.hooks_appeared(repo);
             }
-            Role::Tree => {}
+            // The workspace tree is walked by `walk_tree_for_repos`; a retired directory is not
+            // looked at (the first arm took every kind whose entries are judged).
+            _ => {}
         }
     }
 
     pub(super) fn rescan_all(&mut self) {
         // Directories added on the way (a PATH directory that appeared) are rescanned too.
-        let mut idx = 0;
-        while idx < self.dirs.len() {
+        let mut n = 0;
+        while let Some(idx) = self.table.id_at(n) {
             self.rescan(idx);
-            idx += 1;
+            n += 1;
         }
     }
 
     /// Look once more at every PATH directory still awaited (the final sweep's cheap check).
     pub(super) fn check_pending(&mut self) {
-        let mut idx = 0;
-        while idx < self.dirs.len() {
-            if let Role::Pending { index } = self.dirs[idx].role {
-                self.pending_changed(idx, index);
+        let mut n = 0;
+        while let Some(idx) = self.table.id_at(n) {
+            if let Role::Pending { pos } = self.table[idx].role {
+                self.pending_changed(idx, pos);
             }
-            idx += 1;
+            n += 1;
         }
     }
 
     pub(super) fn sweep_polled(&mut self) {
-        for idx in 0..self.dirs.len() {
-            if matches!(self.dirs[idx].mode, Mode::Poll(_)) && self.dirs[idx].role != Role::Tree {
+        for idx in self.table.ids().collect::<Vec<_>>() {
+            let d = &self.table[idx];
+            if matches!(d.mode, Mode::Poll(_)) && d.role.is_own() {
                 self.sweep_dir(idx);
             }
         }
-        if self.inotify_error.is_some() {
+        if !self.table.has_inotify() {
             // A cheap listing first (names only, no stat): the full discovery walk runs only when a
             // `.git` or `HEAD` appeared, moved or went away.
-            let before = self.declared_before();
+            let before = self.since.declared_before();
             let markers = git_markers(&self.cfg.workspace, &mut self.tree_cache, before);
             if markers != self.last_markers {
                 self.last_markers = markers;
@@ -73,20 +76,17 @@ impl Watcher {
     /// (or has not settled); otherwise its entries are re-read: every one that is not an
     /// executable (it could become one), and a `ROLL`th of the baseline's executables in turn.
     /// Executables new this session were judged when they appeared and are not re-read.
-    pub(super) fn sweep_dir(&mut self, idx: usize) {
-        if !matches!(
-            self.dirs[idx].role,
-            Role::PathDir { .. } | Role::Hooks { .. }
-        ) {
+    pub(super) fn sweep_dir(&mut self, idx: DirId) {
+        if !self.table[idx].role.judges_entries() {
             self.rescan(idx);
             return;
         }
-        if !self.dirs[idx].deferred.is_empty() {
+        if !self.table[idx].deferred.is_empty() {
             // Swept from now on (re-watching failed): the sweep needs every attribute.
             self.resolve_all(idx, Resolve::Ctime);
         }
-        let stamp = settled_stamp(&self.dirs[idx].path);
-        let d = &mut self.dirs[idx];
+        let stamp = settled_stamp(&self.table[idx].path);
+        let d = &mut self.table[idx];
         d.turn += 1;
         if stamp.is_none() || stamp != d.listed_at {
             d.listed_at = stamp;
@@ -144,7 +144,7 @@ impl Watcher {
                 self.sweep_polled();
                 self.check_pending();
                 self.follow_gitlinks();
-                for repo in 0..self.repos.len() {
+                for repo in self.repos.ids() {
                     self.check_keys(repo);
                 }
                 // A file made in a directory that was new and not watched yet is seen only here.
@@ -155,7 +155,7 @@ impl Watcher {
         self.rescan_all();
         self.check_new_secrets();
         self.walk_tree_for_repos();
-        for repo in 0..self.repos.len() {
+        for repo in self.repos.ids() {
             self.check_keys(repo);
         }
     }
@@ -163,7 +163,7 @@ impl Watcher {
     /// Secrets matching a configured hidden glob that appeared during the session (resolved at
     /// launch, so visible in the jail). Walks only the globs' roots; nothing when none is set.
     pub(super) fn check_new_secrets(&mut self) {
-        let started = self.started;
+        let started = self.since.started;
         for path in crate::secrets::glob_matches(&self.cfg.hidden_globs) {
             if Entry::metadata(&path).is_some_and(|e| e.ctime_ns >= started) {
                 self.check_hidden_glob(&path);
@@ -171,27 +171,8 @@ impl Watcher {
         }
     }
 
-    /// Remove every watch (the session is over); the instance itself is closed by the caller.
-    pub(super) fn release_watches(&mut self) {
-        let Some(ino) = self.inotify.as_mut() else {
-            return;
-        };
-        for wd in std::mem::take(&mut self.by_wd).into_keys() {
-            let _ = ino.watches().remove(wd);
-        }
-        for d in &mut self.dirs {
-            d.wd = None;
-        }
-    }
-
     /// Whether inotify has seen everything so far: no overflow, and every tree directory watched.
     pub(super) fn is_live_complete(&self) -> bool {
-        self.inotify.is_some()
-            && self.inotify_error.is_none()
-            && !self.lost_events
-            && !self
-                .dirs
-                .iter()
-                .any(|d| d.role == Role::Tree && matches!(d.mode, Mode::Poll(_)))
+        self.table.tree_all_live() && !self.lost_events
     }
 }

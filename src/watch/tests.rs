@@ -42,13 +42,13 @@ fn a_path_directory_made_before_its_parent_is_watched_is_still_scanned() {
     );
     let index = base.dirs.iter().find(|d| d.path == late).unwrap().index;
     let mut w = Watcher::new(config(&ws, runtime), &base);
-    assert!(w.inotify.is_some(), "this test needs inotify");
+    assert!(w.table.inotify_open(), "this test needs inotify");
     // The whole chain exists before the watch moves down to `node_modules`.
     std::fs::create_dir_all(&late).unwrap();
     let plant = late.join("ls");
     std::fs::write(&plant, "#!/bin/sh\n").unwrap();
     std::fs::set_permissions(&plant, std::fs::Permissions::from_mode(0o755)).unwrap();
-    w.add_pending(index);
+    w.add_pending(PathPos(index));
     assert!(
         !plant.exists(),
         "a plant in a PATH directory that appeared unseen was not quarantined"
@@ -67,7 +67,7 @@ fn a_cache_tagged_during_the_session_is_walked() {
     let path_env = std::env::join_paths([PathBuf::from("/usr/bin")]).unwrap();
     let base = baseline::take("s", &path_env, &ws, &|_| false, &[], baseline::Depth::Names);
     let mut w = Watcher::new(config(&ws, runtime), &base);
-    assert!(w.inotify.is_some(), "this test needs inotify");
+    assert!(w.table.inotify_open(), "this test needs inotify");
     let repo = |dir: &Path| {
         for sub in ["hooks", "objects", "refs"] {
             std::fs::create_dir_all(dir.join(".git").join(sub)).unwrap();
@@ -86,7 +86,7 @@ fn a_cache_tagged_during_the_session_is_walked() {
     repo(&ws.join(".venv/src/editable"));
     repo(&ws.join("src/r"));
     w.drain();
-    let git_dirs: Vec<&Path> = w.repos.iter().map(|r| r.git_dir.as_path()).collect();
+    let git_dirs: Vec<&Path> = w.repos.git_dirs();
     let canonical = |p: PathBuf| std::fs::canonicalize(p).unwrap();
     assert!(
         git_dirs.contains(&canonical(ws.join("src/r/.git")).as_path()),
@@ -141,7 +141,7 @@ fn names_read_after_launch_count_a_change_made_in_between() {
     // Gone before the watch: no event will ever name it.
     std::fs::remove_file(bin.join("gone")).unwrap();
     let mut w = Watcher::new(config(&ws, runtime), &base);
-    assert!(w.inotify.is_some(), "this test needs inotify");
+    assert!(w.table.inotify_open(), "this test needs inotify");
     assert!(w.any_deferred(), "Depth::Names defers every name");
     std::fs::write(bin.join("ls"), "#!/bin/sh\necho planted\n").unwrap();
     w.resolve_batch(RESOLVE_BATCH);
@@ -157,9 +157,73 @@ fn names_read_after_launch_count_a_change_made_in_between() {
         bin.join("cat").exists(),
         "an untouched executable was quarantined"
     );
-    let idx = w.dirs.iter().position(|d| d.path == bin).unwrap();
+    let (_, d) = w.table.iter().find(|(_, d)| d.path == bin).unwrap();
     assert!(
-        w.dirs[idx].state.contains_key("cat"),
+        d.state.contains_key("cat"),
         "an untouched name did not become baseline"
+    );
+}
+
+/// The watcher with a recording sink: real files and real inotify events, the exact actions asked
+/// for, in order, and nothing touched on disk (the fake quarantines nothing).
+#[test]
+fn the_watcher_asks_the_sink_for_exactly_the_judges_actions() {
+    use super::act::fake::{Call, Recording};
+    let t = tempfile::tempdir().unwrap();
+    let ws = t.path().join("ws");
+    let bin = ws.join("bin");
+    let runtime = t.path().join("rt");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir(&runtime).unwrap();
+    let path_env = std::env::join_paths([bin.clone(), PathBuf::from("/usr/bin")]).unwrap();
+    let in_ws = |p: &Path| p.starts_with(&ws);
+    let base = baseline::take(
+        "s",
+        &path_env,
+        &ws,
+        &in_ws,
+        &[],
+        baseline::Depth::Attributes,
+    );
+    let mut w = Watcher::new(config(&ws, runtime.clone()), &base);
+    assert!(w.table.inotify_open(), "this test needs inotify");
+    let sink = Recording::new();
+    let calls = sink.calls.clone();
+    w.sink = Box::new(sink);
+    // Each made outside and renamed in: one event each (the fake leaves a "quarantined" file in
+    // place, so a later event for it would be judged again).
+    let exe = |name: &str| {
+        let (outside, p) = (t.path().join(name), bin.join(name));
+        std::fs::write(&outside, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::rename(&outside, &p).unwrap();
+        p
+    };
+    assert!(
+        Path::new("/usr/bin/ls").exists(),
+        "this test needs /usr/bin/ls"
+    );
+    let ls = exe("ls");
+    let tool = exe("claude-sandbox-test-no-such-command");
+    std::fs::write(bin.join("notes"), "not executable").unwrap();
+    w.drain();
+    let calls = calls.lock().unwrap().clone();
+    assert_eq!(
+        calls,
+        [
+            Call::Quarantine(ls.clone()),
+            Call::Alert(
+                "path-shadow".into(),
+                ls.clone(),
+                "quarantined".into(),
+                Some("q1".into())
+            ),
+            Call::Alert("path-new".into(), tool.clone(), "alerted".into(), None),
+        ]
+    );
+    assert!(ls.exists() && tool.exists(), "the fake touched a file");
+    assert!(
+        std::fs::read_dir(&runtime).unwrap().next().is_none(),
+        "the fake wrote to the runtime directory"
     );
 }

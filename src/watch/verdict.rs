@@ -1,29 +1,46 @@
-//! The verdict on one name and what follows from it: reconcile with the baseline, judge a PATH
-//! entry, quarantine, alert, record.
+//! One name, from what is on disk to what is done about it: re-read it, compare it with what was
+//! known, ask the judge (`judge`), hand the verdict to the sink (`act`).
 
+use super::act::{self, Action};
+use super::judge::{self, Context, Seen};
 use super::*;
+
+/// The judge's questions, answered from the watcher's state and the file system.
+impl Context for Watcher {
+    fn quarantine_new(&self) -> bool {
+        self.cfg.quarantine_new
+    }
+
+    fn shadows(&self, pos: PathPos, name: &str) -> Option<PathBuf> {
+        baseline::shadowed(&self.path, pos.0, name)
+            .or_else(|| shellpath::shadowed_in(&self.future.order, self.path_dir(pos), name))
+    }
+
+    fn git_dir(&self, repo: RepoId) -> &Path {
+        &self.repo(repo).git_dir
+    }
+}
 
 impl Watcher {
     /// One entry of one directory: compare, decide, act.
-    pub(super) fn reconcile(&mut self, idx: usize, name: &str) {
-        if name.contains(NEUTRALISED_MARK) {
+    pub(super) fn reconcile(&mut self, idx: DirId, name: &str) {
+        if name.contains(quarantine::NEUTRALISED_MARK) {
             return;
         }
         // Reached without an event for it (a rescan): whether it changed is the ctime's to say.
         self.resolve(idx, name, Resolve::Ctime);
-        let path = self.dirs[idx].path.join(name);
+        let path = self.table[idx].path.join(name);
         let meta = Entry::metadata(&path);
         // The sweep's common case: nothing changed. Same attributes (ctime included) means the
         // same content: no hash, no copy.
-        if let (Some(m), Some(prev)) = (&meta, self.dirs[idx].state.get(name)) {
+        if let (Some(m), Some(prev)) = (&meta, self.table[idx].state.get(name)) {
             if prev.same_metadata(m) {
                 return;
             }
         }
-        let role = self.dirs[idx].role.clone();
         let current = meta.map(|mut c| {
             if c.kind == Kind::File && c.is_executable() {
-                c.sha256 = match self.dirs[idx].state.get(name) {
+                c.sha256 = match self.table[idx].state.get(name) {
                     Some(prev) if prev.same_metadata(&c) && prev.sha256.is_some() => prev.sha256,
                     _ => Sha256::of_path(&path),
                 };
@@ -31,182 +48,28 @@ impl Watcher {
             c
         });
         let previous = match &current {
-            Some(c) => self.dirs[idx].state.insert(name.to_string(), c.clone()),
-            None => self.dirs[idx].state.remove(name),
+            Some(c) => self.table[idx].state.insert(name.to_string(), c.clone()),
+            None => self.table[idx].state.remove(name),
         };
         let Some(cur) = current else { return };
-        if !cur.is_executable() {
-            return;
-        }
-        let newly = previous.as_ref().is_none_or(|p| !p.is_executable());
-        let changed = !newly && previous.as_ref().is_some_and(|p| p.exec_changed(&cur));
-        if !newly && !changed {
-            return;
-        }
-        let link = describe_links(&cur);
-        match role {
-            Role::PathDir { index } => self.judge_path_entry(idx, index, name, &cur, newly, &link),
-            Role::Hooks { repo } if !name.ends_with(".sample") => {
-                let detail = format!(
-                    "git hook `{name}` of {}{link}",
-                    self.repos[repo].git_dir.display()
-                );
-                self.quarantine(idx, name, Severity::Critical, "git-hook", detail, &cur);
-            }
-            _ => {}
-        }
-    }
-
-    /// A new or changed executable in a writable PATH directory.
-    pub(super) fn judge_path_entry(
-        &mut self,
-        idx: usize,
-        index: usize,
-        name: &str,
-        cur: &Entry,
-        newly: bool,
-        link: &str,
-    ) {
-        let origin = self.dirs[idx]
-            .origin
-            .get(name)
-            .filter(|o| o.is_executable())
-            .cloned();
-        if let Some(o) = origin {
-            // An executable that was there at the baseline: any difference is tampering.
-            if o.exec_changed(cur) {
-                let detail =
-                    format!("an executable on PATH changed since the session started{link}");
-                self.quarantine(idx, name, Severity::High, "path-changed", detail, cur);
-            }
-            return;
-        }
-        if !newly {
-            // New this session and still being written: it was judged when it appeared (one that
-            // shadows a command is gone already; a harmless one was reported).
-            return;
-        }
-        let shadows = baseline::shadowed(&self.path, index, name)
-            .or_else(|| shellpath::shadowed_in(&self.future.order, &self.dirs[idx].path, name));
-        if let Some(target) = shadows {
-            let detail = format!("shadows {}{link}", target.display());
-            self.quarantine(idx, name, Severity::Critical, "path-shadow", detail, cur);
-        } else if self.cfg.quarantine_new {
-            let detail = format!("new executable on PATH{link}");
-            self.quarantine(idx, name, Severity::Info, "path-new", detail, cur);
-        } else {
-            let path = self.dirs[idx].path.join(name);
-            let detail = format!("new executable on PATH, shadows nothing{link}");
-            self.alert(
-                Severity::Info,
-                "path-new",
-                &path,
-                detail,
-                "alerted",
-                None,
-                cur,
-            );
-        }
-    }
-
-    pub(super) fn quarantine(
-        &mut self,
-        idx: usize,
-        name: &str,
-        sev: Severity,
-        kind: &str,
-        detail: String,
-        entry: &Entry,
-    ) {
-        let dir = self.dirs[idx].path.clone();
-        let path = dir.join(name);
-        match quarantine::quarantine(&self.cfg.runtime, &dir, OsStr::new(name), &detail) {
-            Ok(Some(rec)) => {
-                self.dirs[idx].state.remove(name);
-                let action = if rec.method == "moved" {
-                    "quarantined"
-                } else {
-                    "neutralised"
-                };
-                let detail = if rec.nlink > 1 {
-                    format!("{detail}; its other hard links keep their mode")
-                } else {
-                    detail
-                };
-                self.alert(
-                    sev,
-                    kind,
-                    &path,
-                    detail,
-                    action,
-                    Some(rec.id.clone()),
-                    entry,
-                );
-                self.actions.push((path, Instant::now()));
-            }
-            Ok(None) => {
-                self.dirs[idx].state.remove(name);
-            }
-            Err(e) => {
-                let detail = format!("{detail}; quarantine FAILED: {e}");
-                self.alert(
-                    Severity::Critical,
-                    kind,
-                    &path,
-                    detail,
-                    "failed",
-                    None,
-                    entry,
-                );
-            }
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn alert(
-        &mut self,
-        sev: Severity,
-        kind: &str,
-        path: &Path,
-        detail: String,
-        action: &str,
-        qid: Option<String>,
-        e: &Entry,
-    ) {
-        let alert = Alert {
-            id: alerts::new_id("a"),
-            time: alerts::now_rfc3339(),
-            severity: sev,
-            kind: kind.into(),
-            path: path.to_path_buf(),
-            detail,
-            action: action.into(),
-            quarantine_id: qid,
-            sha256: e.sha256.map(|s| s.hex()),
-            session: self.cfg.session.clone(),
-            fingerprint: format!(
-                "{kind}:{}:{}:{}:{}",
-                path.display(),
-                e.dev,
-                e.ino,
-                e.ctime_ns
-            ),
+        let d = &self.table[idx];
+        let seen = Seen {
+            name,
+            origin: d.origin.get(name),
+            before: previous.as_ref(),
+            after: &cur,
         };
-        self.record(alert);
-    }
-
-    pub(super) fn record(&mut self, alert: Alert) {
-        match self.store.add(&alert) {
-            Ok(true) => tracing::warn!(
-                "{}: {} {}",
-                alert.severity.as_str(),
-                alert.path.display(),
-                alert.detail
-            ),
-            Ok(false) => {}
-            Err(err) => {
-                tracing::error!("cannot record an alert for {}: {err}", alert.path.display())
-            }
+        let verdict = judge::judge(&d.role, &seen, self);
+        let dir = d.path.clone();
+        if act::carry_out(
+            self.sink.as_mut(),
+            &self.cfg.session,
+            &dir,
+            name,
+            verdict,
+            &cur,
+        ) {
+            self.table[idx].state.remove(name);
         }
     }
 
@@ -218,22 +81,14 @@ impl Watcher {
             .hidden_globs
             .iter()
             .find(|g| crate::secrets::glob_match(g, &text))
-            .cloned()
         else {
             return;
         };
         let Some(e) = Entry::metadata(path) else {
             return;
         };
-        let detail = format!("matches hidden = \"{glob}\" but appeared during the session: the jail can read it until the next session");
-        self.alert(
-            Severity::High,
-            "secret-visible",
-            path,
-            detail,
-            "alerted",
-            None,
-            &e,
-        );
+        let finding = judge::judge_hidden(glob);
+        let alert = act::file_alert(&self.cfg.session, finding, path, Action::Alerted, None, &e);
+        self.sink.alert(alert);
     }
 }

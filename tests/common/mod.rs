@@ -135,7 +135,28 @@ impl Fixture {
             ),
             ("GIT_CONFIG_NOSYSTEM".into(), "1".into()),
             ("NO_COLOR".into(), "1".into()),
+            // What the installer puts in /etc is looked for in the fixture: a machine with the
+            // prompt hook or a system configuration installed runs the same tests.
+            (
+                "CLAUDE_SANDBOX_SYSTEM_CONFIG".into(),
+                self.etc()
+                    .join("claude-sandbox/config.toml")
+                    .display()
+                    .to_string(),
+            ),
+            (
+                "CLAUDE_SANDBOX_PROFILE_HOOK".into(),
+                self.etc()
+                    .join("profile.d/claude-sandbox.sh")
+                    .display()
+                    .to_string(),
+            ),
         ]
+    }
+
+    /// The fixture's stand-in for `/etc` (empty unless a test installs something there).
+    pub fn etc(&self) -> PathBuf {
+        self.root.join("etc")
     }
 
     /// `claude-sandbox ARGS...` with the fixture's environment, from the workspace.

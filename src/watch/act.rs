@@ -1,0 +1,434 @@
+//! The action sink: carrying out the judge's verdicts — quarantine a file, take keys out of a config,
+//! record an alert — behind a small trait, so the decisions and their order can be tested with a
+//! recording fake while the real store is exercised by the integration tests.
+//!
+//! Guards against a verdict half carried out: a quarantine that failed is still alerted (critical,
+//! "FAILED" in the detail), a quarantine is always followed by its alert naming the record to
+//! restore, and a name that left the directory is forgotten so it is not judged again.
+
+use super::judge::{Finding, Verdict};
+use crate::alerts::{self, Alert, Severity};
+use crate::baseline::Entry;
+use crate::gitconfig::Key;
+use crate::quarantine::{self, Method};
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+/// A file taken out of reach: its record's id, how, and how many names it had.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Taken {
+    pub(crate) id: String,
+    pub(crate) method: Method,
+    pub(crate) nlink: u64,
+}
+
+/// Where verdicts go.
+pub(crate) trait Sink: Send {
+    /// Quarantine `dir/name` (restorable); `None` if it was gone or swapped meanwhile.
+    fn quarantine(&mut self, dir: &Path, name: &str, reason: &str) -> crate::Result<Option<Taken>>;
+    /// Take the keys `remove` picks out of a config file (restorable); the record's id, `None` if
+    /// there was nothing to take.
+    fn neutralise_keys(
+        &mut self,
+        file: &Path,
+        remove: &dyn Fn(&Key) -> bool,
+        reason: &str,
+    ) -> crate::Result<Option<String>>;
+    /// Record an alert (deduplicated by its fingerprint).
+    fn alert(&mut self, alert: Alert);
+}
+
+/// The real sink: the quarantine and the alert store in the runtime directory.
+pub(crate) struct Store {
+    runtime: PathBuf,
+    alerts: alerts::Store,
+}
+
+impl Store {
+    pub(crate) fn new(runtime: &Path) -> Store {
+        Store {
+            runtime: runtime.to_path_buf(),
+            alerts: alerts::Store::new(runtime),
+        }
+    }
+}
+
+impl Sink for Store {
+    fn quarantine(&mut self, dir: &Path, name: &str, reason: &str) -> crate::Result<Option<Taken>> {
+        Ok(
+            quarantine::quarantine(&self.runtime, dir, OsStr::new(name), reason)?.map(|r| Taken {
+                id: r.id,
+                method: r.method,
+                nlink: r.nlink,
+            }),
+        )
+    }
+
+    fn neutralise_keys(
+        &mut self,
+        file: &Path,
+        remove: &dyn Fn(&Key) -> bool,
+        reason: &str,
+    ) -> crate::Result<Option<String>> {
+        Ok(quarantine::config::neutralise_keys(&self.runtime, file, remove, reason)?.map(|r| r.id))
+    }
+
+    fn alert(&mut self, alert: Alert) {
+        match self.alerts.add(&alert) {
+            Ok(true) => tracing::warn!(
+                "{}: {} {}",
+                alert.severity.as_str(),
+                alert.path.display(),
+                alert.detail
+            ),
+            Ok(false) => {}
+            Err(err) => {
+                tracing::error!("cannot record an alert for {}: {err}", alert.path.display())
+            }
+        }
+    }
+}
+
+/// What the alert for a file says it did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Action {
+    Alerted,
+    Quarantined,
+    Neutralised,
+    Failed,
+}
+
+impl Action {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Action::Alerted => "alerted",
+            Action::Quarantined => "quarantined",
+            Action::Neutralised => "neutralised",
+            Action::Failed => "failed",
+        }
+    }
+}
+
+/// The alert for a file; its fingerprint (kind, path, inode, ctime) keeps one change from being
+/// reported twice.
+pub(crate) fn file_alert(
+    session: &str,
+    finding: Finding,
+    path: &Path,
+    action: Action,
+    quarantine_id: Option<String>,
+    e: &Entry,
+) -> Alert {
+    let kind = finding.kind;
+    Alert {
+        id: alerts::new_id("a"),
+        time: alerts::now_rfc3339(),
+        severity: finding.severity,
+        kind: kind.into(),
+        path: path.to_path_buf(),
+        detail: finding.detail,
+        action: action.as_str().into(),
+        quarantine_id,
+        sha256: e.sha256.map(|s| s.hex()),
+        session: session.to_string(),
+        fingerprint: format!(
+            "{kind}:{}:{}:{}:{}",
+            path.display(),
+            e.dev,
+            e.ino,
+            e.ctime_ns
+        ),
+    }
+}
+
+/// Carry out the verdict on `dir/name` (`entry`: what was judged). True when the name left the
+/// directory (quarantined, or gone meanwhile): the watcher then forgets it.
+pub(crate) fn carry_out(
+    sink: &mut dyn Sink,
+    session: &str,
+    dir: &Path,
+    name: &str,
+    verdict: Verdict,
+    entry: &Entry,
+) -> bool {
+    let path = dir.join(name);
+    match verdict {
+        Verdict::Quiet => false,
+        // `Neutralise` is a verdict on config keys (`judge_key`, carried out by `check_keys`), never
+        // on a file: should one come here, it is reported, and nothing is touched.
+        Verdict::Alert(f) | Verdict::Neutralise(f) => {
+            sink.alert(file_alert(session, f, &path, Action::Alerted, None, entry));
+            false
+        }
+        Verdict::Quarantine(f) => match sink.quarantine(dir, name, &f.detail) {
+            Ok(Some(taken)) => {
+                let action = match taken.method {
+                    Method::Moved => Action::Quarantined,
+                    Method::Neutralised | Method::KeysRemoved => Action::Neutralised,
+                };
+                let detail = if taken.nlink > 1 {
+                    format!("{}; its other hard links keep their mode", f.detail)
+                } else {
+                    f.detail
+                };
+                let f = Finding { detail, ..f };
+                sink.alert(file_alert(session, f, &path, action, Some(taken.id), entry));
+                true
+            }
+            Ok(None) => true,
+            Err(e) => {
+                let f = Finding {
+                    severity: Severity::Critical,
+                    detail: format!("{}; quarantine FAILED: {e}", f.detail),
+                    ..f
+                };
+                sink.alert(file_alert(session, f, &path, Action::Failed, None, entry));
+                false
+            }
+        },
+    }
+}
+
+/// A sink that records what it was asked, for tests that assert the exact actions.
+#[cfg(test)]
+pub(crate) mod fake {
+    use super::*;
+
+    /// One call to the sink.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) enum Call {
+        Quarantine(PathBuf),
+        Neutralise(PathBuf),
+        /// (kind, path, action, quarantine id)
+        Alert(String, PathBuf, String, Option<String>),
+    }
+
+    /// Records every call; quarantines answer with `answer` (moved, by default) and touch nothing.
+    pub(crate) struct Recording {
+        pub(crate) calls: std::sync::Arc<std::sync::Mutex<Vec<Call>>>,
+        pub(crate) answer: fn() -> crate::Result<Option<Taken>>,
+        pub(crate) alerts: Vec<Alert>,
+    }
+
+    impl Recording {
+        pub(crate) fn new() -> Recording {
+            Recording {
+                calls: Default::default(),
+                answer: || {
+                    Ok(Some(Taken {
+                        id: "q1".into(),
+                        method: Method::Moved,
+                        nlink: 1,
+                    }))
+                },
+                alerts: Vec::new(),
+            }
+        }
+
+        pub(crate) fn calls(&self) -> Vec<Call> {
+            self.calls.lock().unwrap().clone()
+        }
+    }
+
+    impl Sink for Recording {
+        fn quarantine(
+            &mut self,
+            dir: &Path,
+            name: &str,
+            _reason: &str,
+        ) -> crate::Result<Option<Taken>> {
+            self.calls
+                .lock()
+                .unwrap()
+                .push(Call::Quarantine(dir.join(name)));
+            (self.answer)()
+        }
+
+        fn neutralise_keys(
+            &mut self,
+            file: &Path,
+            _remove: &dyn Fn(&Key) -> bool,
+            _reason: &str,
+        ) -> crate::Result<Option<String>> {
+            self.calls
+                .lock()
+                .unwrap()
+                .push(Call::Neutralise(file.to_path_buf()));
+            Ok(Some("k1".into()))
+        }
+
+        fn alert(&mut self, alert: Alert) {
+            self.calls.lock().unwrap().push(Call::Alert(
+                alert.kind.clone(),
+                alert.path.clone(),
+                alert.action.clone(),
+                alert.quarantine_id.clone(),
+            ));
+            self.alerts.push(alert);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fake::{Call, Recording};
+    use super::*;
+    use crate::baseline::Kind;
+
+    fn entry() -> Entry {
+        Entry {
+            kind: Kind::File,
+            mode: 0o755,
+            uid: 0,
+            gid: 0,
+            size: 1,
+            mtime_ns: 5,
+            ctime_ns: 6,
+            dev: 7,
+            ino: 8,
+            nlink: 1,
+            sha256: None,
+            link_target: None,
+            changed_in_session: false,
+        }
+    }
+
+    fn finding(kind: &'static str) -> Finding {
+        Finding {
+            severity: Severity::High,
+            kind,
+            detail: "why".into(),
+        }
+    }
+
+    fn alert(kind: &str, path: &str, action: &str, qid: Option<&str>) -> Call {
+        Call::Alert(
+            kind.into(),
+            path.into(),
+            action.into(),
+            qid.map(String::from),
+        )
+    }
+
+    #[test]
+    fn a_quarantine_is_followed_by_its_alert_naming_the_record() {
+        let mut sink = Recording::new();
+        let v = Verdict::Quarantine(finding("path-shadow"));
+        let gone = carry_out(&mut sink, "s", Path::new("/b"), "ls", v, &entry());
+        assert!(gone);
+        assert_eq!(
+            sink.calls(),
+            [
+                Call::Quarantine("/b/ls".into()),
+                alert("path-shadow", "/b/ls", "quarantined", Some("q1")),
+            ]
+        );
+        let a = &sink.alerts[0];
+        assert_eq!((a.severity, a.detail.as_str()), (Severity::High, "why"));
+        assert_eq!(a.fingerprint, "path-shadow:/b/ls:7:8:6");
+        assert_eq!(a.session, "s");
+    }
+
+    #[test]
+    fn a_quarantine_in_place_says_neutralised_and_other_hard_links() {
+        let mut sink = Recording::new();
+        sink.answer = || {
+            Ok(Some(Taken {
+                id: "q2".into(),
+                method: Method::Neutralised,
+                nlink: 2,
+            }))
+        };
+        let v = Verdict::Quarantine(finding("git-hook"));
+        assert!(carry_out(
+            &mut sink,
+            "s",
+            Path::new("/h"),
+            "pre-commit",
+            v,
+            &entry()
+        ));
+        assert_eq!(
+            sink.calls()[1],
+            alert("git-hook", "/h/pre-commit", "neutralised", Some("q2"))
+        );
+        assert_eq!(
+            sink.alerts[0].detail,
+            "why; its other hard links keep their mode"
+        );
+    }
+
+    #[test]
+    fn a_failed_quarantine_is_a_critical_alert_and_the_name_is_kept() {
+        let mut sink = Recording::new();
+        sink.answer = || {
+            Err(crate::Error::io(
+                "quarantining /b/ls",
+                std::io::Error::from_raw_os_error(libc::EPERM),
+            ))
+        };
+        let v = Verdict::Quarantine(finding("path-changed"));
+        assert!(!carry_out(
+            &mut sink,
+            "s",
+            Path::new("/b"),
+            "ls",
+            v,
+            &entry()
+        ));
+        assert_eq!(
+            sink.calls(),
+            [
+                Call::Quarantine("/b/ls".into()),
+                alert("path-changed", "/b/ls", "failed", None),
+            ]
+        );
+        assert_eq!(sink.alerts[0].severity, Severity::Critical);
+        assert!(
+            sink.alerts[0]
+                .detail
+                .starts_with("why; quarantine FAILED: "),
+            "{}",
+            sink.alerts[0].detail
+        );
+    }
+
+    #[test]
+    fn a_name_gone_before_its_quarantine_is_forgotten_silently() {
+        let mut sink = Recording::new();
+        sink.answer = || Ok(None);
+        let v = Verdict::Quarantine(finding("path-shadow"));
+        assert!(carry_out(
+            &mut sink,
+            "s",
+            Path::new("/b"),
+            "ls",
+            v,
+            &entry()
+        ));
+        assert_eq!(sink.calls(), [Call::Quarantine("/b/ls".into())]);
+    }
+
+    #[test]
+    fn an_alert_touches_nothing_and_quiet_does_nothing() {
+        let mut sink = Recording::new();
+        let v = Verdict::Alert(finding("path-new"));
+        assert!(!carry_out(
+            &mut sink,
+            "s",
+            Path::new("/b"),
+            "t",
+            v,
+            &entry()
+        ));
+        assert!(!carry_out(
+            &mut sink,
+            "s",
+            Path::new("/b"),
+            "t",
+            Verdict::Quiet,
+            &entry()
+        ));
+        assert_eq!(sink.calls(), [alert("path-new", "/b/t", "alerted", None)]);
+    }
+}

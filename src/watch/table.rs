@@ -1,0 +1,426 @@
+//! The watch table: the inotify instance and every watched directory, each with its role, its mode
+//! (inotify or the sweep), its known state and its baseline. Indexes are typed (`DirId`, `RepoId`,
+//! `PathPos`) so that one kind of index cannot be used for another.
+//!
+//! Guards against a directory silently dropping out of the watch: a watch that cannot be added says
+//! why and the directory is swept instead; a directory replaced or given up is `Retired`, never
+//! left under a role it no longer plays.
+
+use crate::baseline::Entry;
+use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A watched directory: its place in the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct DirId(usize);
+
+/// A repository: its place in the watcher's list of repositories.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct RepoId(pub(super) usize);
+
+/// A PATH directory: its position on PATH (the launcher's entries first, then the directories of
+/// the human's future shells).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct PathPos(pub(super) usize);
+
+/// What a watched directory is watched for. Adding a kind of directory whose entries are judged
+/// means a variant here, in `judges_entries`, and its arm in `judge::judge`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// A writable PATH directory: new or changed executables.
+    PathDir { pos: PathPos },
+    /// A missing PATH directory, watched through its nearest existing ancestor (`Watched::path`).
+    Pending { pos: PathPos },
+    /// A repository's hooks directory.
+    Hooks { repo: RepoId },
+    /// A repository's (common) git directory: its config, index and hooks directory.
+    GitDir { repo: RepoId },
+    /// A workspace directory, watched for new repositories.
+    Tree,
+    /// No longer watched (replaced, removed, or a pending directory that moved on): its events and
+    /// sweeps mean nothing.
+    Retired,
+}
+
+impl Role {
+    /// Whether each entry of the directory is judged (`judge::judge`): re-read on its events,
+    /// listed on a rescan, swept by attributes, its executables hashed in the background.
+    pub(crate) fn judges_entries(&self) -> bool {
+        match self {
+            Role::PathDir { .. } | Role::Hooks { .. } => true,
+            Role::Pending { .. } | Role::GitDir { .. } | Role::Tree | Role::Retired => false,
+        }
+    }
+
+    /// Whether the directory is watched for itself (reported by `Watcher::modes`, swept on its own
+    /// in sweep mode), not as part of the workspace tree and not retired.
+    pub(crate) fn is_own(&self) -> bool {
+        !matches!(self, Role::Tree | Role::Retired)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mode {
+    Inotify,
+    Poll(String),
+}
+
+#[derive(Debug)]
+pub(crate) struct Watched {
+    pub(super) path: PathBuf,
+    pub(super) role: Role,
+    pub(super) mode: Mode,
+    wd: Option<WatchDescriptor>,
+    pub(super) state: BTreeMap<String, Entry>,
+    /// The entries at the baseline: only these can "change"; anything else is new.
+    pub(super) origin: BTreeMap<String, Entry>,
+    /// Names at the baseline whose attributes are not read yet (`baseline::Depth::Names`): each is
+    /// read before anything is judged about it (see `resolve`).
+    pub(super) deferred: HashSet<String>,
+    /// The directory's (dev, ino) when the watch was added.
+    pub(super) dir_id: Option<(u64, u64)>,
+    /// Sweep mode: the directory as it was when last listed, if it had settled (see `sweep_dir`).
+    pub(super) listed_at: Option<super::DirStamp>,
+    /// Sweep mode: ticks so far, to spread the baseline's executables over `ROLL` ticks.
+    pub(super) turn: usize,
+}
+
+/// Filesystems whose inotify events cannot be trusted (`statfs` f_type).
+const POLL_ONLY_FS: &[(i64, &str)] = &[
+    (0x6573_5546, "FUSE (virtiofs, gRPC FUSE, sshfs)"),
+    (0x0102_1997, "9p"),
+    (0x6969, "NFS"),
+    (0xFF53_4D42u32 as i64, "CIFS"),
+    (0xFE53_4D42u32 as i64, "SMB2"),
+];
+
+/// Whether the filesystem of `dir` drops inotify events.
+pub fn poll_only_fs(dir: &Path) -> Option<&'static str> {
+    let st = rustix::fs::statfs(dir).ok()?;
+    let t = st.f_type as i64;
+    POLL_ONLY_FS
+        .iter()
+        .find(|(magic, _)| *magic == t || (*magic as u32 as i64) == (t & 0xffff_ffff))
+        .map(|(_, n)| *n)
+}
+
+fn mask_for(role: &Role) -> WatchMask {
+    let base =
+        WatchMask::ONLYDIR | WatchMask::DONT_FOLLOW | WatchMask::DELETE_SELF | WatchMask::MOVE_SELF;
+    match role {
+        r if r.judges_entries() => {
+            base | WatchMask::CREATE
+                | WatchMask::MOVED_TO
+                | WatchMask::MOVED_FROM
+                | WatchMask::DELETE
+                | WatchMask::CLOSE_WRITE
+                | WatchMask::ATTRIB
+                | WatchMask::EXCL_UNLINK
+        }
+        Role::GitDir { .. } => {
+            base | WatchMask::CREATE
+                | WatchMask::MOVED_TO
+                | WatchMask::CLOSE_WRITE
+                | WatchMask::ATTRIB
+        }
+        _ => base | WatchMask::CREATE | WatchMask::MOVED_TO,
+    }
+}
+
+pub(super) fn dir_id(dir: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(dir).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Why a watch could not be added, as the human can act on it.
+fn watch_failure(e: &std::io::Error) -> String {
+    match rustix::io::Errno::from_io_error(e) {
+        Some(rustix::io::Errno::NOSPC) => {
+            "out of inotify watches (raise fs.inotify.max_user_watches)".to_string()
+        }
+        Some(rustix::io::Errno::MFILE) => {
+            "out of inotify instances or file descriptors (raise fs.inotify.max_user_instances or ulimit -n)".to_string()
+        }
+        _ => format!("inotify_add_watch failed: {e}"),
+    }
+}
+
+/// One event: the directory it names, the name in it, and what happened.
+pub(super) type Event = (DirId, Option<String>, EventMask);
+
+/// The inotify instance and the watched directories.
+#[derive(Debug)]
+pub(crate) struct Table {
+    inotify: Option<Inotify>,
+    /// Why inotify is not used at all (every directory is swept).
+    inotify_error: Option<String>,
+    dirs: Vec<Watched>,
+    by_wd: HashMap<WatchDescriptor, Vec<DirId>>,
+    /// The buffer inotify events are read into (64 KiB, kept between reads).
+    event_buf: Vec<u8>,
+}
+
+impl std::ops::Index<DirId> for Table {
+    type Output = Watched;
+    fn index(&self, id: DirId) -> &Watched {
+        &self.dirs[id.0]
+    }
+}
+
+impl std::ops::IndexMut<DirId> for Table {
+    fn index_mut(&mut self, id: DirId) -> &mut Watched {
+        &mut self.dirs[id.0]
+    }
+}
+
+impl Table {
+    pub(super) fn new(force_poll: bool) -> Table {
+        let (inotify, inotify_error) = if force_poll {
+            (None, Some(format!("{}=poll", super::ENV_MODE)))
+        } else {
+            match Inotify::init() {
+                Ok(i) => (Some(i), None),
+                Err(e) => (None, Some(format!("inotify unavailable: {e}"))),
+            }
+        };
+        Table {
+            inotify,
+            inotify_error,
+            dirs: Vec::new(),
+            by_wd: HashMap::new(),
+            event_buf: Vec::new(),
+        }
+    }
+
+    /// Whether inotify is used at all (else every directory is swept).
+    pub(super) fn has_inotify(&self) -> bool {
+        self.inotify_error.is_none()
+    }
+
+    /// Whether the instance is still open (taken by `take_inotify` at the end).
+    #[cfg(test)]
+    pub(super) fn inotify_open(&self) -> bool {
+        self.inotify.is_some()
+    }
+
+    /// The instance, taken to be closed as late as possible (`super::Closing`).
+    pub(super) fn take_inotify(&mut self) -> Option<Inotify> {
+        self.inotify.take()
+    }
+
+    /// Every directory id so far (directories added later are not included).
+    pub(super) fn ids(&self) -> impl Iterator<Item = DirId> {
+        (0..self.dirs.len()).map(DirId)
+    }
+
+    /// The id at `n` (for walks that also cover directories added on the way).
+    pub(super) fn id_at(&self, n: usize) -> Option<DirId> {
+        (n < self.dirs.len()).then_some(DirId(n))
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = (DirId, &Watched)> {
+        self.dirs.iter().enumerate().map(|(i, d)| (DirId(i), d))
+    }
+
+    pub(super) fn find(&self, role: &Role) -> Option<DirId> {
+        self.dirs.iter().position(|d| &d.role == role).map(DirId)
+    }
+
+    pub(super) fn add(
+        &mut self,
+        path: PathBuf,
+        role: Role,
+        state: BTreeMap<String, Entry>,
+    ) -> DirId {
+        let (mode, wd) = self.watch(&path, &role);
+        let id = DirId(self.dirs.len());
+        // Only a PATH directory's names are ever deferred (see `rescan`).
+        let dir_id = matches!(role, Role::PathDir { .. })
+            .then(|| dir_id(&path))
+            .flatten();
+        match (&mode, &wd) {
+            (Mode::Inotify, Some(wd)) => {
+                self.by_wd.entry(wd.clone()).or_default().push(id);
+                if role != Role::Tree {
+                    tracing::info!(dir = %path.display(), "watching with inotify");
+                }
+            }
+            (Mode::Poll(reason), _) => {
+                tracing::info!(dir = %path.display(), reason = %reason, "watching by a one-second sweep")
+            }
+            _ => {}
+        }
+        let origin = state.clone();
+        self.dirs.push(Watched {
+            path,
+            role,
+            mode,
+            wd,
+            state,
+            origin,
+            deferred: Default::default(),
+            dir_id,
+            listed_at: None,
+            turn: 0,
+        });
+        id
+    }
+
+    /// Add an inotify watch, or say why this directory is swept instead.
+    fn watch(&mut self, path: &Path, role: &Role) -> (Mode, Option<WatchDescriptor>) {
+        if let Some(reason) = &self.inotify_error {
+            return (Mode::Poll(reason.clone()), None);
+        }
+        if let Some(fs) = poll_only_fs(path) {
+            return (
+                Mode::Poll(format!("{fs} does not report every change")),
+                None,
+            );
+        }
+        let Some(ino) = self.inotify.as_mut() else {
+            return (Mode::Poll("no inotify".into()), None);
+        };
+        match ino.watches().add(path, mask_for(role)) {
+            Ok(wd) => (Mode::Inotify, Some(wd)),
+            Err(e) => (Mode::Poll(watch_failure(&e)), None),
+        }
+    }
+
+    /// Watch a directory again under its path (after it was replaced).
+    pub(super) fn rewatch(&mut self, id: DirId) {
+        let (path, role) = (self[id].path.clone(), self[id].role.clone());
+        let (mode, wd) = self.watch(&path, &role);
+        if let Some(wd) = &wd {
+            self.by_wd.entry(wd.clone()).or_default().push(id);
+        }
+        self[id].mode = mode;
+        self[id].wd = wd;
+    }
+
+    pub(super) fn unwatch(&mut self, id: DirId) {
+        if let Some(wd) = self[id].wd.take() {
+            if let Some(list) = self.by_wd.get_mut(&wd) {
+                list.retain(|i| *i != id);
+                if list.is_empty() {
+                    self.by_wd.remove(&wd);
+                    if let Some(ino) = self.inotify.as_mut() {
+                        let _ = ino.watches().remove(wd);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stop watching a directory for good: no events, no sweeps, nothing known of its names.
+    pub(super) fn retire(&mut self, id: DirId) {
+        self.unwatch(id);
+        self[id].state.clear();
+        self[id].role = Role::Retired;
+    }
+
+    /// Wait for an event or for `stop`: (inotify readable, stop readable).
+    pub(super) fn wait(&self, stop: &OwnedFd, timeout: Duration) -> (bool, bool) {
+        use rustix::event::{PollFd, PollFlags};
+        let ts = rustix::event::Timespec {
+            tv_sec: timeout.as_secs() as i64,
+            tv_nsec: timeout.subsec_nanos() as i64,
+        };
+        match &self.inotify {
+            Some(ino) => {
+                let fd = ino.as_fd();
+                let mut fds = [
+                    PollFd::new(&fd, PollFlags::IN),
+                    PollFd::new(stop, PollFlags::IN),
+                ];
+                let _ = rustix::event::poll(&mut fds, Some(&ts));
+                (!fds[0].revents().is_empty(), !fds[1].revents().is_empty())
+            }
+            None => {
+                let mut fds = [PollFd::new(stop, PollFlags::IN)];
+                let _ = rustix::event::poll(&mut fds, Some(&ts));
+                (false, !fds[0].revents().is_empty())
+            }
+        }
+    }
+
+    /// Read every queued event (one read returns one buffer's worth: loop until it would block):
+    /// (directory, name, mask) for each, and whether the queue overflowed.
+    pub(super) fn read_events(&mut self) -> (Vec<Event>, bool) {
+        let mut dirty: Vec<Event> = Vec::new();
+        let mut overflow = false;
+        let mut buf = std::mem::take(&mut self.event_buf);
+        if buf.is_empty() {
+            buf = vec![0u8; 64 * 1024];
+        }
+        while let Some(ino) = self.inotify.as_mut() {
+            let events = match ino.read_events(&mut buf) {
+                Ok(ev) => ev,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => {
+                    tracing::warn!("reading inotify events: {e}; rescanning");
+                    overflow = true;
+                    break;
+                }
+            };
+            let mut any = false;
+            for ev in events {
+                any = true;
+                if ev.mask.contains(EventMask::Q_OVERFLOW) {
+                    overflow = true;
+                    continue;
+                }
+                let name = ev.name.and_then(|n| n.to_str()).map(String::from);
+                for id in self.by_wd.get(&ev.wd).cloned().unwrap_or_default() {
+                    dirty.push((id, name.clone(), ev.mask));
+                }
+            }
+            if !any {
+                break;
+            }
+        }
+        self.event_buf = buf;
+        (dirty, overflow)
+    }
+
+    /// Remove every watch (the session is over); the instance itself is closed by the caller.
+    pub(super) fn release_watches(&mut self) {
+        let Some(ino) = self.inotify.as_mut() else {
+            return;
+        };
+        for wd in std::mem::take(&mut self.by_wd).into_keys() {
+            let _ = ino.watches().remove(wd);
+        }
+        for d in &mut self.dirs {
+            d.wd = None;
+        }
+    }
+
+    /// Whether inotify has seen every workspace directory so far: none of them is swept.
+    pub(super) fn tree_all_live(&self) -> bool {
+        self.inotify.is_some()
+            && self.inotify_error.is_none()
+            && !self
+                .dirs
+                .iter()
+                .any(|d| d.role == Role::Tree && matches!(d.mode, Mode::Poll(_)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reasons a watch fails name the limit to raise, not an errno number.
+    #[test]
+    fn a_failed_watch_names_the_limit_to_raise() {
+        let nospc = std::io::Error::from_raw_os_error(libc::ENOSPC);
+        assert!(watch_failure(&nospc).contains("max_user_watches"));
+        let mfile = std::io::Error::from_raw_os_error(libc::EMFILE);
+        assert!(watch_failure(&mfile).contains("max_user_instances"));
+        let other = std::io::Error::from_raw_os_error(libc::EACCES);
+        assert!(watch_failure(&other).starts_with("inotify_add_watch failed"));
+    }
+}
