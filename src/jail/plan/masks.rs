@@ -20,6 +20,11 @@ pub(super) fn masks(
         let Ok(real) = std::fs::canonicalize(&path) else {
             return;
         };
+        // Behind a directory the jail cannot search (another user's 0700 directory, seen by root)
+        // nothing in it is reachable: no mask needed, and bwrap could not make its mount point.
+        if !searchable_without_privilege(&real) {
+            return;
+        }
         if private.iter().chain(hidden).any(|d| real.starts_with(d))
             || out.iter().any(|m| m.path == real)
         {
@@ -142,6 +147,25 @@ pub(super) fn masks(
     out
 }
 
+/// Whether a process of our uid and groups *without capabilities* (the jail's processes: bwrap drops
+/// them all) may search every directory above `path`, by the mode bits alone.
+fn searchable_without_privilege(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let uid = rustix::process::geteuid().as_raw();
+    let gid = rustix::process::getegid().as_raw();
+    let groups: Vec<u32> = rustix::process::getgroups()
+        .map(|g| g.into_iter().map(|g| g.as_raw()).collect())
+        .unwrap_or_default();
+    path.ancestors()
+        .skip(1)
+        .all(|dir| match std::fs::metadata(dir) {
+            Ok(m) if m.uid() == uid => m.mode() & 0o100 != 0,
+            Ok(m) if m.gid() == gid || groups.contains(&m.gid()) => m.mode() & 0o010 != 0,
+            Ok(m) => m.mode() & 0o001 != 0,
+            Err(_) => false,
+        })
+}
+
 /// Paths of bound unix sockets in this network namespace (`/proc/net/unix`).
 pub(super) fn listening_unix_sockets() -> Vec<PathBuf> {
     let Ok(text) = std::fs::read_to_string("/proc/net/unix") else {
@@ -157,4 +181,25 @@ pub(super) fn listening_unix_sockets() -> Vec<PathBuf> {
     out.sort();
     out.dedup();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_directory_closed_by_its_mode_is_not_searchable_whatever_our_capabilities() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let open = t.path().join("open/sock");
+        let closed = t.path().join("closed/sock");
+        std::fs::create_dir_all(open.parent().unwrap()).unwrap();
+        std::fs::create_dir_all(closed.parent().unwrap()).unwrap();
+        let mode = |p: &std::path::Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+        };
+        mode(closed.parent().unwrap(), 0o600);
+        assert!(super::searchable_without_privilege(&open));
+        // Root could search it, the jail's root (no capabilities) could not.
+        assert!(!super::searchable_without_privilege(&closed));
+        mode(closed.parent().unwrap(), 0o700);
+    }
 }
