@@ -6,25 +6,6 @@
 
 use super::*;
 
-fn bare() {
-    let ok = Command::new("/usr/bin/bwrap")
-        .args([
-            "--ro-bind",
-            "/",
-            "/",
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
-            "--unshare-pid",
-            "true",
-        ])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
-}
-
 pub(crate) fn launch_every_feature() {
     let (plain, plain_ws, plain_path) = fixture(5, 10, 200);
     let (full, full_ws, full_path) = fixture(5, 10, 200);
@@ -46,48 +27,75 @@ pub(crate) fn launch_every_feature() {
         "[network]\nmode = \"allowlist\"\nallow = [\"registry.npmjs.org\"]\n",
     )
     .unwrap();
-    let plain_run = || {
-        assert!(launch(plain.path(), &plain_ws, &plain_path)
-            .status()
+    let probe = ["sh", "-c", "date +%s%N"];
+    let now_ns = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
-            .success())
+            .as_nanos() as i128
     };
+    // (ms until the command printed, ms from then until the launcher was gone)
+    let split = |mut c: Command| -> (f64, f64) {
+        let t0 = now_ns();
+        let out = c.stdout(Stdio::piped()).output().unwrap();
+        let t2 = now_ns();
+        assert!(out.status.success(), "{c:?} failed");
+        let t1: i128 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        ((t1 - t0) as f64 / 1e6, (t2 - t1) as f64 / 1e6)
+    };
+    let bare = || {
+        let mut c = Command::new("/usr/bin/bwrap");
+        c.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
+            .args(["--unshare-pid"])
+            .args(probe);
+        c
+    };
+    let plain_run = || launch_of(plain.path(), &plain_ws, &plain_path, &probe);
     let full_run = || {
-        let mut c = launch(full.path(), &full_ws, &full_path);
+        let mut c = launch_of(full.path(), &full_ws, &full_path, &probe);
         c.env(
             "CLAUDE_SANDBOX_LAYERS_DIR",
             full.path().join("layers").display().to_string(),
         );
-        assert!(c.status().unwrap().success(), "every feature on");
+        c
     };
-    for _ in 0..3 {
-        bare();
-        plain_run();
-        full_run();
-    }
     let (mut b, mut p, mut f) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..20 {
-        b.extend(time_runs(1, bare));
-        p.extend(time_runs(1, plain_run));
-        f.extend(time_runs(1, full_run));
+    for round in 0..23 {
+        let runs = (split(bare()), split(plain_run()), split(full_run()));
+        if round >= 3 {
+            b.push(runs.0);
+            p.push(runs.1);
+            f.push(runs.2);
+        }
     }
-    let bm = overhead_rows(
-        &b,
-        &p,
-        [
-            "bare bwrap, true",
-            "claude-sandbox run -- true (5 repos, 2000 exe)",
-            "  launch overhead (median difference)",
-        ],
-    );
+    let half = |v: &[(f64, f64)], second: bool| -> Vec<f64> {
+        v.iter().map(|x| if second { x.1 } else { x.0 }).collect()
+    };
+    let total = |v: &[(f64, f64)]| -> Vec<f64> { v.iter().map(|x| x.0 + x.1).collect() };
     Table::row(
-        "  every feature on (layers, allowlist, git copies, agent state)",
-        ms(pct(&f, 0.5)),
-        ms(pct(&f, 0.99)),
-        "",
-        format!("{:.1}", pct(&f, 0.5) / bm),
-        f.len(),
+        "bare bwrap, sh -c date (5 repos, 2000 exe scenes)",
+        ms(pct(&total(&b), 0.5)),
+        ms(pct(&total(&b), 0.99)),
+        "reference",
+        "1.0".into(),
+        b.len(),
     );
-    difference_row("  every feature on: overhead over bare bwrap", &b, &f);
-    difference_row("  every feature on: over the plain guarded launch", &p, &f);
+    for (label, v) in [
+        ("plain guarded launch", &p),
+        (
+            "every feature on (layers, allowlist, git copies, agent state)",
+            &f,
+        ),
+    ] {
+        difference_row(
+            &format!("  {label}: until the command starts, + vs bare"),
+            &half(&b, false),
+            &half(v, false),
+        );
+        difference_row(
+            &format!("  {label}: after the command ends, + vs bare"),
+            &half(&b, true),
+            &half(v, true),
+        );
+    }
 }
