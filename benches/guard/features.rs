@@ -27,29 +27,12 @@ pub(crate) fn launch_every_feature() {
         "[network]\nmode = \"allowlist\"\nallow = [\"registry.npmjs.org\"]\n",
     )
     .unwrap();
-    let probe = ["sh", "-c", "date +%s%N"];
-    let now_ns = || {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as i128
+    let probe = PROBE;
+    let split = |c: Command| {
+        let (start, end, _) = split_run(c);
+        (start, end)
     };
-    // (ms until the command printed, ms from then until the launcher was gone)
-    let split = |mut c: Command| -> (f64, f64) {
-        let t0 = now_ns();
-        let out = c.stdout(Stdio::piped()).output().unwrap();
-        let t2 = now_ns();
-        assert!(out.status.success(), "{c:?} failed");
-        let t1: i128 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
-        ((t1 - t0) as f64 / 1e6, (t2 - t1) as f64 / 1e6)
-    };
-    let bare = || {
-        let mut c = Command::new("/usr/bin/bwrap");
-        c.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
-            .args(["--unshare-pid"])
-            .args(probe);
-        c
-    };
+    let bare = bare_probe;
     let plain_run = || launch_of(plain.path(), &plain_ws, &plain_path, &probe);
     let full_run = || {
         let mut c = launch_of(full.path(), &full_ws, &full_path, &probe);

@@ -352,34 +352,9 @@ fn launch_phases() {
         return;
     }
     let (d, ws, path) = fixture_in(shm, 5, 10, 200);
-    let probe = ["sh", "-c", "date +%s%N"];
-    let now_ns = || {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as i128
-    };
-    // (ms until the command printed, ms from then until the process was gone, its stderr)
-    let split = |mut c: Command| -> (f64, f64, String) {
-        let t0 = now_ns();
-        let out = c
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .output()
-            .unwrap();
-        let t2 = now_ns();
-        assert!(out.status.success(), "{c:?} failed");
-        let t1: i128 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        ((t1 - t0) as f64 / 1e6, (t2 - t1) as f64 / 1e6, err)
-    };
-    let bare = || {
-        let mut c = Command::new("/usr/bin/bwrap");
-        c.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
-            .args(["--unshare-pid"])
-            .args(probe);
-        c
-    };
+    let probe = PROBE;
+    let split = split_run;
+    let bare = bare_probe;
     let guarded = || {
         let mut c = launch_of(d.path(), &ws, &path, &probe);
         c.env("RUST_LOG", "warn,claude_sandbox::timing=debug");
@@ -424,6 +399,40 @@ fn launch_phases() {
         format!("{slow}/{} >2ms", closes.len()),
         closes.len(),
     );
+}
+
+/// A command that prints the time it started (ns since the epoch): `split_run` reads it.
+const PROBE: [&str; 3] = ["sh", "-c", "date +%s%N"];
+
+/// Bare bwrap running `PROBE`.
+fn bare_probe() -> Command {
+    let mut c = Command::new("/usr/bin/bwrap");
+    c.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
+        .args(["--unshare-pid"])
+        .args(PROBE);
+    c
+}
+
+/// Run a command that runs `PROBE`: (ms until it printed, ms from then until the process was gone,
+/// its stderr).
+fn split_run(mut c: Command) -> (f64, f64, String) {
+    let now_ns = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as i128
+    };
+    let t0 = now_ns();
+    let out = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let t2 = now_ns();
+    assert!(out.status.success(), "{c:?} failed");
+    let t1: i128 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    ((t1 - t0) as f64 / 1e6, (t2 - t1) as f64 / 1e6, err)
 }
 
 /// The benchmark workspace plus a build tree like a Rust `target/` (800 directories, 12 000 files),
