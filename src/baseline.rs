@@ -43,11 +43,11 @@ pub struct Sha256(pub [u8; 32]);
 impl Sha256 {
     /// The digest of a regular file, read through a no-follow fd (`None` for anything else, or
     /// past the size cap).
-    pub fn of_path(path: &Path) -> Option<Sha256> {
+    pub(crate) fn of_path(path: &Path) -> Option<Sha256> {
         Sha256::from_hex(&crate::quarantine::sha256_path(path)?)
     }
 
-    pub fn from_hex(hex: &str) -> Option<Sha256> {
+    pub(crate) fn from_hex(hex: &str) -> Option<Sha256> {
         let bytes = hex.as_bytes();
         if bytes.len() != 64 {
             return None;
@@ -60,7 +60,7 @@ impl Sha256 {
         Some(Sha256(out))
     }
 
-    pub fn hex(&self) -> String {
+    pub(crate) fn hex(&self) -> String {
         self.0.iter().map(|b| format!("{b:02x}")).collect()
     }
 }
@@ -107,13 +107,13 @@ pub struct Entry {
 
 impl Entry {
     /// `lstat` (and the link target of a symlink), without hashing.
-    pub fn metadata(path: &Path) -> Option<Entry> {
+    pub(crate) fn metadata(path: &Path) -> Option<Entry> {
         let m = std::fs::symlink_metadata(path).ok()?;
         Some(Entry::from_metadata(&m, || path.to_path_buf()))
     }
 
     /// From an `lstat` result; `path` is asked for only for a symlink, to read its target.
-    pub fn from_metadata(m: &std::fs::Metadata, path: impl FnOnce() -> PathBuf) -> Entry {
+    pub(crate) fn from_metadata(m: &std::fs::Metadata, path: impl FnOnce() -> PathBuf) -> Entry {
         let ft = m.file_type();
         let kind = if ft.is_symlink() {
             Kind::Symlink
@@ -147,7 +147,7 @@ impl Entry {
 
     /// Every attribute but the hash is the same: the content cannot have changed (ctime moves on
     /// every write and userland cannot set it), so the old hash still holds.
-    pub fn same_metadata(&self, other: &Entry) -> bool {
+    pub(crate) fn same_metadata(&self, other: &Entry) -> bool {
         // Field by field, cheapest first: the sweep calls this for every entry every second.
         self.ctime_ns == other.ctime_ns
             && self.ino == other.ino
@@ -164,12 +164,12 @@ impl Entry {
 
     /// Could run when looked up by name: a symlink (judged by name: its target can change), or a
     /// regular file with an exec bit.
-    pub fn is_executable(&self) -> bool {
+    pub(crate) fn is_executable(&self) -> bool {
         self.kind == Kind::Symlink || (self.kind == Kind::File && self.mode & 0o111 != 0)
     }
 
     /// Whether an executable changed in a way that matters: content, mode, link target, identity.
-    pub fn exec_changed(&self, new: &Entry) -> bool {
+    pub(crate) fn exec_changed(&self, new: &Entry) -> bool {
         self.changed_in_session
             || self.kind != new.kind
             || self.mode != new.mode
@@ -235,7 +235,7 @@ pub struct Baseline {
 }
 
 /// Split PATH; relative entries are resolved against `cwd` and flagged.
-pub fn path_entries(path_env: &std::ffi::OsStr, cwd: &Path) -> Vec<(PathBuf, bool)> {
+pub(crate) fn path_entries(path_env: &std::ffi::OsStr, cwd: &Path) -> Vec<(PathBuf, bool)> {
     std::env::split_paths(path_env)
         .map(|p| {
             if p.as_os_str().is_empty() {
@@ -250,7 +250,7 @@ pub fn path_entries(path_env: &std::ffi::OsStr, cwd: &Path) -> Vec<(PathBuf, boo
 }
 
 /// The first executable regular file named `name` in PATH entries after `index`.
-pub fn shadowed(dirs: &[(PathBuf, bool)], index: usize, name: &str) -> Option<PathBuf> {
+pub(crate) fn shadowed(dirs: &[(PathBuf, bool)], index: usize, name: &str) -> Option<PathBuf> {
     dirs.iter()
         .skip(index + 1)
         .map(|(d, _)| d.join(name))
@@ -264,7 +264,7 @@ fn is_exec_file(p: &Path) -> bool {
 }
 
 /// The names in a directory (UTF-8 ones: others cannot shadow a command typed by name).
-pub fn list_names(dir: &Path) -> Vec<String> {
+pub(crate) fn list_names(dir: &Path) -> Vec<String> {
     use rustix::fs::{Mode, OFlags, RawDir};
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
     let Ok(fd) = rustix::fs::open(dir, flags, Mode::empty()) else {
@@ -285,7 +285,7 @@ pub fn list_names(dir: &Path) -> Vec<String> {
 }
 
 /// Read one directory's entries.
-pub fn scan_dir(dir: &Path) -> BTreeMap<String, Entry> {
+pub(crate) fn scan_dir(dir: &Path) -> BTreeMap<String, Entry> {
     let mut out = BTreeMap::new();
     let Ok(rd) = std::fs::read_dir(dir) else {
         return out;
@@ -379,7 +379,7 @@ fn add_shadows(dirs: &mut [PathDir]) {
 }
 
 /// The hooks directory and exec-capable keys of one repository.
-pub fn repo_baseline(r: &entrypoints::Repo) -> RepoBaseline {
+pub(crate) fn repo_baseline(r: &entrypoints::Repo) -> RepoBaseline {
     let exec_keys = exec_keys(&r.common_dir, &r.git_dir);
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let hooks_dir = exec_keys
@@ -407,11 +407,11 @@ pub fn repo_baseline(r: &entrypoints::Repo) -> RepoBaseline {
 
 /// The key under which a config git refuses is recorded among the exec-capable keys (its value says
 /// why): the reader fails closed, so such a file is alerted, never taken as empty.
-pub const REFUSED_KEY: &str = "(a config git refuses to read)";
+pub(crate) const REFUSED_KEY: &str = "(a config git refuses to read)";
 
 /// Exec-capable keys (entry-point catalogue §2.2–2.3) in a repository's config files and includes,
 /// read by `gitconfig` (git's own grammar and include rules); a file git refuses is `REFUSED_KEY`.
-pub fn exec_keys(common_dir: &Path, git_dir: &Path) -> Vec<(PathBuf, String, String)> {
+pub(crate) fn exec_keys(common_dir: &Path, git_dir: &Path) -> Vec<(PathBuf, String, String)> {
     let mut files = own_config_files(common_dir, git_dir);
     files.dedup();
     let home = std::env::var_os("HOME").map(PathBuf::from);
@@ -441,7 +441,7 @@ pub(crate) fn own_config_files(common_dir: &Path, git_dir: &Path) -> Vec<PathBuf
 }
 
 /// Whether a (lowercased) git config key makes git run something.
-pub fn is_exec_key(key: &str, value: &str) -> bool {
+pub(crate) fn is_exec_key(key: &str, value: &str) -> bool {
     const EXACT: &[&str] = &[
         "core.fsmonitor",
         "core.hookspath",
@@ -517,7 +517,7 @@ pub fn is_exec_key(key: &str, value: &str) -> bool {
 
 impl Baseline {
     /// Write atomically, owned by us, mode 0600.
-    pub fn write(&self, file: &Path) -> Result<()> {
+    pub(crate) fn write(&self, file: &Path) -> Result<()> {
         let tmp = file.with_extension("tmp");
         let _ = std::fs::remove_file(&tmp);
         let mut f = std::fs::OpenOptions::new()

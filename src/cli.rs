@@ -13,7 +13,7 @@ use std::path::PathBuf;
     version,
     about = "Run an AI coding agent in a jail that seals every entry point"
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     /// More log output (-v info, -vv debug); RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
@@ -22,7 +22,7 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run COMMAND in the jail and exit with its status.
     ///
     /// Exit status: the command's; 128+N if it died of signal N; 125 if the jail could not be set up;
@@ -148,7 +148,7 @@ pub enum Command {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum HookEvent {
+pub(crate) enum HookEvent {
     /// Read the host's PreToolUse (BeforeTool, preToolUse...) payload on stdin.
     PreToolUse {
         /// The agent runtime calling (its hook protocol).
@@ -164,7 +164,7 @@ pub enum HookEvent {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum HooksAction {
+pub(crate) enum HooksAction {
     /// Install the hooks for a runtime into its user-level configuration.
     Install {
         /// The agent runtime to configure.
@@ -178,7 +178,7 @@ pub enum HooksAction {
 
 /// `claude-sandbox cache`: the jail's own cache layers.
 #[derive(Debug, Subcommand)]
-pub enum CacheAction {
+pub(crate) enum CacheAction {
     /// Where each layer lives and its size.
     Ls {
         #[arg(long)]
@@ -190,7 +190,7 @@ pub enum CacheAction {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum AlertsAction {
+pub(crate) enum AlertsAction {
     /// Acknowledge alerts by id, or all of them.
     Ack {
         /// The alert ids to acknowledge (the first column of `claude-sandbox alerts`).
@@ -357,7 +357,7 @@ pub fn main() -> i32 {
 }
 
 /// Colour for this stream: a terminal, and `NO_COLOR` unset or empty (no-color.org).
-pub fn color_on(fd: impl std::os::fd::AsFd) -> bool {
+pub(crate) fn color_on(fd: impl std::os::fd::AsFd) -> bool {
     std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && rustix::termios::isatty(fd)
 }
 

@@ -6,27 +6,27 @@
 //! sealed read-only whether or not it exists (`entrypoints`), and every escape hatch (Docker and IDE
 //! sockets, `sudo`, terminal injection) is closed. `explain` tells a human what a launch would do.
 
-pub mod battery;
+pub(crate) mod battery;
 pub mod cli;
 pub(crate) mod completions;
-pub mod config;
-pub mod doctor;
-pub mod entrypoints;
-pub mod error;
-pub mod explain;
+pub(crate) mod config;
+pub(crate) mod doctor;
+pub(crate) mod entrypoints;
+pub(crate) mod error;
+pub(crate) mod explain;
 pub(crate) mod gitconfig;
-pub mod hook;
-pub mod jail;
+pub(crate) mod hook;
+pub(crate) mod jail;
 pub(crate) mod logfile;
-pub mod net;
-pub mod runtime;
+pub(crate) mod net;
+pub(crate) mod runtime;
 pub(crate) mod runtimes;
-pub mod secrets;
+pub(crate) mod secrets;
 
-pub use error::{Error, Result};
-pub mod alerts;
+pub(crate) use error::{Error, Result};
+pub(crate) mod alerts;
 pub mod baseline;
 pub(crate) mod process;
-pub mod quarantine;
+pub(crate) mod quarantine;
 pub(crate) mod walk;
 pub mod watch;

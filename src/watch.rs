@@ -44,11 +44,11 @@ pub use table::{poll_only_fs, Mode};
 use table::{DirId, PathPos, RepoId, Role, Table};
 
 /// Environment variable forcing the poll sweep everywhere.
-pub const ENV_MODE: &str = "CLAUDE_SANDBOX_WATCH";
+pub(crate) const ENV_MODE: &str = "CLAUDE_SANDBOX_WATCH";
 /// The sweep interval.
-pub const TICK: Duration = Duration::from_secs(1);
+pub(crate) const TICK: Duration = Duration::from_secs(1);
 /// At most this many watches for discovering new repositories in the workspace tree.
-pub const TREE_BUDGET: usize = 8192;
+pub(crate) const TREE_BUDGET: usize = 8192;
 
 #[derive(Debug, Clone)]
 pub struct WatchConfig {
@@ -79,7 +79,7 @@ pub struct WatchConfig {
 }
 
 /// Environment variable setting `WatchConfig::resolve_delay` for `run`, in milliseconds.
-pub const ENV_RESOLVE_DELAY: &str = "CLAUDE_SANDBOX_RESOLVE_DELAY_MS";
+pub(crate) const ENV_RESOLVE_DELAY: &str = "CLAUDE_SANDBOX_RESOLVE_DELAY_MS";
 
 /// A directory's identity and change time. Any entry created, removed or renamed in it moves its
 /// ctime, so an unchanged stamp means unchanged names.
@@ -129,7 +129,7 @@ fn settled_stamp(dir: &Path) -> Option<DirStamp> {
     })
 }
 
-pub struct Watcher {
+pub(crate) struct Watcher {
     cfg: WatchConfig,
     /// The inotify instance and the watched directories.
     table: Table,
@@ -185,7 +185,7 @@ const HASH_DELAY: Duration = Duration::from_millis(250);
 impl Watcher {
     /// Set up every watch and catch up with the baseline. Synchronous: when it returns, the watcher
     /// has seen everything that happened since the baseline.
-    pub fn new(cfg: WatchConfig, base: &Baseline) -> Self {
+    pub(crate) fn new(cfg: WatchConfig, base: &Baseline) -> Self {
         let table = Table::new(cfg.force_poll);
         let cwd = std::env::current_dir().unwrap_or_else(|_| cfg.workspace.clone());
         let path = baseline::path_entries(OsStr::new(&base.path_env), &cwd);
@@ -261,7 +261,7 @@ impl Watcher {
     }
 
     /// Which mode each watched directory is in (for doctor and logs).
-    pub fn modes(&self) -> Vec<(PathBuf, Mode)> {
+    pub(crate) fn modes(&self) -> Vec<(PathBuf, Mode)> {
         self.table
             .iter()
             .filter(|(_, d)| d.role.is_own())
@@ -404,7 +404,7 @@ impl Running {
 
 /// `claude-sandbox watch`: the watcher in the foreground, without a jail, until SIGINT/SIGTERM.
 /// Writable PATH directories are those this user can write.
-pub fn foreground(workspace: Option<PathBuf>) -> crate::Result<i32> {
+pub(crate) fn foreground(workspace: Option<PathBuf>) -> crate::Result<i32> {
     let cwd = std::env::current_dir()
         .map_err(|e| crate::Error::io("reading the current directory", e))?;
     let ws = workspace.unwrap_or_else(|| crate::jail::launch::default_workspace(&cwd));

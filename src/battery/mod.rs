@@ -26,9 +26,14 @@ mod tty;
 pub struct Case {
     pub name: String,
     pub class: String,
+    // The next three describe the case for the human reading its file (deny_unknown_fields makes
+    // every case carry them); the runner itself does not need them.
+    #[allow(dead_code)]
     pub entry_point: String,
+    #[allow(dead_code)]
     pub tier: u8,
     /// What a successful attack looks like.
+    #[allow(dead_code)]
     pub success: String,
     /// Shell run outside before the session (sets the scene).
     #[serde(default)]

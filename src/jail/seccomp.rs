@@ -95,6 +95,7 @@ pub fn program_bytes() -> Vec<u8> {
 }
 
 /// Run the program on one `seccomp_data` (for tests): returns the action.
+#[cfg(test)]
 pub fn evaluate(arch: u32, nr: u32, arg1: u64) -> u32 {
     let prog = program();
     let load = |off: u32| -> u32 {

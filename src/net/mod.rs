@@ -39,14 +39,6 @@ impl Mode {
         }
     }
 
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Host => "host",
-            Mode::Allowlist => "allowlist",
-            Mode::None => "none",
-        }
-    }
-
     /// Whether bwrap gives the jail a network namespace of its own.
     pub fn unshares(self) -> bool {
         self != Mode::Host
