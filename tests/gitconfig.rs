@@ -24,25 +24,6 @@ fn alerts_json(f: &Fixture) -> String {
     stdout(&f.cmd(["alerts", "--json"]).output().unwrap())
 }
 
-/// A launcher that is killed (and its jail with it: `--die-with-parent`) if the test fails before it
-/// ends, so that no jail outlives its fixture.
-struct Running(Option<std::process::Child>);
-
-impl Running {
-    fn wait(mut self) -> std::process::Output {
-        self.0.take().unwrap().wait_with_output().unwrap()
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            signal(c.id(), nix::sys::signal::Signal::SIGKILL);
-            let _ = c.wait();
-        }
-    }
-}
-
 fn wait_for(p: &Path, what: &str) {
     let t0 = Instant::now();
     while !p.exists() {

@@ -611,6 +611,8 @@ fn concurrent_sessions_keep_each_others_placeholders() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
+    // Killed (its jail with it) if an assertion fails before B is done: it would wait forever.
+    let a = Running(Some(a));
     let running = f.ws.join("a-running");
     wait_for("session A", Duration::from_secs(10), || running.exists());
     ok(&f.jail("mkdir -p .devcontainer/y 2>/dev/null && echo ESCAPED; true"));
@@ -619,7 +621,7 @@ fn concurrent_sessions_keep_each_others_placeholders() {
         "session B removed a placeholder session A still holds"
     );
     std::fs::write(f.ws.join("b-done"), "").unwrap();
-    let out = a.wait_with_output().unwrap();
+    let out = a.wait();
     assert_eq!(
         stdout(&out).trim(),
         "A-END",

@@ -413,3 +413,23 @@ pub fn tool_or_say(test: &str, program: &str, ci_user_lacks_it: bool) -> bool {
     eprintln!("\n*** {test}: NOT RUN here — `{program}` is not installed for this user ***\n");
     false
 }
+
+/// A launcher that is killed (and its jail with it: `--die-with-parent`) if the test fails before it
+/// ends, so that no jail outlives its fixture.
+#[allow(dead_code)]
+pub struct Running(pub Option<std::process::Child>);
+
+impl Running {
+    pub fn wait(mut self) -> std::process::Output {
+        self.0.take().unwrap().wait_with_output().unwrap()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            signal(c.id(), nix::sys::signal::Signal::SIGKILL);
+            let _ = c.wait();
+        }
+    }
+}
