@@ -101,33 +101,6 @@ fn a_link_that_cannot_be_broken_is_bound_read_only() {
     );
 }
 
-/// A package as a tarball (npm's layout), with a `bin`.
-fn tarball(root: &Path) -> std::path::PathBuf {
-    let pkg = root.join("pkg/package");
-    std::fs::create_dir_all(&pkg).unwrap();
-    std::fs::write(
-        pkg.join("package.json"),
-        r#"{"name":"hello-cs","version":"1.0.0","bin":{"hello-cs":"bin.js"}}"#,
-    )
-    .unwrap();
-    std::fs::write(
-        pkg.join("bin.js"),
-        "#!/usr/bin/env node\nconsole.log('hello')\n",
-    )
-    .unwrap();
-    let tgz = root.join("hello-cs-1.0.0.tgz");
-    let st = Command::new("tar")
-        .args(["czf"])
-        .arg(&tgz)
-        .args(["-C"])
-        .arg(root.join("pkg"))
-        .arg("package")
-        .status()
-        .unwrap();
-    assert!(st.success());
-    tgz
-}
-
 /// The real pnpm, offline, from a local tarball: the workspace's `node_modules/.pnpm` files are
 /// hard links into `~/.local/share/pnpm/store`. A write through the workspace leaves the store and
 /// the human's other project (linked to the same store files) alone; the agent's own `pnpm install` works and links nothing.
@@ -138,7 +111,7 @@ fn pnpm_store_links_are_broken_and_the_agents_pnpm_install_still_works() {
         return;
     }
     let f = Fixture::new();
-    let tgz = tarball(&f.root);
+    let tgz = npm_tarball(&f.root, "hello");
     let pnpm = |dir: &Path| {
         let out = Command::new("pnpm")
             .args(["install", "--offline"])

@@ -188,28 +188,7 @@ fn npm_install_global_prefix_local_works_inside() {
         return;
     }
     let f = Fixture::new();
-    let pkg = f.root.join("pkg/package");
-    std::fs::create_dir_all(&pkg).unwrap();
-    std::fs::write(
-        pkg.join("package.json"),
-        r#"{"name":"hello-cs","version":"1.0.0","bin":{"hello-cs":"bin.js"}}"#,
-    )
-    .unwrap();
-    std::fs::write(
-        pkg.join("bin.js"),
-        "#!/usr/bin/env node\nconsole.log('hello from npm')\n",
-    )
-    .unwrap();
-    let tgz = f.root.join("hello-cs-1.0.0.tgz");
-    assert!(Command::new("tar")
-        .arg("czf")
-        .arg(&tgz)
-        .arg("-C")
-        .arg(f.root.join("pkg"))
-        .arg("package")
-        .status()
-        .unwrap()
-        .success());
+    let tgz = npm_tarball(&f.root, "hello from npm");
     let out = ok(&f.jail(&format!(
         "npm i -g --offline --no-audit --no-fund --prefix ~/.local {} >/dev/null && hello-cs",
         tgz.display()

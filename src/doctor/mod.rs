@@ -261,21 +261,13 @@ fn check_jail() -> Vec<Check> {
             "reinstall",
         )];
     };
-    let Ok(dir) = tempfile_dir() else {
+    let Some(out) = trial_launch(&exe, "jail", &["-v"], &[]) else {
         return vec![fail(
             "jail",
             "cannot create a throwaway workspace in /var/tmp",
             "make /var/tmp writable",
         )];
     };
-    let out = std::process::Command::new(&exe)
-        .args(["-v", "run", "--workspace"])
-        .arg(&dir)
-        .args(["--", "true"])
-        .current_dir(&dir)
-        .stdin(std::process::Stdio::null())
-        .output();
-    let _ = std::fs::remove_dir_all(&dir);
     match out {
         Ok(o) if o.status.success() => {
             let log = String::from_utf8_lossy(&o.stderr);
@@ -302,13 +294,31 @@ fn check_jail() -> Vec<Check> {
     }
 }
 
-fn tempfile_dir() -> std::io::Result<PathBuf> {
-    let d = PathBuf::from(format!(
-        "/var/tmp/claude-sandbox-doctor-{}",
+/// `claude-sandbox GLOBAL... run RUN... --workspace DIR -- true` in a throwaway workspace under
+/// /var/tmp (removed afterwards): the doctor's trial launches. `None`: no workspace could be made.
+pub(crate) fn trial_launch(
+    exe: &std::path::Path,
+    tag: &str,
+    global: &[&str],
+    run: &[&str],
+) -> Option<std::io::Result<std::process::Output>> {
+    let dir = PathBuf::from(format!(
+        "/var/tmp/claude-sandbox-doctor-{tag}-{}",
         std::process::id()
     ));
-    std::fs::create_dir(&d)?;
-    Ok(d)
+    std::fs::create_dir_all(&dir).ok()?;
+    let out = std::process::Command::new(exe)
+        .args(global)
+        .arg("run")
+        .args(run)
+        .arg("--workspace")
+        .arg(&dir)
+        .args(["--", "true"])
+        .current_dir(&dir)
+        .stdin(std::process::Stdio::null())
+        .output();
+    let _ = std::fs::remove_dir_all(&dir);
+    Some(out)
 }
 
 fn check_runtime() -> Vec<Check> {

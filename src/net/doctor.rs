@@ -60,21 +60,16 @@ pub(crate) fn check_network() -> Vec<Check> {
 
 /// `run --network none -- true` in a throwaway workspace.
 fn namespace_works() -> Check {
-    let (Ok(exe), Ok(dir)) = (std::env::current_exe(), throwaway()) else {
+    let out = std::env::current_exe()
+        .ok()
+        .and_then(|exe| crate::doctor::trial_launch(&exe, "net", &[], &["--network", "none"]));
+    let Some(out) = out else {
         return check(
             Mark::Fail,
             "cannot try a jail with its own network namespace (no binary or no /var/tmp)".into(),
             Some("make /var/tmp writable"),
         );
     };
-    let out = std::process::Command::new(exe)
-        .args(["run", "--network", "none", "--workspace"])
-        .arg(&dir)
-        .args(["--", "true"])
-        .current_dir(&dir)
-        .stdin(std::process::Stdio::null())
-        .output();
-    let _ = std::fs::remove_dir_all(&dir);
     match out {
         Ok(o) if o.status.success() => check(
             Mark::Pass,
@@ -91,13 +86,4 @@ fn namespace_works() -> Check {
         ),
         Err(e) => check(Mark::Fail, e.to_string(), Some("reinstall claude-sandbox")),
     }
-}
-
-fn throwaway() -> std::io::Result<std::path::PathBuf> {
-    let dir = std::path::PathBuf::from(format!(
-        "/var/tmp/claude-sandbox-doctor-net-{}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
 }

@@ -433,3 +433,31 @@ impl Drop for Running {
         }
     }
 }
+
+/// A package `hello-cs` 1.0.0 as npm's tarball under `root`, whose `bin` `hello-cs` prints `says`.
+#[allow(dead_code)]
+pub fn npm_tarball(root: &Path, says: &str) -> PathBuf {
+    let pkg = root.join("pkg/package");
+    std::fs::create_dir_all(&pkg).unwrap();
+    std::fs::write(
+        pkg.join("package.json"),
+        r#"{"name":"hello-cs","version":"1.0.0","bin":{"hello-cs":"bin.js"}}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        pkg.join("bin.js"),
+        format!("#!/usr/bin/env node\nconsole.log('{says}')\n"),
+    )
+    .unwrap();
+    let tgz = root.join("hello-cs-1.0.0.tgz");
+    let made = Command::new("tar")
+        .arg("czf")
+        .arg(&tgz)
+        .arg("-C")
+        .arg(root.join("pkg"))
+        .arg("package")
+        .status()
+        .unwrap();
+    assert!(made.success());
+    tgz
+}
