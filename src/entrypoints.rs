@@ -548,5 +548,6 @@ pub fn dedup(findings: Vec<Finding>) -> Vec<Finding> {
 }
 
 mod state;
+pub(crate) use state::state_scripts;
 #[cfg(test)]
 mod tests;

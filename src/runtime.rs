@@ -165,7 +165,11 @@ impl SessionDir {
         self.0.join("claude.json.orig")
     }
 
-    /// `baseline.json`: the session's baseline.
+    /// `statedir.json`: what `jail::statedir` made for the jail's own state directories.
+    pub(crate) fn state_record(&self) -> PathBuf {
+        self.0.join("statedir.json")
+    }
+
     /// The jail's own copies of git configs, bound into the jail (`jail::gitcopy`).
     pub(crate) fn git_copies(&self) -> PathBuf {
         self.0.join("git")
@@ -176,6 +180,7 @@ impl SessionDir {
         self.0.join("git-base")
     }
 
+    /// `baseline.json`: the session's baseline.
     pub(crate) fn baseline(&self) -> PathBuf {
         self.0.join("baseline.json")
     }

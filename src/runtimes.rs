@@ -53,6 +53,45 @@ pub(crate) struct StateDir {
     pub views: &'static [View],
     /// Entry points inside it, sealed read-only, a placeholder where missing (relative to `$HOME`).
     pub entry_points: &'static [StateEntry],
+    /// A directory of transcripts per project whose entries hold what steers later sessions there
+    /// (`jail::statedir`): in the jail only this session's projects are the human's, and `sealed`
+    /// in each is read-only.
+    pub per_project: Option<PerProject>,
+    /// SQLite stores the runtime keeps beside its other state: in the jail they live in a directory
+    /// of the jail's own (persistent, never read outside), named to the runtime by an environment
+    /// variable (`jail::statedir`).
+    pub jail_store: Option<JailStore>,
+}
+
+/// `StateDir::per_project`.
+#[derive(Debug)]
+pub(crate) struct PerProject {
+    /// Relative to the state directory.
+    pub dir: &'static str,
+    /// The project's directory name for a working directory.
+    pub slug: fn(&str) -> String,
+    /// Entries of a project's directory that are read-only in the jail, and why.
+    pub sealed: &'static [(&'static str, &'static str)],
+}
+
+/// `StateDir::jail_store`.
+#[derive(Debug)]
+pub(crate) struct JailStore {
+    /// Its name at the top of the jail's state directory.
+    pub name: &'static str,
+    /// The variable that points the runtime at it.
+    pub env: &'static str,
+}
+
+/// How a name on a measured allowlist is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Allowed {
+    /// A directory (written `name/` in the list): the human's own, bound writable.
+    Dir,
+    /// A file (a literal name): the jail's copy, carried back when the session ends.
+    File,
+    /// A `*`/`?` pattern (locks, temporary files of atomic saves): the jail's own, never carried out.
+    Pattern,
 }
 
 /// A directory of a state directory seen through a session-private view (`StateDir::views`).
@@ -116,36 +155,36 @@ pub(crate) const CLAUDE: Runtime = Runtime {
             measured: "2.1.197",
             names: &[
                 // Sessions, history and their indexes.
-                "projects",
-                "sessions",
+                "projects/",
+                "sessions/",
                 "history.jsonl",
-                "todos",
-                "tasks",
-                "teams",
-                "jobs",
-                "plans",
-                "file-history",
-                "session-env",
-                "paste-cache",
-                "image-cache",
-                "shares",
-                "uploads",
-                "backups",
+                "todos/",
+                "tasks/",
+                "teams/",
+                "jobs/",
+                "plans/",
+                "file-history/",
+                "session-env/",
+                "paste-cache/",
+                "image-cache/",
+                "shares/",
+                "uploads/",
+                "backups/",
                 // Credentials (saved by `<name>.tmp.<hex>` and rename) and their refresh lock.
                 ".credentials.json",
                 "hfi-auth.json",
                 "mcp-needs-auth-cache.json",
                 // Logs, telemetry, caches.
-                "statsig",
-                "telemetry",
-                "debug",
-                "traces",
-                "usage-data",
-                "startup-perf",
-                "feedback-bundles",
-                "dump-prompts",
-                "cache",
-                "ide",
+                "statsig/",
+                "telemetry/",
+                "debug/",
+                "traces/",
+                "usage-data/",
+                "startup-perf/",
+                "feedback-bundles/",
+                "dump-prompts/",
+                "cache/",
+                "ide/",
                 "stats-cache.json",
                 "gh-pr-status-cache.json",
                 "daemon.log",
@@ -161,6 +200,15 @@ pub(crate) const CLAUDE: Runtime = Runtime {
         },
         private: &["shell-snapshots"],
         views: &[],
+        per_project: Some(PerProject {
+            dir: "projects",
+            slug: claude_project_slug,
+            sealed: &[(
+                "memory",
+                "Claude Code: auto memory, read by every later session in this project",
+            )],
+        }),
+        jail_store: None,
         entry_points: &[
             ep(
                 ".claude/settings.json",
@@ -238,21 +286,16 @@ pub(crate) const CODEX: Runtime = Runtime {
                 "installation_id",
                 ".sandbox_migration",
                 ".personality_migration",
-                // SQLite stores (journals, WAL and shared memory beside each).
-                "*.sqlite",
-                "*.sqlite-journal",
-                "*.sqlite-wal",
-                "*.sqlite-shm",
-                "sessions",
-                "archived_sessions",
+                "sessions/",
+                "archived_sessions/",
                 "history.jsonl",
-                "thread-writer-locks",
-                "log",
+                "thread-writer-locks/",
+                "log/",
                 "version.json",
                 "models_cache.json",
-                "cache",
+                "cache/",
                 // Its own helpers (symlinks to its binary under a random name per process).
-                "tmp",
+                "tmp/",
                 "*.lock",
                 // Temporary files of atomic saves (`.tmpXXXXXX`).
                 ".tmp?*",
@@ -267,6 +310,13 @@ pub(crate) const CODEX: Runtime = Runtime {
             name: "skills",
             fresh: &[".system"],
         }],
+        per_project: None,
+        // Threads, logs, goals and memories (`memories_1.sqlite` steers later sessions): SQLite with
+        // WAL files made and removed beside each, which neither a copy nor a file bind keeps sound.
+        jail_store: Some(JailStore {
+            name: ".claude-sandbox-sqlite",
+            env: "CODEX_SQLITE_HOME",
+        }),
         entry_points: &[
             ep(
                 ".codex/config.toml",
@@ -316,8 +366,8 @@ pub(crate) const GEMINI: Runtime = Runtime {
             measured: "0.61.0",
             names: &[
                 // Chats, logs, checkpoints and plans per project (`tmp/<project>/`), shell history.
-                "tmp",
-                "history",
+                "tmp/",
+                "history/",
                 // The project registry (saved by `<name>.<uuid>.tmp` and rename, under a lock).
                 "projects.json",
                 "installation_id",
@@ -341,6 +391,8 @@ pub(crate) const GEMINI: Runtime = Runtime {
             name: "tmp/bin",
             fresh: &[],
         }],
+        per_project: None,
+        jail_store: None,
         entry_points: &[
             ep(
                 ".gemini/settings.json",
@@ -407,6 +459,8 @@ pub(crate) const CURSOR: Runtime = Runtime {
         writable: Writable::Unmeasured,
         private: &[],
         views: &[],
+        per_project: None,
+        jail_store: None,
         entry_points: &[
             ep(".cursor/hooks.json", EMPTY_JSON, "Cursor: hooks"),
             ep(
@@ -439,19 +493,21 @@ pub(crate) const OPENCODE: Runtime = Runtime {
                     "opencode.db-journal",
                     "opencode.db-wal",
                     "opencode.db-shm",
-                    "log",
-                    "snapshot",
-                    "storage",
-                    "tool-output",
-                    "worktree",
-                    "repos",
-                    "plans",
+                    "log/",
+                    "snapshot/",
+                    "storage/",
+                    "tool-output/",
+                    "worktree/",
+                    "repos/",
+                    "plans/",
                     "*.lock",
                     "*.tmp",
                 ],
             },
             private: &[],
             views: &[],
+            per_project: None,
+            jail_store: None,
             entry_points: &[],
         },
         StateDir {
@@ -464,13 +520,15 @@ pub(crate) const OPENCODE: Runtime = Runtime {
                     "kv.json",
                     "prompt-history.jsonl",
                     "frecency.jsonl",
-                    "locks",
+                    "locks/",
                     "*.lock",
                     "*.tmp",
                 ],
             },
             private: &[],
             views: &[],
+            per_project: None,
+            jail_store: None,
             entry_points: &[],
         },
     ],
@@ -492,6 +550,35 @@ pub(crate) const PI: Runtime = Runtime {
     hook_file: None,
     hosts: &[],
 };
+
+/// Claude Code's directory name for a project (`~/.claude/projects/<slug>`): the working directory
+/// with every character but ASCII letters and digits made `-`; past 200 characters, the first 200,
+/// `-` and a base-36 hash of the whole (a 32-bit string hash over UTF-16 code units).
+pub(crate) fn claude_project_slug(cwd: &str) -> String {
+    const MAX: usize = 200;
+    let slug: String = cwd
+        .encode_utf16()
+        .map(|u| match char::from_u32(u32::from(u)) {
+            Some(c) if c.is_ascii_alphanumeric() => c,
+            _ => '-',
+        })
+        .collect();
+    if slug.len() <= MAX {
+        return slug;
+    }
+    let mut h: i32 = 0;
+    for u in cwd.encode_utf16() {
+        h = h.wrapping_shl(5).wrapping_sub(h).wrapping_add(i32::from(u));
+    }
+    let mut n = h.unsigned_abs();
+    let mut digits = Vec::new();
+    while n > 0 || digits.is_empty() {
+        digits.push(char::from_digit(n % 36, 36).expect("a base-36 digit"));
+        n /= 36;
+    }
+    let hash: String = digits.iter().rev().collect();
+    format!("{}-{hash}", &slug[..MAX])
+}
 
 /// Every runtime.
 pub(crate) const ALL: &[&Runtime] = &[&CLAUDE, &CODEX, &GEMINI, &CURSOR, &OPENCODE, &PI];
@@ -548,6 +635,31 @@ impl StateDir {
                 }
             }
         }
+    }
+
+    /// How the allowlist gives `name`, if it does (`Unmeasured` gives nothing this way).
+    pub(crate) fn allowed(&self, name: &str) -> Option<Allowed> {
+        let Writable::Only { names, .. } = &self.writable else {
+            return None;
+        };
+        names
+            .iter()
+            .find(|p| crate::secrets::glob_match(p, name))
+            .map(|p| {
+                if p.contains(['*', '?']) {
+                    Allowed::Pattern
+                } else if p.ends_with('/') {
+                    Allowed::Dir
+                } else {
+                    Allowed::File
+                }
+            })
+    }
+
+    /// Whether the jail sees a top level of its own here (`jail::statedir`): a measured directory
+    /// directly under `$HOME`.
+    pub(crate) fn own_top_level(&self) -> bool {
+        self.measured().is_some() && !self.path.contains('/')
     }
 
     /// The version the allowlist was measured with, if it was.

@@ -63,7 +63,15 @@ fn allowlist_in_a_real_jail(seal: Option<&str>) {
     write(&claude.join("statusline.sh"), "echo status\n");
     write(&claude.join("skills/a/SKILL.md"), "# a\n");
     write(&claude.join("keybindings.json"), "{}\n");
-    write(&claude.join("projects/p/s.jsonl"), "{}\n");
+    // This workspace's project (Claude Code's name for it); other projects are not in the jail.
+    let slug: String =
+        f.ws.to_str()
+            .unwrap()
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+    let project = claude.join("projects").join(slug);
+    write(&project.join("s.jsonl"), "{}\n");
     write(&codex.join(".env"), "X=1\n");
     write(&codex.join("AGENTS.md"), "Be brief.\n");
     write(&codex.join("rules/default.rules"), "\n");
@@ -105,6 +113,7 @@ fn allowlist_in_a_real_jail(seal: Option<&str>) {
         codex.join("AGENTS.md"),
         codex.join("AGENTS.override.md"),
         codex.join("rules/default.rules"),
+        codex.join("state_5.sqlite"), // yours: the jail's stores are its own (`CODEX_SQLITE_HOME`)
         codex.join("prompts/x.md"),
         codex.join("skills/mine/SKILL.md"),
         gemini.join("GEMINI.md"),
@@ -114,11 +123,10 @@ fn allowlist_in_a_real_jail(seal: Option<&str>) {
         gemini.join("tmp/bin/rg"), // yours, in the view: read-only
     ];
     let allowed = [
-        claude.join("projects/p/s.jsonl"),
+        project.join("s.jsonl"),
         claude.join("history.jsonl"),
         claude.join(".credentials.json"),
         claude.join("todos/t.json"),
-        codex.join("state_5.sqlite"),
         codex.join("sessions/2026/rollout.jsonl"),
         codex.join("auth.json"),
         gemini.join("tmp/ws/chats/session.jsonl"),
@@ -176,13 +184,18 @@ fn agents_save_state_as_they_do_inside_the_jail() {
         "set -e; cd ~/.claude; echo '{}' > .credentials.json.tmp.0a1b2c3d; \
          mv .credentials.json.tmp.0a1b2c3d .credentials.json; mkdir .oauth_refresh.lock; \
          rmdir .oauth_refresh.lock; mkdir history.jsonl.lock; echo '{}' >> history.jsonl; \
-         rmdir history.jsonl.lock; cd ~/.codex; echo j > state_5.sqlite-journal; \
-         echo d > state_5.sqlite; rm state_5.sqlite-journal; echo SAVED",
+         rmdir history.jsonl.lock; cd \"$CODEX_SQLITE_HOME\"; echo j > state_5.sqlite-journal; \
+         echo d > state_5.sqlite; rm state_5.sqlite-journal; cd ~/.codex; echo '{}' > .tmpAbC123; \
+         mv .tmpAbC123 auth.json; echo SAVED",
     );
     assert!(stdout(&out).contains("SAVED"), "{}", stderr(&out));
     assert!(f.home.join(".claude/.credentials.json").is_file());
     assert!(f.home.join(".claude/history.jsonl").is_file());
-    assert!(f.home.join(".codex/state_5.sqlite").is_file());
+    assert!(f.home.join(".codex/auth.json").is_file());
+    assert!(
+        !f.home.join(".codex/state_5.sqlite").exists(),
+        "the jail's own store"
+    );
 }
 
 #[test]

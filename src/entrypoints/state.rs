@@ -33,6 +33,28 @@ pub(super) fn discover(home: &Path, holes: &[PathBuf]) -> Vec<Finding> {
             if !holes.iter().any(|h| dir.starts_with(h)) {
                 continue;
             }
+            let scripts = sd
+                .entry_points
+                .iter()
+                .filter(|e| matches!(e.stub, Stub::File(_)))
+                .flat_map(|e| named_scripts(rt.name, &home.join(e.rel), home));
+            if sd.own_top_level() {
+                // The jail's own top level (`jail::statedir`) holds the entry points, what the
+                // allowlist does not give and the scripts at its top: only scripts elsewhere, or
+                // below an allowlisted directory, are sealed one by one.
+                let at_top = |p: &Path| {
+                    p.strip_prefix(&dir).is_ok_and(|r| {
+                        let mut c = r.components();
+                        let first = c.next().map(|c| c.as_os_str().to_string_lossy());
+                        c.next().is_none()
+                            || first.is_some_and(|f| {
+                                sd.allowed(&f) != Some(crate::runtimes::Allowed::Dir)
+                            })
+                    })
+                };
+                out.extend(scripts.filter(|f| !at_top(&f.path)));
+                continue;
+            }
             for e in sd.entry_points {
                 out.push(Finding {
                     path: home.join(e.rel),
@@ -41,14 +63,20 @@ pub(super) fn discover(home: &Path, holes: &[PathBuf]) -> Vec<Finding> {
                 });
             }
             out.extend(not_allowed(rt.name, sd, &dir));
-            for e in sd.entry_points {
-                if let Stub::File(_) = e.stub {
-                    out.extend(named_scripts(rt.name, &home.join(e.rel), home));
-                }
-            }
+            out.extend(scripts);
         }
     }
     out
+}
+
+/// The paths the command lines of `sd`'s settings files name (`jail::statedir` seals those at its top).
+pub(crate) fn state_scripts(home: &Path, sd: &StateDir) -> Vec<PathBuf> {
+    sd.entry_points
+        .iter()
+        .filter(|e| matches!(e.stub, Stub::File(_)))
+        .flat_map(|e| named_scripts("", &home.join(e.rel), home))
+        .map(|f| f.path)
+        .collect()
 }
 
 /// Existing top-level entries of a measured state directory that its allowlist does not name.

@@ -141,6 +141,14 @@ fn home_and_writable(a: &mut Argv, policy: &Policy) {
                 }
                 a.flag("--remount-ro").path(&dest)
             }
+            HomeBind::State(binds) => {
+                let home = &policy.home;
+                for m in super::statedir::entry_mounts(home, &policy.session_home, &e.name, binds) {
+                    let how = if m.writable { "--bind" } else { "--ro-bind" };
+                    a.flag(how).path(&m.src).path(&m.dst);
+                }
+                continue;
+            }
         };
     }
     // bwrap 0.8 has no overlay: each cache is the jail's own directory, never the human's; a data

@@ -172,6 +172,7 @@ pub fn finish(session_dir: &Path, home: &Path, workspace: &Path) -> Vec<String> 
             }
         }
     }
+    notes.extend(super::statedir::finish(session_dir));
     notes.extend(super::gitcopy::finish(session_dir));
     if let Err(e) = std::fs::remove_dir_all(session_dir) {
         notes.push(format!("cannot remove {}: {e}", session_dir.display()));

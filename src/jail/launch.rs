@@ -328,6 +328,14 @@ fn execute(
         &plan.policy.home,
         record.to_string().as_bytes(),
     )?;
+    let states = super::statedir::of_policy(&plan.policy);
+    if let Err(e) = super::statedir::prepare(&session_dir, &plan.policy.home, &states) {
+        home::finish(&session_dir, &plan.policy.home, &plan.policy.workspace);
+        return Err(Error::io(
+            "making the jail's own agent state directories",
+            e,
+        ));
+    }
     // Allowlist mode: the proxy's socket is bound now (bwrap binds its directory into the jail) and
     // served once bwrap has started (the sealer is forked while the launcher has one thread).
     let mut proxy = match crate::net::proxy::for_policy(&plan.policy, runtime, &session.id) {

@@ -13,7 +13,9 @@
 //! - `layers`: caches as the jail's own persistent layers over the human's, read-only ones;
 //! - `launch`: `run` itself;
 //! - `nested`: `run` inside the jail runs the command directly, and says so;
-//! - `statesweep`: new names off an agent state directory's allowlist, quarantined at the end.
+//! - `statedir`: the jail's own top level of `~/.claude`, `~/.codex`, `~/.gemini` (allowlisted
+//!   directories yours, the rest read-only, allowlisted files copies carried back at the end);
+//! - `statesweep`: new names off a nested state directory's allowlist, quarantined at the end.
 
 pub mod args;
 pub mod exec;
@@ -30,4 +32,5 @@ pub mod policy;
 pub mod seal;
 pub mod seccomp;
 pub(crate) mod sockets;
+pub(crate) mod statedir;
 pub(crate) mod statesweep;

@@ -127,12 +127,14 @@ impl Plan {
         p.writable
             .iter()
             .cloned()
-            .chain(
-                p.home_entries
-                    .iter()
-                    .filter(|e| e.bind == HomeBind::Writable)
-                    .map(|e| p.home.join(&e.name)),
-            )
+            .chain(p.home_entries.iter().flat_map(|e| {
+                let dir = p.home.join(&e.name);
+                match &e.bind {
+                    HomeBind::Writable => vec![dir],
+                    HomeBind::State(binds) => super::statedir::writable_paths(&dir, binds),
+                    _ => Vec::new(),
+                }
+            }))
             .collect()
     }
 
@@ -291,6 +293,29 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
     } else {
         ws.clone()
     };
+    // The measured agent state directories at the top of `$HOME`: the jail's own (`statedir`).
+    for e in home_entries.iter_mut() {
+        if e.bind != HomeBind::Writable {
+            continue;
+        }
+        let Some(sd) = crate::runtimes::state_dirs()
+            .find(|s| s.own_top_level() && std::ffi::OsStr::new(s.path) == e.name)
+        else {
+            continue;
+        };
+        let real = home.join(sd.path);
+        let binds = super::statedir::classify(
+            sd,
+            &super::statedir::listing(&real),
+            &super::statedir::projects(sd, &chdir, &ws),
+            &super::statedir::named_top_names(&home, sd),
+            super::statedir::store_path(&home, &input.env, sd).as_deref(),
+        );
+        if let Some(js) = &sd.jail_store {
+            setenv.push((js.env.into(), real.join(js.name).to_string_lossy().into()));
+        }
+        e.bind = HomeBind::State(binds);
+    }
     let policy_home = home.clone();
     let policy = Policy {
         bwrap: input.bwrap.clone(),
@@ -453,8 +478,12 @@ fn state_private(
             .chain(sd.views.iter().map(|v| (v.name, Some(v.fresh))));
         for (rel, fresh) in wanted {
             let p = dir.join(rel);
+            // At the top of the jail's own directory the mount point is the jail's (`statedir`).
+            let own_top = sd.own_top_level() && !rel.contains('/');
             // Through a symlink the mount would land elsewhere: left as it is.
-            if p.ancestors()
+            if own_top {
+            } else if p
+                .ancestors()
                 .any(|a| a.starts_with(&dir) && a != dir && is_symlink(a))
             {
                 warnings.push(format!(
@@ -464,6 +493,7 @@ fn state_private(
                 continue;
             }
             match std::fs::symlink_metadata(&p) {
+                _ if own_top => {}
                 Ok(m) if m.is_dir() => {}
                 Ok(_) => {
                     warnings.push(format!(

@@ -18,6 +18,9 @@ pub enum HomeBind {
     /// A read-only tmpfs holding read-only binds of these children only, as they were at launch: a
     /// directory where sockets appear later (`~/.ssh`, `~/.gnupg`; see `sockets`).
     Filtered(Vec<OsString>),
+    /// A measured agent state directory: a directory of the jail's own in the session's `$HOME`,
+    /// holding these (see `statedir`).
+    State(Vec<super::statedir::StateBind>),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

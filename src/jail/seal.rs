@@ -134,6 +134,11 @@ pub fn seal_ops(policy: &Policy, git_copies: &[super::gitcopy::GitCopy]) -> Vec<
                 ops.extend(keep.iter().map(|n| bind(&dst.join(n), &dst.join(n), false)));
                 ops.push(SealOp::RemountReadOnly(dst));
             }
+            HomeBind::State(binds) => {
+                let (home, own) = (&policy.home, &policy.session_home);
+                let mounts = super::statedir::entry_mounts(home, own, &e.name, binds);
+                ops.extend(mounts.iter().map(|m| bind(&m.src, &m.dst, m.writable)));
+            }
         }
     }
     // The layers before the writable roots: a hole inside one (`~/.local/bin`) is bound over it.

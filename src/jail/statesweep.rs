@@ -28,7 +28,7 @@ pub struct Listing {
 /// The listings of the measured state directories among `holes` (missing ones list as empty).
 pub(crate) fn listings(home: &Path, holes: &[PathBuf]) -> Vec<Listing> {
     runtimes::state_dirs()
-        .filter(|sd| sd.measured().is_some())
+        .filter(|sd| sd.measured().is_some() && !sd.own_top_level())
         .map(|sd| home.join(sd.path))
         .filter(|dir| holes.contains(dir))
         .map(|dir| Listing {

@@ -1,0 +1,485 @@
+//! The jails own top level of each measured agent state directory (`~/.claude`, `~/.codex`,
+//! `~/.gemini`): default deny in the one hole the agents need most.
+//!
+//! Guards against three things a writable top level let through. A seal on a settings file
+//! detached when the human's own agent (an IDE extension, a terminal outside the wrapper) saved it
+//! by writing a temporary file and renaming it over: the bind stayed on the old inode and the new
+//! file was writable in the jail. A new name the agent made there (`~/.claude/.config.json`, which
+//! Claude Code takes as its whole configuration) was readable by an unjailed agent until the
+//! session's end. And what steers later sessions lay in writable places: Claude Code's auto memory
+//! (`projects/<project>/memory/`), Codex's `memories_1.sqlite`.
+//!
+//! So in the jail the state directory is a directory of the session's own (in the private `$HOME`):
+//! the human's directories on the allowlist are bound into it writable (the agent's transcripts and
+//! sessions stay yours), everything else of yours read-only, missing entry points are read-only
+//! stubs of the jail's own, and the allowlisted *files* (credentials, history) are copies carried
+//! back when the session ends — only if yours did not change meanwhile (a history file gets the
+//! jail's new lines appended). A rename in your directory touches no dentry the jail has a mount
+//! on. New names are the session's: allowlisted directories the agent made are copied out at the end,
+//! anything else is moved to the quarantine with an alert (restorable). Claude Code's `projects/`
+//! holds only this session's projects (yours, bound writable; their `memory/` read-only); Codex's
+//! SQLite stores live in a directory of the jail's own (`CODEX_SQLITE_HOME`), never read outside.
+
+use crate::entrypoints::Stub;
+use crate::runtimes::{Access, Allowed, StateDir};
+use serde::{Deserialize, Serialize};
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+mod finish;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use finish::finish;
+
+/// The largest allowlisted file copied in (larger ones are bound writable: saved in place only).
+const MAX_COPY: u64 = 64 << 20;
+
+/// How one top-level name of a state directory appears in the jail's own directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "how", content = "with")]
+pub enum How {
+    /// Yours, bound writable: a directory on the allowlist (or a file too large to copy).
+    Writable,
+    /// Yours, bound read-only: not on the allowlist, or a script your settings run.
+    ReadOnly,
+    /// A file on the allowlist: the jail's copy, carried back at the end.
+    Copied,
+    /// A missing entry point: an empty stub of the jail's own, read-only.
+    Stub(Stub),
+    /// The same symbolic link.
+    Symlink(PathBuf),
+    /// An empty directory where a private tmpfs or a view is mounted (`runtimes::StateDir`).
+    MountPoint,
+    /// The per-project directory: the jail's own, holding only these projects, yours, writable.
+    Projects(Vec<String>),
+    /// The jail's own persistent store (`runtimes::JailStore`), bound writable from here.
+    Store(PathBuf),
+}
+
+/// One top-level name of the jail's own state directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StateBind {
+    #[serde(serialize_with = "lossy")]
+    pub name: OsString,
+    pub how: How,
+}
+
+fn lossy<S: serde::Serializer>(n: &OsString, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&n.to_string_lossy())
+}
+
+/// What the human's directory holds under one name (read without following links).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Dir,
+    File { size: u64 },
+    Symlink(PathBuf),
+    Other,
+}
+
+/// The human's top level of `dir` (empty when it does not exist).
+pub(crate) fn listing(dir: &Path) -> Vec<(OsString, Kind)> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(OsString, Kind)> = rd
+        .flatten()
+        .map(|e| {
+            let kind = match e.path().symlink_metadata() {
+                Ok(m) if m.is_dir() => Kind::Dir,
+                Ok(m) if m.is_file() => Kind::File { size: m.len() },
+                Ok(m) if m.file_type().is_symlink() => {
+                    Kind::Symlink(std::fs::read_link(e.path()).unwrap_or_default())
+                }
+                _ => Kind::Other,
+            };
+            (e.file_name(), kind)
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// The jail's top level for `sd`, given the human's listing, the projects of this session and the
+/// top-level names the sealed settings name as scripts. Pure.
+pub(crate) fn classify(
+    sd: &StateDir,
+    seen: &[(OsString, Kind)],
+    projects: &[String],
+    named: &[OsString],
+    store: Option<&Path>,
+) -> Vec<StateBind> {
+    let mut out = Vec::new();
+    let mut push = |name: &OsStr, how: How| {
+        if !out.iter().any(|b: &StateBind| b.name == name) {
+            out.push(StateBind {
+                name: name.to_owned(),
+                how,
+            });
+        }
+    };
+    if let (Some(js), Some(dir)) = (&sd.jail_store, store) {
+        push(OsStr::new(js.name), How::Store(dir.to_path_buf()));
+    }
+    if let Some(pp) = &sd.per_project {
+        push(OsStr::new(pp.dir), How::Projects(projects.to_vec()));
+    }
+    for (name, kind) in seen {
+        let how = match (name.to_str(), kind) {
+            (_, Kind::Other) => continue, // a socket or FIFO: not in the jail
+            (_, Kind::Symlink(target)) => How::Symlink(target.clone()),
+            (_, _) if named.contains(name) => How::ReadOnly,
+            (None, _) => How::ReadOnly, // no runtime writes a name that is not UTF-8
+            (Some(n), _) => match (sd.access(n), sd.allowed(n), kind) {
+                (Access::Private | Access::View, _, _) => How::MountPoint,
+                (Access::ReadOnly, _, _) => How::ReadOnly,
+                (Access::Writable, _, Kind::Dir) => How::Writable,
+                (Access::Writable, Some(Allowed::File), Kind::File { size })
+                    if *size <= MAX_COPY =>
+                {
+                    How::Copied
+                }
+                (Access::Writable, Some(Allowed::Pattern), Kind::File { .. }) => How::Copied,
+                (Access::Writable, _, _) => How::Writable,
+            },
+        };
+        push(name, how);
+    }
+    for rel in sd
+        .private
+        .iter()
+        .copied()
+        .chain(sd.views.iter().map(|v| v.name))
+    {
+        if !rel.contains('/') {
+            push(OsStr::new(rel), How::MountPoint);
+        }
+    }
+    for e in sd.entry_points {
+        let Some(top) = top_name(sd, e.rel) else {
+            continue;
+        };
+        push(OsStr::new(top), How::Stub(e.stub));
+    }
+    for n in named {
+        push(n, How::Stub(Stub::Dir));
+    }
+    out
+}
+
+/// The top-level name of an entry point `rel` (relative to `$HOME`) directly in `sd`.
+fn top_name<'a>(sd: &StateDir, rel: &'a str) -> Option<&'a str> {
+    let r = rel.strip_prefix(sd.path)?.strip_prefix('/')?;
+    (!r.is_empty() && !r.contains('/')).then_some(r)
+}
+
+/// The names at the top of `sd` that the command lines of its sealed settings name as scripts
+/// (deeper ones lie in a read-only entry or a view, or are sealed one by one: `entrypoints`).
+pub(crate) fn named_top_names(home: &Path, sd: &StateDir) -> Vec<OsString> {
+    let dir = home.join(sd.path);
+    let mut out: Vec<OsString> = crate::entrypoints::state_scripts(home, sd)
+        .into_iter()
+        .filter(|p| p.parent() == Some(dir.as_path()))
+        .filter_map(|p| p.file_name().map(OsStr::to_owned))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The jail's own persistent store for `sd`, if it has one (beside the layer store, hidden like it
+/// is not needed: nothing outside reads it).
+pub(crate) fn store_path(home: &Path, env: &[(String, String)], sd: &StateDir) -> Option<PathBuf> {
+    let js = sd.jail_store.as_ref()?;
+    let layers = super::layers::store_dir(home, env);
+    let base = layers.parent().unwrap_or(&layers).join("state");
+    Some(base.join(format!("{}{}", sd.path.trim_start_matches('.'), js.name)))
+}
+
+/// The projects this session's agent keeps transcripts under: the working directory's and the
+/// workspace's.
+pub(crate) fn projects(sd: &StateDir, chdir: &Path, workspace: &Path) -> Vec<String> {
+    let Some(pp) = &sd.per_project else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = [chdir, workspace]
+        .iter()
+        .map(|p| (pp.slug)(&p.to_string_lossy()))
+        .collect();
+    out.dedup();
+    out
+}
+
+/// Host paths the jail can write through `binds` of the state directory `dir`.
+pub(crate) fn writable_paths(dir: &Path, binds: &[StateBind]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for b in binds {
+        match &b.how {
+            How::Writable => out.push(dir.join(&b.name)),
+            How::Projects(slugs) => out.extend(slugs.iter().map(|s| dir.join(&b.name).join(s))),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// A mount the jail's own state directory needs, after the session's `$HOME` is in place: `src`
+/// (a host path) at `dst` (a jail path).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Mount {
+    pub src: PathBuf,
+    pub dst: PathBuf,
+    pub writable: bool,
+}
+
+/// The mounts of one state directory (`real`: the human's, which is also its path in the jail;
+/// `own`: the jail's own directory on the host).
+pub(crate) fn mounts(real: &Path, own: &Path, binds: &[StateBind], sd: &StateDir) -> Vec<Mount> {
+    let mut out = Vec::new();
+    let m = |src: PathBuf, dst: PathBuf, writable| Mount { src, dst, writable };
+    for b in binds {
+        let (yours, jail) = (real.join(&b.name), real.join(&b.name));
+        match &b.how {
+            How::Writable => out.push(m(yours, jail, true)),
+            How::ReadOnly => out.push(m(yours, jail, false)),
+            How::Stub(_) => out.push(m(own.join(&b.name), jail, false)),
+            How::Store(dir) => out.push(m(dir.clone(), jail, true)),
+            How::Projects(slugs) => {
+                for s in slugs {
+                    out.push(m(yours.join(s), jail.join(s), true));
+                    for (name, _) in sd.per_project.iter().flat_map(|p| p.sealed) {
+                        out.push(m(yours.join(s).join(name), jail.join(s).join(name), false));
+                    }
+                }
+            }
+            How::Copied | How::Symlink(_) | How::MountPoint => {}
+        }
+    }
+    out
+}
+
+/// The mounts of the `$HOME` entry `name` seen as `binds` (`policy::HomeBind::State`).
+pub(crate) fn entry_mounts(
+    home: &Path,
+    session_home: &Path,
+    name: &OsStr,
+    binds: &[StateBind],
+) -> Vec<Mount> {
+    match crate::runtimes::state_dirs().find(|s| OsStr::new(s.path) == name) {
+        Some(sd) => mounts(&home.join(name), &session_home.join(name), binds, sd),
+        None => Vec::new(),
+    }
+}
+
+/// What `prepare` did, kept in the session directory for `finish` (also after a launcher died).
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub(crate) struct Record {
+    pub dirs: Vec<DirRecord>,
+}
+
+/// One state directory's record.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct DirRecord {
+    /// Relative to `$HOME` (the runtime's `StateDir::path`).
+    pub rel: String,
+    /// The human's directory.
+    pub real: PathBuf,
+    /// Names the launcher put in the jail's directory (mount points, stubs, links, the store):
+    /// never carried out.
+    pub made: Vec<OsString>,
+    /// The files copied in: their stamp in the jail's copy and in yours, at launch.
+    pub copied: Vec<Copied>,
+    /// Directories the launcher made in yours, removed again if left empty.
+    pub created: Vec<PathBuf>,
+    /// The per-project directory's name and the projects bound in it.
+    pub projects: Option<(OsString, Vec<String>)>,
+}
+
+/// A file copied into the jail.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct Copied {
+    pub name: OsString,
+    pub jail: Stamp,
+    pub yours: Stamp,
+}
+
+/// Enough of a file's `stat` to tell that it changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Stamp {
+    pub ino: u64,
+    pub size: u64,
+    pub mtime: i64,
+    pub mtime_nsec: i64,
+    pub ctime: i64,
+    pub ctime_nsec: i64,
+}
+
+impl Stamp {
+    pub(crate) fn of(m: &std::fs::Metadata) -> Stamp {
+        Stamp {
+            ino: m.ino(),
+            size: m.size(),
+            mtime: m.mtime(),
+            mtime_nsec: m.mtime_nsec(),
+            ctime: m.ctime(),
+            ctime_nsec: m.ctime_nsec(),
+        }
+    }
+}
+
+/// The state directories `policy` gives the jail its own top level of, with their binds.
+pub(crate) fn of_policy(policy: &super::policy::Policy) -> Vec<(&'static StateDir, &[StateBind])> {
+    policy
+        .home_entries
+        .iter()
+        .filter_map(|e| match &e.bind {
+            super::policy::HomeBind::State(b) => crate::runtimes::state_dirs()
+                .find(|s| OsStr::new(s.path) == e.name)
+                .map(|sd| (sd, b.as_slice())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Make the jail's own directory of each state directory in `$HOME` entries `states` (in the
+/// session's `$HOME`), the human's directories its binds need, and the record `finish` reads.
+pub(crate) fn prepare(
+    session_dir: &Path,
+    home: &Path,
+    states: &[(&'static StateDir, &[StateBind])],
+) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    let session = crate::runtime::SessionDir::at(session_dir.to_path_buf());
+    let session_home = session.home();
+    let mkdir = |p: &Path| {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(p)
+    };
+    let mut record = Record::default();
+    for (sd, binds) in states {
+        let real = home.join(sd.path);
+        let own = session_home.join(sd.path);
+        mkdir(&own)?;
+        let mut r = DirRecord {
+            rel: sd.path.to_string(),
+            real: real.clone(),
+            made: Vec::new(),
+            copied: Vec::new(),
+            created: Vec::new(),
+            projects: None,
+        };
+        for b in binds.iter() {
+            let (yours, mine) = (real.join(&b.name), own.join(&b.name));
+            match &b.how {
+                How::Copied => match copy_in(&yours, &mine) {
+                    Ok(c) => r.copied.push(Copied {
+                        name: b.name.clone(),
+                        jail: c.0,
+                        yours: c.1,
+                    }),
+                    // Gone or replaced since planning: the session starts without it.
+                    Err(e) => tracing::info!("{} not copied into the jail: {e}", yours.display()),
+                },
+                How::Symlink(target) => {
+                    std::os::unix::fs::symlink(target, &mine)?;
+                    r.made.push(b.name.clone());
+                }
+                How::Stub(Stub::File(text)) => {
+                    std::fs::write(&mine, text)?;
+                    r.made.push(b.name.clone());
+                }
+                How::Writable | How::ReadOnly => {
+                    // The mount point, like its source (a file or a directory).
+                    if yours.is_dir() {
+                        mkdir(&mine)?;
+                    } else {
+                        std::fs::File::create(&mine)?;
+                    }
+                    r.made.push(b.name.clone());
+                }
+                How::Stub(Stub::Dir) | How::MountPoint => {
+                    mkdir(&mine)?;
+                    r.made.push(b.name.clone());
+                }
+                How::Store(dir) => {
+                    mkdir(dir)?;
+                    mkdir(&mine)?;
+                    r.made.push(b.name.clone());
+                }
+                How::Projects(slugs) => {
+                    for s in slugs {
+                        let project = yours.join(s);
+                        for p in [&yours, &project] {
+                            if std::fs::symlink_metadata(p).is_err() {
+                                mkdir(p)?;
+                                r.created.push(p.clone());
+                            }
+                        }
+                        mkdir(&mine.join(s))?;
+                        for (name, _) in sd.per_project.iter().flat_map(|p| p.sealed) {
+                            let sealed = project.join(name);
+                            if std::fs::symlink_metadata(&sealed).is_err() {
+                                mkdir(&sealed)?;
+                                r.created.push(sealed);
+                            }
+                            mkdir(&mine.join(s).join(name))?;
+                        }
+                    }
+                    r.made.push(b.name.clone());
+                    r.projects = Some((b.name.clone(), slugs.clone()));
+                }
+            }
+        }
+        record.dirs.push(r);
+    }
+    let text = serde_json::to_vec(&record).map_err(std::io::Error::other)?;
+    std::fs::write(session.state_record(), text)
+}
+
+/// Copy the regular file `from` (not following a link) to `to`, with its permission bits; the
+/// stamps of the copy and of the original.
+fn copy_in(from: &Path, to: &Path) -> std::io::Result<(Stamp, Stamp)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let src = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(from)?;
+    let meta = src.metadata()?;
+    if !meta.is_file() || meta.len() > MAX_COPY {
+        return Err(std::io::Error::other("not a regular file of sane size"));
+    }
+    let mut dst = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(meta.mode() & 0o777)
+        .open(to)?;
+    std::io::copy(&mut std::io::Read::take(&src, MAX_COPY), &mut dst)?;
+    Ok((Stamp::of(&dst.metadata()?), Stamp::of(&meta)))
+}
+
+/// Whether `name` is a lock or temporary name of the allowlist (never carried out, never alerted).
+pub(crate) fn is_scratch(sd: &StateDir, name: &OsStr) -> bool {
+    name.to_str()
+        .is_some_and(|n| sd.allowed(n) == Some(Allowed::Pattern))
+}
+
+/// For `hook`: whether `rel` (relative to a state directory) is a per-project entry the jail keeps
+/// read-only, and why.
+pub(crate) fn sealed_in_project(sd: &StateDir, rel: &Path) -> Option<&'static str> {
+    let pp = sd.per_project.as_ref()?;
+    let mut c = rel.components().map(|c| c.as_os_str().as_bytes());
+    if c.next()? != pp.dir.as_bytes() {
+        return None;
+    }
+    let _project = c.next()?;
+    let entry = c.next()?;
+    pp.sealed
+        .iter()
+        .find(|(n, _)| n.as_bytes() == entry)
+        .map(|(_, why)| *why)
+}

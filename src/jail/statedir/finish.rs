@@ -1,0 +1,345 @@
+//! The end of a session for the jail's own state directories: what the agent wrote there that is
+//! agent state is carried to yours; anything else goes to the quarantine, with an alert.
+//!
+//! Everything here is read from a directory the agent shaped: nothing is followed (a symlink is
+//! carried as a symlink, never read through), files are regular and of sane size, and a file of
+//! yours that changed during the session is never overwritten by the jail's copy.
+
+use super::{Copied, DirRecord, Record, Stamp, MAX_COPY};
+use crate::runtimes::{self, Allowed, StateDir};
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// The most entries and bytes carried out of one new directory (a session's transcripts are far
+/// below; a larger tree is the agent filling your disk, and is left in the quarantine's stead).
+const MAX_TREE_ENTRIES: usize = 20_000;
+const MAX_TREE_BYTES: u64 = 512 << 20;
+
+/// Carry the jail's agent state out, quarantine the rest, remove the directories made for the
+/// session if left empty. Returns notes for the human.
+pub(crate) fn finish(session_dir: &Path) -> Vec<String> {
+    let session = crate::runtime::SessionDir::at(session_dir.to_path_buf());
+    let Ok(text) = std::fs::read(session.state_record()) else {
+        return Vec::new();
+    };
+    let record: Record = match serde_json::from_slice(&text) {
+        Ok(r) => r,
+        Err(e) => return vec![format!("the state directories' record is unreadable: {e}")],
+    };
+    let mut notes = Vec::new();
+    for d in &record.dirs {
+        let Some(sd) = runtimes::state_dirs().find(|s| s.path == d.rel) else {
+            continue;
+        };
+        let own = session.home().join(&d.rel);
+        finish_one(session_dir, sd, d, &own, &mut notes);
+        for c in d.created.iter().rev() {
+            let _ = std::fs::remove_dir(c); // only if left empty
+        }
+    }
+    notes
+}
+
+fn finish_one(
+    session_dir: &Path,
+    sd: &StateDir,
+    d: &DirRecord,
+    own: &Path,
+    notes: &mut Vec<String>,
+) {
+    match std::fs::symlink_metadata(own) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            notes.push(format!(
+                "the jail replaced its {} by something else: nothing carried out",
+                d.real.display()
+            ));
+            return;
+        }
+        Err(_) => return,
+    }
+    let Ok(rd) = std::fs::read_dir(own) else {
+        return;
+    };
+    let mut names: Vec<OsString> = rd.flatten().map(|e| e.file_name()).collect();
+    names.sort();
+    for name in names {
+        let copied = d.copied.iter().find(|c| c.name == name);
+        if let Some((pname, slugs)) = d.projects.as_ref().filter(|(p, _)| *p == name) {
+            finish_projects(session_dir, sd, d, &own.join(pname), slugs, notes);
+            continue;
+        }
+        if copied.is_none() && d.made.contains(&name) {
+            continue;
+        }
+        if super::is_scratch(sd, &name) {
+            continue;
+        }
+        let (from, to) = (own.join(&name), d.real.join(&name));
+        let allowed = name.to_str().and_then(|n| sd.allowed(n));
+        let meta = std::fs::symlink_metadata(&from).ok();
+        match (allowed, meta) {
+            (_, None) => {}
+            (Some(Allowed::File), Some(m)) if m.is_file() => {
+                if let Err(e) = carry_file(&from, &to, copied) {
+                    notes.push(format!(
+                        "{}: the jail's copy was not carried back: {e}",
+                        to.display()
+                    ));
+                }
+            }
+            (Some(Allowed::Dir), Some(m)) if m.is_dir() && d.made.contains(&name) => {}
+            (Some(Allowed::Dir), Some(m)) if m.is_dir() => {
+                let mut budget = Budget::default();
+                if let Err(e) = copy_tree(&from, &to, &mut budget) {
+                    notes.push(format!("{}: not all carried out: {e}", to.display()));
+                }
+            }
+            _ => quarantine(session_dir, own, &name, &to, notes),
+        }
+    }
+}
+
+/// New projects the agent wrote under the per-project directory: carried out but for their sealed
+/// entries (auto memory), which are quarantined.
+fn finish_projects(
+    session_dir: &Path,
+    sd: &StateDir,
+    d: &DirRecord,
+    own: &Path,
+    slugs: &[String],
+    notes: &mut Vec<String>,
+) {
+    let Some(pp) = &sd.per_project else { return };
+    let real = d.real.join(pp.dir);
+    let Ok(rd) = std::fs::read_dir(own) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        if slugs.iter().any(|s| OsStr::new(s) == name) {
+            continue; // yours, bound: written in place
+        }
+        let project = own.join(&name);
+        if !project.symlink_metadata().is_ok_and(|m| m.is_dir()) {
+            quarantine(session_dir, own, &name, &real.join(&name), notes);
+            continue;
+        }
+        for (sealed, _) in pp.sealed {
+            if project.join(sealed).symlink_metadata().is_ok() {
+                quarantine(
+                    session_dir,
+                    &project,
+                    OsStr::new(sealed),
+                    &real.join(&name).join(sealed),
+                    notes,
+                );
+            }
+        }
+        let mut budget = Budget::default();
+        if let Err(e) = copy_tree(&project, &real.join(&name), &mut budget) {
+            notes.push(format!(
+                "{}: not all carried out: {e}",
+                real.join(&name).display()
+            ));
+        }
+    }
+}
+
+/// Move `dir/name` to the quarantine, recorded as `shown` (where `restore` puts it), and alert.
+fn quarantine(session_dir: &Path, dir: &Path, name: &OsStr, shown: &Path, notes: &mut Vec<String>) {
+    let session = crate::runtime::SessionDir::at(session_dir.to_path_buf());
+    let Some((runtime, id)) = session.runtime_and_id() else {
+        return;
+    };
+    let reason = format!(
+        "written by the agent in the jail's own {}, not agent state on the writable allowlist \
+         (docs/runtimes.md): it never reached yours; restore it if you want it there",
+        shown.parent().unwrap_or(shown).display()
+    );
+    let qid = match crate::quarantine::quarantine_as(runtime.root(), dir, name, shown, &reason) {
+        Ok(Some(rec)) => Some(rec.id),
+        Ok(None) => return,
+        Err(e) => {
+            notes.push(format!("{}: quarantine failed: {e}", shown.display()));
+            None
+        }
+    };
+    let alert = crate::alerts::Alert {
+        id: crate::alerts::new_id("a"),
+        time: crate::alerts::now_rfc3339(),
+        severity: crate::alerts::Severity::High,
+        kind: "agent-state-not-allowed".into(),
+        path: shown.to_path_buf(),
+        detail: reason,
+        action: if qid.is_some() {
+            "quarantined"
+        } else {
+            "alerted"
+        }
+        .into(),
+        quarantine_id: qid,
+        sha256: None,
+        session: id.to_string_lossy().into_owned(),
+        fingerprint: format!(
+            "agent-state-not-allowed:{}:{}",
+            shown.display(),
+            id.to_string_lossy()
+        ),
+    };
+    if let Err(e) = crate::alerts::Store::new(runtime.root()).add(&alert) {
+        notes.push(format!("recording an alert for {}: {e}", shown.display()));
+    }
+}
+
+/// Why a file was not carried back.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum NotCarried {
+    #[error("the jail's file is not a regular file of at most {} MiB", MAX_COPY >> 20)]
+    NotRegular,
+    #[error("yours changed during the session: yours is kept")]
+    ChangedOutside,
+    #[error("yours is not a regular file: left alone")]
+    YoursNotRegular,
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Carry the jail's `from` to your `to`: replace yours when it is as it was at launch (or still
+/// missing); append the jail's new lines to a history (`*.jsonl`) that both sides wrote; else
+/// keep yours.
+pub(super) fn carry_file(
+    from: &Path,
+    to: &Path,
+    copied: Option<&Copied>,
+) -> Result<(), NotCarried> {
+    let src = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(from)
+        .map_err(|_| NotCarried::NotRegular)?;
+    let meta = src.metadata()?;
+    if !meta.is_file() || meta.len() > MAX_COPY {
+        return Err(NotCarried::NotRegular);
+    }
+    if let Some(c) = copied {
+        if Stamp::of(&meta) == c.jail {
+            return Ok(()); // unchanged in the jail
+        }
+    }
+    let yours = std::fs::symlink_metadata(to).ok();
+    let as_at_launch = match (&yours, copied) {
+        (None, None) => true,
+        (Some(m), Some(c)) => m.is_file() && Stamp::of(m) == c.yours,
+        _ => false,
+    };
+    if yours.as_ref().is_some_and(|m| !m.is_file()) {
+        return Err(NotCarried::YoursNotRegular);
+    }
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::Read::take(&src, MAX_COPY), &mut bytes)?;
+    if as_at_launch {
+        return replace(to, &bytes, meta.mode() & 0o777);
+    }
+    let history = to.extension().is_some_and(|e| e == "jsonl");
+    match copied {
+        Some(c) if history && bytes.len() as u64 > c.jail.size => {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+                .open(to)?;
+            f.write_all(&bytes[c.jail.size as usize..])?;
+            Ok(())
+        }
+        _ => Err(NotCarried::ChangedOutside),
+    }
+}
+
+/// Write `bytes` over `to` by a temporary file beside it and a rename.
+fn replace(to: &Path, bytes: &[u8], mode: u32) -> Result<(), NotCarried> {
+    use std::io::Write;
+    let dir = to.parent().unwrap_or(Path::new("/"));
+    let mut tmp_name = b".".to_vec();
+    tmp_name.extend_from_slice(to.file_name().unwrap_or_default().as_bytes());
+    tmp_name.extend_from_slice(format!(".claude-sandbox.{}", std::process::id()).as_bytes());
+    let tmp = dir.join(OsStr::from_bytes(&tmp_name));
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&tmp)?;
+    f.write_all(bytes)?;
+    drop(f);
+    std::fs::rename(&tmp, to).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })?;
+    Ok(())
+}
+
+#[derive(Default)]
+struct Budget {
+    entries: usize,
+    bytes: u64,
+}
+
+/// Copy the tree `from` (never following a link) into `to`, adding what `to` lacks; files `to`
+/// already has are left as they are.
+fn copy_tree(from: &Path, to: &Path, budget: &mut Budget) -> std::io::Result<()> {
+    let meta = std::fs::symlink_metadata(from)?;
+    budget.entries += 1;
+    if budget.entries > MAX_TREE_ENTRIES || budget.bytes > MAX_TREE_BYTES {
+        return Err(std::io::Error::other(format!(
+            "more than {MAX_TREE_ENTRIES} entries or {} MiB",
+            MAX_TREE_BYTES >> 20
+        )));
+    }
+    let exists = std::fs::symlink_metadata(to).ok();
+    if meta.is_dir() {
+        match exists {
+            Some(m) if m.is_dir() => {}
+            Some(_) => return Ok(()),
+            None => {
+                std::fs::DirBuilder::new().create(to)?;
+                let _ = std::fs::set_permissions(
+                    to,
+                    std::os::unix::fs::PermissionsExt::from_mode(meta.mode() & 0o777),
+                );
+            }
+        }
+        let mut names: Vec<PathBuf> = std::fs::read_dir(from)?
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        names.sort();
+        for p in names {
+            let name = p.file_name().unwrap_or_default().to_owned();
+            copy_tree(&p, &to.join(name), budget)?;
+        }
+        return Ok(());
+    }
+    if exists.is_some() {
+        return Ok(());
+    }
+    if meta.file_type().is_symlink() {
+        return std::os::unix::fs::symlink(std::fs::read_link(from)?, to);
+    }
+    if meta.is_file() {
+        budget.bytes += meta.len();
+        let src = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(from)?;
+        let mut dst = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(meta.mode() & 0o777)
+            .open(to)?;
+        std::io::copy(&mut std::io::Read::take(&src, MAX_TREE_BYTES), &mut dst)?;
+    }
+    // Sockets, FIFOs, devices: not state.
+    Ok(())
+}
