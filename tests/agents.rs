@@ -238,7 +238,18 @@ fn codex_keeps_its_state_and_your_settings_across_two_sessions() {
             "session {session}'s rollout"
         );
     }
-    assert!(dir.join("state_5.sqlite").is_file() || count_files(&dir, ".sqlite") > 0);
+    // Its SQLite stores (threads, logs, memories) are the jail's own, never yours.
+    let store = f.root.join("state/codex.claude-sandbox-sqlite");
+    assert!(
+        count_files(&store, ".sqlite") > 0,
+        "no store in {}",
+        store.display()
+    );
+    assert_eq!(
+        count_files(&dir, ".sqlite"),
+        0,
+        "a store reached your ~/.codex"
+    );
     assert_eq!(
         std::fs::read_to_string(dir.join("config.toml")).unwrap(),
         config

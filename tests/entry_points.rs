@@ -227,9 +227,9 @@ fn agent_settings_in_writable_state_dirs_are_sealed_but_state_is_writable() {
         mv ~/.claude ~/.claude.old
         "#,
     );
-    ok(&f.jail("mkdir -p ~/.claude/projects && echo state > ~/.claude/projects/s && echo c > ~/.cache-test 2>/dev/null; true"));
+    ok(&f.jail("mkdir -p ~/.claude/todos && echo state > ~/.claude/todos/s && echo c > ~/.cache-test 2>/dev/null; true"));
     assert_eq!(
-        std::fs::read_to_string(f.home.join(".claude/projects/s")).unwrap(),
+        std::fs::read_to_string(f.home.join(".claude/todos/s")).unwrap(),
         "state\n"
     );
 }

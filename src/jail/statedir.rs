@@ -238,8 +238,10 @@ pub(crate) struct Mount {
 /// The mounts of one state directory (`real`: the human's, which is also its path in the jail;
 /// `own`: the jail's own directory on the host).
 pub(crate) fn mounts(real: &Path, own: &Path, binds: &[StateBind], sd: &StateDir) -> Vec<Mount> {
-    let mut out = Vec::new();
     let m = |src: PathBuf, dst: PathBuf, writable| Mount { src, dst, writable };
+    // Over itself first: a mount point cannot be renamed or replaced, so the directory the
+    // session ends with is the one made for it.
+    let mut out = vec![m(own.to_path_buf(), real.to_path_buf(), true)];
     for b in binds {
         let (yours, jail) = (real.join(&b.name), real.join(&b.name));
         match &b.how {

@@ -142,6 +142,7 @@ fn mounts_bind_yours_from_the_host_and_stubs_from_the_jails_own() {
     assert_eq!(
         m,
         vec![
+            s("/s/home/.claude", "/h/.claude", true),
             s("/h/.claude/todos", "/h/.claude/todos", true),
             s(
                 "/h/.claude/settings.json",
