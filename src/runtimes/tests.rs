@@ -50,8 +50,6 @@ fn the_allowlist_decides_by_name() {
     }
     let codex = &CODEX.state[0];
     for w in [
-        "state_5.sqlite",
-        "logs_2.sqlite-wal",
         "auth.json",
         ".tmpoRDpVf",
         "sessions",
@@ -68,6 +66,9 @@ fn the_allowlist_decides_by_name() {
         "prompts",
         "config.toml",
         "hooks.json",
+        // Yours: the jail's SQLite stores are its own (`JailStore`).
+        "state_5.sqlite",
+        "memories_1.sqlite-wal",
     ] {
         assert_eq!(codex.access(ro), Access::ReadOnly, "{ro}");
     }
@@ -101,4 +102,16 @@ fn commands_find_their_runtime() {
         Some("Cursor CLI")
     );
     assert!(by_command("bash").is_none());
+}
+
+#[test]
+fn the_allowlist_says_how_each_name_is_written() {
+    let claude = &CLAUDE.state[0];
+    assert_eq!(claude.allowed("projects"), Some(Allowed::Dir));
+    assert_eq!(claude.allowed(".credentials.json"), Some(Allowed::File));
+    assert_eq!(claude.allowed("x.lock"), Some(Allowed::Pattern));
+    assert_eq!(claude.allowed("settings.json"), None);
+    assert!(claude.own_top_level() && CODEX.state[0].own_top_level());
+    assert!(!CURSOR.state[0].own_top_level(), "not measured");
+    assert!(!OPENCODE.state[0].own_top_level(), "not directly in $HOME");
 }
