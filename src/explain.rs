@@ -29,11 +29,31 @@ fn allowlist_note(home: &std::path::Path, dir: &std::path::Path) -> String {
         return String::new();
     };
     match sd.measured() {
-        Some(v) => format!(
-            " (only what the agent writes, its memory included, measured with {v}: docs/runtimes.md)"
-        ),
+        Some(v) => format!(" (only what the agent writes, measured with {v}: docs/runtimes.md)"),
         None => " (but for its entry points; not measured: docs/runtimes.md)".into(),
     }
+}
+
+/// What the jail's own top level of a state directory holds (`jail::statedir`).
+fn state_note(binds: &[crate::jail::statedir::StateBind]) -> String {
+    use crate::jail::statedir::How;
+    let count = |f: fn(&How) -> bool| binds.iter().filter(|b| f(&b.how)).count();
+    let projects = binds.iter().find_map(|b| match &b.how {
+        How::Projects(p) => Some(format!(
+            "; {}/ holds only this session's project{} (memory read-only)",
+            b.name.to_string_lossy(),
+            if p.len() == 1 { "" } else { "s" }
+        )),
+        _ => None,
+    });
+    format!(
+        " (the jail's own top level: {} of your directories writable, {} files copied in and \
+         carried back, {} entries read-only{}; new names stay the jail's: docs/runtimes.md)",
+        count(|h| *h == How::Writable),
+        count(|h| *h == How::Copied),
+        count(|h| matches!(h, How::ReadOnly | How::Stub(_))),
+        projects.unwrap_or_default()
+    )
 }
 
 /// Writable PATH directories (the watcher's job), existing or not.
@@ -123,6 +143,16 @@ pub fn explain(opts: &RunOptions, json: bool, full: bool) -> Result<()> {
         .map(|e| p.home.join(&e.name));
     for w in p.writable.iter().cloned().chain(home_writable) {
         let _ = writeln!(out, "  {}{}", w.display(), allowlist_note(&p.home, &w));
+    }
+    for e in &p.home_entries {
+        if let HomeBind::State(binds) = &e.bind {
+            let _ = writeln!(
+                out,
+                "  {}{}",
+                p.home.join(&e.name).display(),
+                state_note(binds)
+            );
+        }
     }
     let _ = writeln!(out, "  /tmp (private, empty, discarded)");
     let own: Vec<String> = p

@@ -49,11 +49,7 @@ fn the_allowlist_decides_by_name() {
         assert_eq!(claude.access(ro), Access::ReadOnly, "{ro}");
     }
     let codex = &CODEX.state[0];
-    for w in [
-        "auth.json",
-        ".tmpoRDpVf",
-        "sessions",
-    ] {
+    for w in ["auth.json", ".tmpoRDpVf", "sessions"] {
         assert_eq!(codex.access(w), Access::Writable, "{w}");
     }
     for p in [".tmp", "shell_snapshots"] {
