@@ -246,3 +246,37 @@ fn codex_keeps_its_sqlite_stores_in_the_jails_own_directory() {
     );
     assert!(!codex.join("state_5.sqlite-wal").exists());
 }
+
+/// In the workspace a seal on a single file cannot survive your editor's rename (the jail must
+/// write the directory): you are told, at the end, to review what was replaced.
+#[test]
+fn a_workspace_entry_point_replaced_outside_is_alerted() {
+    let f = Fixture::new();
+    std::fs::write(f.ws.join(".envrc"), "export A=1\n").unwrap();
+    std::fs::write(f.ws.join(".npmrc"), "fund=false\n").unwrap();
+    let child = spawn(
+        &f,
+        "touch ready; while [ ! -e go ]; do sleep 0.01; done",
+        None,
+    );
+    wait_for(&f.ws.join("ready"), "the session");
+    save_by_rename(&f.ws.join(".envrc"), "export A=2\n");
+    std::fs::write(f.ws.join(".npmrc"), "fund=true\n").unwrap(); // in place: the seal holds
+    std::fs::write(f.ws.join("go"), "").unwrap();
+    let out = child.wait();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let alerts = stdout(&f.cmd(["alerts", "--json"]).output().unwrap());
+    let list: serde_json::Value = serde_json::from_str(&alerts).unwrap();
+    let detached: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["kind"] == "seal-detached")
+        .map(|a| a["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        detached,
+        vec![f.ws.join(".envrc").to_str().unwrap()],
+        "{alerts}"
+    );
+}

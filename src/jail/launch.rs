@@ -383,6 +383,7 @@ fn execute(
     let t0 = std::time::Instant::now();
     let mut watcher: Option<(watch::Running, Record)> = None;
     let mut retried = false;
+    let mut sealed_files = Vec::new();
     let result = loop {
         // A socket that went away since planning (a server stopped) cannot be bound over; dropping
         // its mask is safe, since nothing is left to reach.
@@ -483,6 +484,7 @@ fn execute(
         match jail.open_gate(held) {
             Gate::Opened(jail) => {
                 tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "gate opened");
+                sealed_files = super::detached::record(&plan.policy.sealed);
                 break jail.wait();
             }
             Gate::SealFailed(jail, why) => {
@@ -516,6 +518,13 @@ fn execute(
     for line in proxy_running.iter().flat_map(|p| p.summary()) {
         eprintln!("claude-sandbox: network: {line}");
     }
+    let diverted: Vec<PathBuf> = plan
+        .policy
+        .git_copies
+        .iter()
+        .map(|c| c.real.clone())
+        .collect();
+    super::detached::alert(&sealed_files, &diverted, &session_dir);
     end_session(&plan, runtime, session, &session_dir, watcher);
     crate::logfile::restore(runtime);
     result

@@ -13,11 +13,13 @@
 //! - `layers`: caches as the jail's own persistent layers over the human's, read-only ones;
 //! - `launch`: `run` itself;
 //! - `nested`: `run` inside the jail runs the command directly, and says so;
+//! - `detached`: entry points sealed one by one that were replaced outside during the session;
 //! - `statedir`: the jail's own top level of `~/.claude`, `~/.codex`, `~/.gemini` (allowlisted
 //!   directories yours, the rest read-only, allowlisted files copies carried back at the end);
 //! - `statesweep`: new names off a nested state directory's allowlist, quarantined at the end.
 
 pub mod args;
+pub(crate) mod detached;
 pub mod exec;
 pub(crate) mod gitcopy;
 pub(crate) mod hardlinks;
