@@ -68,8 +68,9 @@ pub(crate) struct StateDir {
 pub(crate) struct PerProject {
     /// Relative to the state directory.
     pub dir: &'static str,
-    /// The project's directory name for a working directory.
-    pub slug: fn(&str) -> String,
+    /// The project's directory name for a project root, given the human's state directory (`None`:
+    /// not known before the runtime assigns one).
+    pub slug: fn(&str, &std::path::Path) -> Option<String>,
     /// Entries of a project's directory that are read-only in the jail, and why.
     pub sealed: &'static [(&'static str, &'static str)],
 }
@@ -81,6 +82,9 @@ pub(crate) struct JailStore {
     pub name: &'static str,
     /// The variable that points the runtime at it.
     pub env: &'static str,
+    /// Stores removed from it at every launch: what steers later sessions (memories) lasts one
+    /// session only, as a saved preference is refused (docs/runtimes.md).
+    pub fresh: &'static [&'static str],
 }
 
 /// How a name on a measured allowlist is written.
@@ -316,6 +320,7 @@ pub(crate) const CODEX: Runtime = Runtime {
         jail_store: Some(JailStore {
             name: ".claude-sandbox-sqlite",
             env: "CODEX_SQLITE_HOME",
+            fresh: &["memories_*"],
         }),
         entry_points: &[
             ep(
@@ -391,7 +396,16 @@ pub(crate) const GEMINI: Runtime = Runtime {
             name: "tmp/bin",
             fresh: &[],
         }],
-        per_project: None,
+        // `tmp/<project>/` holds chats, logs and plans, and `memory/` (the project's memory and
+        // the skills it saves there), read by every later session in that project.
+        per_project: Some(PerProject {
+            dir: "tmp",
+            slug: gemini_project_id,
+            sealed: &[(
+                "memory",
+                "Gemini CLI: the project's memory and saved skills, read by every later session there",
+            )],
+        }),
         jail_store: None,
         entry_points: &[
             ep(
@@ -554,7 +568,11 @@ pub(crate) const PI: Runtime = Runtime {
 /// Claude Code's directory name for a project (`~/.claude/projects/<slug>`): the working directory
 /// with every character but ASCII letters and digits made `-`; past 200 characters, the first 200,
 /// `-` and a base-36 hash of the whole (a 32-bit string hash over UTF-16 code units).
-pub(crate) fn claude_project_slug(cwd: &str) -> String {
+pub(crate) fn claude_project_slug(cwd: &str, _state: &std::path::Path) -> Option<String> {
+    Some(claude_slug(cwd))
+}
+
+fn claude_slug(cwd: &str) -> String {
     const MAX: usize = 200;
     let slug: String = cwd
         .encode_utf16()
@@ -578,6 +596,17 @@ pub(crate) fn claude_project_slug(cwd: &str) -> String {
     }
     let hash: String = digits.iter().rev().collect();
     format!("{}-{hash}", &slug[..MAX])
+}
+
+/// Gemini CLI's directory name for a project (`~/.gemini/tmp/<id>`): the short id its registry,
+/// `projects.json` (`{"projects": {"<root>": "<id>"}}`), gives the project's root; a root it
+/// has not seen yet gets one at its start.
+pub(crate) fn gemini_project_id(root: &str, state: &std::path::Path) -> Option<String> {
+    let text = std::fs::read(state.join("projects.json")).ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&text).ok()?;
+    let id = v.get("projects")?.get(root)?.as_str()?;
+    // A name of one path component, nothing else.
+    (!id.is_empty() && !id.contains('/') && id != "." && id != "..").then(|| id.to_string())
 }
 
 /// Every runtime.

@@ -2,7 +2,8 @@
 //! jail: a settings file your own agent saves by rename during the session never becomes writable
 //! in the jail; what the agent makes at the top is never yours during the session and quarantined
 //! after it; credentials and history come back, yours win where you changed them; auto memory is
-//! read-only, also in a project the agent invents; Codex's SQLite stores are the jail's own.
+//! read-only, also in a project the agent invents (Claude Code's, Gemini CLI's); Codex's SQLite
+//! stores are the jail's own, its memories one session's only.
 
 mod common;
 use common::*;
@@ -233,13 +234,9 @@ fn codex_keeps_its_sqlite_stores_in_the_jails_own_directory() {
     let out = f.jail(script);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out), "jail\nRO\n");
-    let out = f.jail("cat \"$CODEX_SQLITE_HOME/memories_1.sqlite\"");
-    assert_eq!(
-        stdout(&out),
-        "jail\n",
-        "the next session finds it: {}",
-        stderr(&out)
-    );
+    // The next session finds its threads' store, and no memories: they steer one session only.
+    let out = f.jail("cd \"$CODEX_SQLITE_HOME\" && cat state_5.sqlite-wal && ls");
+    assert_eq!(stdout(&out), "n\nstate_5.sqlite-wal\n", "{}", stderr(&out));
     assert_eq!(
         std::fs::read(codex.join("memories_1.sqlite")).unwrap(),
         b"yours"
@@ -278,5 +275,43 @@ fn a_workspace_entry_point_replaced_outside_is_alerted() {
         detached,
         vec![f.ws.join(".envrc").to_str().unwrap()],
         "{alerts}"
+    );
+}
+
+#[test]
+fn gemini_keeps_its_project_memory_read_only_and_its_tools_view() {
+    let f = Fixture::new();
+    let gemini = f.home.join(".gemini");
+    std::fs::create_dir_all(gemini.join("tmp/bin")).unwrap();
+    std::fs::write(gemini.join("tmp/bin/rg"), "#!/bin/sh\n").unwrap();
+    let registry = format!("{{\"projects\":{{\"{}\":\"ws-1\"}}}}\n", f.ws.display());
+    std::fs::write(gemini.join("projects.json"), registry).unwrap();
+    let script =
+        "t=~/.gemini/tmp; mkdir -p $t/ws-1/chats && echo c > $t/ws-1/chats/c.json && echo C; \
+         mkdir -p $t/ws-1/memory/skills 2>/dev/null || echo R1; \
+         echo m > $t/ws-1/memory/GEMINI.md 2>/dev/null || echo R2; \
+         cat $t/bin/rg >/dev/null && echo RG; echo x >> $t/bin/rg 2>/dev/null || echo R3; \
+         mkdir -p $t/other/memory && echo plant > $t/other/memory/GEMINI.md && echo PLANTED";
+    let out = f.jail(script);
+    let text = stdout(&out);
+    for want in ["C", "R1", "R2", "RG", "R3", "PLANTED"] {
+        assert!(
+            text.lines().any(|l| l == want),
+            "{want} missing: {text}{}",
+            stderr(&out)
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(gemini.join("tmp/ws-1/chats/c.json")).unwrap(),
+        "c\n"
+    );
+    assert!(!gemini.join("tmp/ws-1/memory").exists());
+    assert!(
+        !gemini.join("tmp/other/memory").exists(),
+        "planted memory reached you"
+    );
+    assert_eq!(
+        std::fs::read_to_string(gemini.join("tmp/bin/rg")).unwrap(),
+        "#!/bin/sh\n"
     );
 }

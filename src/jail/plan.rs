@@ -307,7 +307,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         let binds = super::statedir::classify(
             sd,
             &super::statedir::listing(&real),
-            &super::statedir::projects(sd, &chdir, &ws),
+            &super::statedir::projects(sd, &home, &chdir, &ws),
             &super::statedir::named_top_names(&home, sd),
             super::statedir::store_path(&home, &input.env, sd).as_deref(),
         );
@@ -479,7 +479,12 @@ fn state_private(
         for (rel, fresh) in wanted {
             let p = dir.join(rel);
             // At the top of the jail's own directory the mount point is the jail's (`statedir`).
-            let own_top = sd.own_top_level() && !rel.contains('/');
+            let own_top = sd.own_top_level()
+                && (!rel.contains('/')
+                    || sd
+                        .per_project
+                        .as_ref()
+                        .is_some_and(|pp| rel.starts_with(&format!("{}/", pp.dir))));
             // Through a symlink the mount would land elsewhere: left as it is.
             if own_top {
             } else if p

@@ -201,16 +201,28 @@ pub(crate) fn store_path(home: &Path, env: &[(String, String)], sd: &StateDir) -
 
 /// The projects this session's agent keeps transcripts under: the working directory's and the
 /// workspace's.
-pub(crate) fn projects(sd: &StateDir, chdir: &Path, workspace: &Path) -> Vec<String> {
+pub(crate) fn projects(sd: &StateDir, home: &Path, chdir: &Path, workspace: &Path) -> Vec<String> {
     let Some(pp) = &sd.per_project else {
         return Vec::new();
     };
+    let state = home.join(sd.path);
     let mut out: Vec<String> = [chdir, workspace]
         .iter()
-        .map(|p| (pp.slug)(&p.to_string_lossy()))
+        .filter_map(|p| (pp.slug)(&p.to_string_lossy(), &state))
+        .filter(|s| !in_project_dir(sd, s))
         .collect();
     out.dedup();
     out
+}
+
+/// Whether `name` in the per-project directory is a view or private directory of the runtime's,
+/// not a project (Gemini CLI's `tmp/bin`).
+pub(crate) fn in_project_dir(sd: &StateDir, name: &str) -> bool {
+    let Some(pp) = &sd.per_project else {
+        return false;
+    };
+    let rel = format!("{}/{name}", pp.dir);
+    sd.private.contains(&rel.as_str()) || sd.views.iter().any(|v| v.name == rel)
 }
 
 /// Host paths the jail can write through `binds` of the state directory `dir`.
@@ -410,6 +422,7 @@ pub(crate) fn prepare(
                 }
                 How::Store(dir) => {
                     mkdir(dir)?;
+                    empty_fresh(sd, dir)?;
                     mkdir(&mine)?;
                     r.made.push(b.name.clone());
                 }
@@ -432,6 +445,18 @@ pub(crate) fn prepare(
                             mkdir(&mine.join(s).join(name))?;
                         }
                     }
+                    // Views and private directories of the runtime's inside it: their mount points.
+                    for rel in sd
+                        .private
+                        .iter()
+                        .copied()
+                        .chain(sd.views.iter().map(|v| v.name))
+                    {
+                        if let Some(n) = rel.strip_prefix(&format!("{}/", b.name.to_string_lossy()))
+                        {
+                            mkdir(&mine.join(n))?;
+                        }
+                    }
                     r.made.push(b.name.clone());
                     r.projects = Some((b.name.clone(), slugs.clone()));
                 }
@@ -441,6 +466,25 @@ pub(crate) fn prepare(
     }
     let text = serde_json::to_vec(&record).map_err(std::io::Error::other)?;
     std::fs::write(session.state_record(), text)
+}
+
+/// Remove the jail store's stores that last one session (`runtimes::JailStore::fresh`).
+fn empty_fresh(sd: &StateDir, dir: &Path) -> std::io::Result<()> {
+    let Some(js) = &sd.jail_store else {
+        return Ok(());
+    };
+    for e in std::fs::read_dir(dir)?.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if js
+            .fresh
+            .iter()
+            .any(|p| crate::secrets::glob_match(p, &name))
+        {
+            std::fs::remove_file(e.path())?;
+        }
+    }
+    Ok(())
 }
 
 /// Copy the regular file `from` (not following a link) to `to`, with its permission bits; the

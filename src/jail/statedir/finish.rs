@@ -122,6 +122,9 @@ fn finish_projects(
         if slugs.iter().any(|s| OsStr::new(s) == name) {
             continue; // yours, bound: written in place
         }
+        if super::in_project_dir(sd, &name.to_string_lossy()) {
+            continue; // a view or a private directory: the session's
+        }
         let project = own.join(&name);
         if !project.symlink_metadata().is_ok_and(|m| m.is_dir()) {
             quarantine(session_dir, own, &name, &real.join(&name), notes);
@@ -139,7 +142,9 @@ fn finish_projects(
             }
         }
         let mut budget = Budget::default();
-        if let Err(e) = copy_tree(&project, &real.join(&name), &mut budget) {
+        let copied = std::fs::create_dir_all(&real)
+            .and_then(|()| copy_tree(&project, &real.join(&name), &mut budget));
+        if let Err(e) = copied {
             notes.push(format!(
                 "{}: not all carried out: {e}",
                 real.join(&name).display()

@@ -169,7 +169,7 @@ fn mounts_bind_yours_from_the_host_and_stubs_from_the_jails_own() {
 
 #[test]
 fn claude_project_names_follow_claude_code() {
-    let slug = crate::runtimes::claude_project_slug;
+    let slug = |p: &str| crate::runtimes::claude_project_slug(p, Path::new("/h")).unwrap();
     assert_eq!(slug("/work/main"), "-work-main");
     assert_eq!(slug("/tmp/nt/ws"), "-tmp-nt-ws");
     assert_eq!(slug("/w/é"), "-w--");
@@ -231,4 +231,20 @@ fn a_file_comes_back_only_over_yours_as_it_was_and_a_history_gets_the_new_lines(
     let target = dir.path().join("new.json");
     assert!(finish::carry_file(&link, &target, None).is_err());
     assert!(!target.exists());
+}
+
+#[test]
+fn gemini_project_ids_come_from_its_registry_and_are_one_component() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = |root: &str| crate::runtimes::gemini_project_id(root, dir.path());
+    assert_eq!(id("/w"), None, "no registry yet");
+    std::fs::write(
+        dir.path().join("projects.json"),
+        r#"{"projects":{"/w":"w-1","/x":"../x","/y":"a/b","/z":".."}}"#,
+    )
+    .unwrap();
+    assert_eq!(id("/w"), Some("w-1".into()));
+    for bad in ["/x", "/y", "/z", "/other"] {
+        assert_eq!(id(bad), None, "{bad}");
+    }
 }
