@@ -157,9 +157,10 @@ fn credentials_and_history_come_back_and_yours_win_where_you_changed_them() {
     assert!(out.status.success(), "{}", stderr(&out));
     let read = |n: &str| std::fs::read_to_string(claude.join(n)).unwrap();
     assert_eq!(read(".credentials.json"), "{\"token\":\"new\"}\n");
+    // The history is yours, appended in place by both.
     assert_eq!(
         read("history.jsonl"),
-        "{\"n\":1}\n{\"n\":\"yours\"}\n{\"n\":\"jail\"}\n"
+        "{\"n\":1}\n{\"n\":\"jail\"}\n{\"n\":\"yours\"}\n"
     );
     assert_eq!(read("stats-cache.json"), "{\"s\":\"yours\"}\n", "yours win");
     assert_eq!(

@@ -12,9 +12,9 @@
 //! So in the jail the state directory is a directory of the session's own (in the private `$HOME`):
 //! the human's directories on the allowlist are bound into it writable (the agent's transcripts and
 //! sessions stay yours), everything else of yours read-only, missing entry points are read-only
-//! stubs of the jail's own, and the allowlisted *files* (credentials, history) are copies carried
-//! back when the session ends — only if yours did not change meanwhile (a history file gets the
-//! jail's new lines appended). A rename in your directory touches no dentry the jail has a mount
+//! stubs of the jail's own, and the allowlisted *files* (credentials, caches) are copies carried
+//! back when the session ends — only if yours did not change meanwhile; a history (`*.jsonl`,
+//! appended in place, never saved by rename) is yours, bound writable. A rename in your directory touches no dentry the jail has a mount
 //! on. New names are the session's: allowlisted directories the agent made are copied out at the end,
 //! anything else is moved to the quarantine with an alert (restorable). Claude Code's `projects/`
 //! holds only this session's projects (yours, bound writable; their `memory/` read-only); Codex's
@@ -137,6 +137,10 @@ pub(crate) fn classify(
                 (Access::Private | Access::View, _, _) => How::MountPoint,
                 (Access::ReadOnly, _, _) => How::ReadOnly,
                 (Access::Writable, _, Kind::Dir) => How::Writable,
+                // A history is appended in place: yours, bound (no copy of megabytes at launch).
+                (Access::Writable, Some(Allowed::File), Kind::File { .. }) if is_history(n) => {
+                    How::Writable
+                }
                 (Access::Writable, Some(Allowed::File), Kind::File { size })
                     if *size <= MAX_COPY =>
                 {
@@ -168,6 +172,11 @@ pub(crate) fn classify(
         push(n, How::Stub(Stub::Dir));
     }
     out
+}
+
+/// An append-only history (`history.jsonl`, `prompt-history.jsonl`).
+fn is_history(name: &str) -> bool {
+    name.ends_with(".jsonl")
 }
 
 /// The top-level name of an entry point `rel` (relative to `$HOME`) directly in `sd`.

@@ -213,8 +213,7 @@ pub(crate) enum NotCarried {
 }
 
 /// Carry the jail's `from` to your `to`: replace yours when it is as it was at launch (or still
-/// missing); append the jail's new lines to a history (`*.jsonl`) that both sides wrote; else
-/// keep yours.
+/// missing); else keep yours.
 pub(super) fn carry_file(
     from: &Path,
     to: &Path,
@@ -245,22 +244,10 @@ pub(super) fn carry_file(
     }
     let mut bytes = Vec::new();
     std::io::Read::read_to_end(&mut std::io::Read::take(&src, MAX_COPY), &mut bytes)?;
-    if as_at_launch {
-        return replace(to, &bytes, meta.mode() & 0o777);
+    if !as_at_launch {
+        return Err(NotCarried::ChangedOutside);
     }
-    let history = to.extension().is_some_and(|e| e == "jsonl");
-    match copied {
-        Some(c) if history && bytes.len() as u64 > c.jail.size => {
-            use std::io::Write;
-            let mut f = std::fs::OpenOptions::new()
-                .append(true)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-                .open(to)?;
-            f.write_all(&bytes[c.jail.size as usize..])?;
-            Ok(())
-        }
-        _ => Err(NotCarried::ChangedOutside),
-    }
+    replace(to, &bytes, meta.mode() & 0o777)
 }
 
 /// Write `bytes` over `to` by a temporary file beside it and a rename.

@@ -20,7 +20,8 @@ fn the_jails_top_level_is_decided_by_name_and_kind() {
         ("projects", Kind::Dir),
         ("todos", Kind::Dir),
         (".credentials.json", file(100)),
-        ("history.jsonl", file(MAX_COPY + 1)),
+        ("history.jsonl", file(100)),
+        ("stats-cache.json", file(MAX_COPY + 1)),
         ("settings.json", file(10)),
         ("statusline.sh", file(10)),
         ("skills", Kind::Dir),
@@ -46,6 +47,11 @@ fn the_jails_top_level_is_decided_by_name_and_kind() {
     assert_eq!(how(&binds, ".credentials.json"), Some(How::Copied));
     assert_eq!(
         how(&binds, "history.jsonl"),
+        Some(How::Writable),
+        "appended in place"
+    );
+    assert_eq!(
+        how(&binds, "stats-cache.json"),
         Some(How::Writable),
         "too large to copy"
     );
@@ -188,7 +194,7 @@ fn sealed_project_entries_are_found_for_the_hook() {
 }
 
 #[test]
-fn a_file_comes_back_only_over_yours_as_it_was_and_a_history_gets_the_new_lines() {
+fn a_file_comes_back_only_over_yours_as_it_was() {
     let dir = tempfile::tempdir().unwrap();
     let (jail, yours) = (
         dir.path().join("jail.jsonl"),
@@ -206,10 +212,6 @@ fn a_file_comes_back_only_over_yours_as_it_was_and_a_history_gets_the_new_lines(
     // Yours unchanged: replaced.
     finish::carry_file(&jail, &yours, Some(&c)).unwrap();
     assert_eq!(std::fs::read_to_string(&yours).unwrap(), "a\nj\n");
-    // Yours changed meanwhile: a history gets the jail's new lines appended.
-    std::fs::write(&yours, "a\ny\n").unwrap();
-    finish::carry_file(&jail, &yours, Some(&c)).unwrap();
-    assert_eq!(std::fs::read_to_string(&yours).unwrap(), "a\ny\nj\n");
     // Another file changed on both sides: yours is kept.
     let (jail2, yours2) = (dir.path().join("j.json"), dir.path().join("y.json"));
     std::fs::write(&yours2, "1").unwrap();
