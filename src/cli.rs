@@ -14,7 +14,7 @@ use std::path::PathBuf;
     about = "Run an AI coding agent in a jail that seals every entry point"
 )]
 pub(crate) struct Cli {
-    /// More log output (-v info, -vv debug); RUST_LOG overrides.
+    /// More log output (-v info, -vv debug); `RUST_LOG` overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
     #[command(subcommand)]
@@ -88,7 +88,7 @@ pub(crate) enum Command {
         /// Only the cases whose name matches (`*` wildcards).
         #[arg(long, value_name = "GLOB")]
         case: Option<String>,
-        /// One JSON array of {name, class, verdict, latency_ms, detail}.
+        /// One JSON array of {name, class, verdict, `latency_ms`, detail}.
         #[arg(long)]
         json: bool,
         /// Keep each case's workspace and home (printed paths under /var/tmp).
@@ -149,7 +149,7 @@ pub(crate) enum Command {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum HookEvent {
-    /// Read the host's PreToolUse (BeforeTool, preToolUse...) payload on stdin.
+    /// Read the host's `PreToolUse` (`BeforeTool`, preToolUse...) payload on stdin.
     PreToolUse {
         /// The agent runtime calling (its hook protocol).
         #[arg(long, value_enum)]
@@ -229,6 +229,9 @@ fn init_logging(verbose: u8) {
 }
 
 /// Parse arguments, run, and return the process exit status.
+#[must_use]
+// Until the verbs move to `commands/` (issue 18).
+#[allow(clippy::too_many_lines)]
 pub fn main() -> i32 {
     let args: Vec<OsString> = std::env::args_os().collect();
     if args
@@ -288,7 +291,7 @@ pub fn main() -> i32 {
             keep,
             unguarded,
         }),
-        Command::Hook { event } => Ok(hook_command(event)),
+        Command::Hook { event } => Ok(hook_command(&event)),
         Command::Completions { shell } => Ok(crate::completions::completions(shell)),
         Command::Man => crate::completions::man(),
         Command::Hooks {
@@ -345,7 +348,7 @@ pub fn main() -> i32 {
             json,
             cli.verbose > 0,
         )
-        .map(|_| 0),
+        .map(|()| 0),
     };
     match result {
         Ok(code) => code,
@@ -421,15 +424,12 @@ fn alerts_command(
             color_on(std::io::stdout()),
         );
     }
-    Ok(if contents.unacked().next().is_some() {
-        1
-    } else {
-        0
-    })
+    let unacked = contents.unacked().next().is_some();
+    Ok(i32::from(unacked))
 }
 
-fn hook_command(event: HookEvent) -> i32 {
-    match event {
+fn hook_command(event: &HookEvent) -> i32 {
+    match *event {
         HookEvent::SessionStart { host } => {
             println!("{}", crate::hook::session_start(host));
             0

@@ -18,7 +18,7 @@ use super::{home, placeholders, seal, seccomp};
 use crate::config::{Config, ConfigPaths};
 use crate::error::{Error, Result, EXIT_JAIL};
 use crate::{baseline, watch};
-use signal_hook::consts::signal::*;
+use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH};
 use signal_hook::iterator::exfiltrator::WithOrigin;
 use signal_hook::iterator::SignalsInfo;
 use signal_hook::low_level::siginfo::Cause;
@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 mod supervise;
-use supervise::*;
+use supervise::{Gate, Held, Jail};
 
 /// Where bwrap may be; the first that exists is used. `CLAUDE_SANDBOX_BWRAP` overrides (an absolute
 /// path), for tests and unusual installs.
@@ -309,6 +309,8 @@ impl PendingSeals<'_> {
     }
 }
 
+// Until the session and its clean-up guards move out (issue 18).
+#[allow(clippy::too_many_lines)]
 fn execute(
     mut plan: Plan,
     mut pending: Option<PendingSeals>,
@@ -431,8 +433,8 @@ fn execute(
                     );
                     copies
                 });
-                let copies = copied.as_deref().unwrap_or(&plan.policy.git_copies);
-                let ops = seal::seal_ops(&plan.policy, copies);
+                let git_copies = copied.as_deref().unwrap_or(&plan.policy.git_copies);
+                let ops = seal::seal_ops(&plan.policy, git_copies);
                 (Ok(jail.hold_and_seal(&ops, t0)), copied)
             });
             let started = watcher
@@ -490,7 +492,6 @@ fn execute(
                     return Err(Error::Jail(e));
                 }
                 sealing = Sealing::InBwrap;
-                continue;
             }
             Gate::SetupFailed(jail) => {
                 let result = jail.wait();
@@ -505,7 +506,10 @@ fn execute(
         }
     };
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "jail ended");
-    for line in proxy_running.iter().flat_map(|p| p.summary()) {
+    for line in proxy_running
+        .iter()
+        .flat_map(super::super::net::proxy::Running::summary)
+    {
         eprintln!("claude-sandbox: network: {line}");
     }
     end_session(&plan, runtime, session, &session_dir, watcher);
@@ -623,8 +627,7 @@ fn start_watcher(
         resolve_delay: std::env::var(watch::ENV_RESOLVE_DELAY)
             .ok()
             .and_then(|v| v.parse().ok())
-            .map(std::time::Duration::from_millis)
-            .unwrap_or(watch::RESOLVE_DELAY),
+            .map_or(watch::RESOLVE_DELAY, std::time::Duration::from_millis),
         writable_roots: Some(plan.writable_roots()),
     };
     let t0 = std::time::Instant::now();
@@ -668,7 +671,5 @@ impl Record {
 }
 
 fn session_alive(record: &[u8]) -> bool {
-    serde_json::from_slice::<placeholders::SessionId>(record)
-        .map(|s| s.alive())
-        .unwrap_or(false)
+    serde_json::from_slice::<placeholders::SessionId>(record).is_ok_and(|s| s.alive())
 }

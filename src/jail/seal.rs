@@ -475,7 +475,6 @@ fn apply_one(op: &SealOp, stage: &mut Option<OwnedFd>) -> Result<(), SealError> 
         }
         // Not there in the jail (under a private tmpfs): hidden already.
         SealOp::Hide(p) if gone(p) => Ok(()),
-        SealOp::Hide(p) => empty_ro_tmpfs(p),
         SealOp::ReadOnly(p) => {
             mount_bind_recursive(p, p).map_err(fail(p, "binding over itself"))?;
             restrict(p, true)
@@ -486,7 +485,7 @@ fn apply_one(op: &SealOp, stage: &mut Option<OwnedFd>) -> Result<(), SealError> 
             restrict(p, true)
         }
         SealOp::MaskDir(p) if gone(p) => Ok(()),
-        SealOp::MaskDir(p) => empty_ro_tmpfs(p),
+        SealOp::Hide(p) | SealOp::MaskDir(p) => empty_ro_tmpfs(p),
     }
 }
 
@@ -635,7 +634,7 @@ fn restrict(p: &Path, read_only: bool) -> Result<(), SealError> {
     set_path_attrs(p, libc::AT_RECURSIVE, read_only)
 }
 
-/// `set_attrs` on a path (never following a final symlink); `flags` adds AT_RECURSIVE or not.
+/// `set_attrs` on a path (never following a final symlink); `flags` adds `AT_RECURSIVE` or not.
 fn set_path_attrs(p: &Path, flags: libc::c_int, read_only: bool) -> Result<(), SealError> {
     let fail = |err| SealError::Mount {
         path: p.to_path_buf(),
@@ -653,7 +652,7 @@ fn set_path_attrs(p: &Path, flags: libc::c_int, read_only: bool) -> Result<(), S
     .map_err(fail)
 }
 
-/// `mount_setattr(2)` on `path` relative to `dir` (`flags`: AT_RECURSIVE and the like): nosuid and
+/// `mount_setattr(2)` on `path` relative to `dir` (`flags`: `AT_RECURSIVE` and the like): nosuid and
 /// nodev, and read-only when asked. Nothing is cleared: a writable bind copies a writable source.
 fn set_attrs(
     dir: std::os::fd::BorrowedFd<'_>,
@@ -675,8 +674,8 @@ fn set_attrs(
             libc::SYS_mount_setattr,
             dir.as_raw_fd(),
             path.as_ptr(),
-            flags as libc::c_uint,
-            &attr as *const MountAttr,
+            flags.unsigned_abs(), // AT_* bits, non-negative
+            &raw const attr,
             std::mem::size_of::<MountAttr>(),
         )
     };

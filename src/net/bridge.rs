@@ -44,7 +44,7 @@ pub(crate) fn start_from_env() -> Result<(), String> {
                 unsafe { libc::_exit(0) };
             }
             quiet_stdio();
-            serve(listener, socket.into());
+            serve(&listener, std::path::Path::new(&socket));
             // SAFETY: ending this child only.
             unsafe { libc::_exit(0) }
         }
@@ -65,9 +65,9 @@ fn quiet_stdio() {
     }
 }
 
-fn serve(listener: TcpListener, socket: std::path::PathBuf) {
+fn serve(listener: &TcpListener, socket: &std::path::Path) {
     for tcp in listener.incoming().flatten() {
-        let socket = socket.clone();
+        let socket = socket.to_path_buf();
         std::thread::spawn(move || {
             let Ok(unix) = UnixStream::connect(&socket) else {
                 return;

@@ -152,7 +152,7 @@ pub(crate) fn is_internal(ip: IpAddr) -> bool {
                 || (s[0] & 0xff00) == 0xff00 // multicast
                 // NAT64 (64:ff9b::/96) and IPv4-compatible addresses: judge the embedded IPv4.
                 || (s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0; 4]
-                    && internal_v4(Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8)))
+                    && internal_v4(Ipv4Addr::from((u32::from(s[6]) << 16) | u32::from(s[7]))))
                 || (s[..6] == [0; 6] && v6 != Ipv6Addr::UNSPECIFIED)
         }
     }
@@ -178,7 +178,11 @@ mod tests {
     use super::*;
 
     fn rules(allow: &[&str], deny: &[&str]) -> Rules {
-        let v = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let v = |l: &[&str]| {
+            l.iter()
+                .map(std::string::ToString::to_string)
+                .collect::<Vec<_>>()
+        };
         Rules::new(&v(allow), &v(deny)).unwrap()
     }
 

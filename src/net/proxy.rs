@@ -163,7 +163,7 @@ impl Shared {
             Ok(_) => tracing::info!("network: allowed {name}:{port}"),
             Err(Failure::Refused(r)) => self.refused(&name, port, r),
             Err(Failure::Upstream(e)) => {
-                tracing::info!("network: allowed {name}:{port}, but the connection failed: {e}")
+                tracing::info!("network: allowed {name}:{port}, but the connection failed: {e}");
             }
         }
         result
@@ -303,15 +303,13 @@ fn http(mut conn: UnixStream, first: u8, shared: &Shared) -> std::io::Result<()>
     let mut lines = text.split("\r\n");
     let request = lines.next().unwrap_or_default();
     let mut parts = request.split_whitespace();
-    let (method, target, version) = match (parts.next(), parts.next(), parts.next()) {
-        (Some(m), Some(t), Some(v)) => (m, t, v),
-        _ => {
-            return respond(
-                &mut conn,
-                "400 Bad Request",
-                "claude-sandbox: malformed request\n",
-            )
-        }
+    let (Some(method), Some(target), Some(version)) = (parts.next(), parts.next(), parts.next())
+    else {
+        return respond(
+            &mut conn,
+            "400 Bad Request",
+            "claude-sandbox: malformed request\n",
+        );
     };
     let (connect, host, port, path) = if method.eq_ignore_ascii_case("CONNECT") {
         match split_host_port(target, None) {

@@ -85,25 +85,30 @@ pub(super) fn fork_exec(
     for a in args {
         owned.push(cstring(a)?);
     }
-    let mut argv: Vec<*const libc::c_char> = owned.iter().map(|c| c.as_ptr()).collect();
-    argv.push(std::ptr::null());
+    let mut pointers: Vec<*const libc::c_char> = owned.iter().map(|c| c.as_ptr()).collect();
+    pointers.push(std::ptr::null());
     let stderr_fd = stderr.as_raw_fd();
     // SAFETY: between fork and exec the child makes only async-signal-safe calls (fcntl, dup2,
     // sigaction, execv, write, _exit) on memory prepared before the fork.
     match unsafe { libc::fork() } {
         -1 => Err(std::io::Error::last_os_error()),
         0 => unsafe {
+            const MSG: &[u8] = b"claude-sandbox: cannot execute bwrap\n";
             let placed = place_fds(map).is_ok()
                 && libc::dup2(stderr_fd, 2) == 2
                 && crate::jail::exec::ignore_terminal_signals().is_ok();
             if placed {
-                libc::execv(program.as_ptr(), argv.as_ptr());
+                libc::execv(program.as_ptr(), pointers.as_ptr());
             }
-            const MSG: &[u8] = b"claude-sandbox: cannot execute bwrap\n";
             libc::write(2, MSG.as_ptr().cast(), MSG.len());
             libc::_exit(127)
         },
-        pid => Ok(rustix::process::Pid::from_raw(pid).expect("fork returns a positive pid")),
+        pid => {
+            // The launcher's copy of the write end closes here, so that reading bwrap's stderr
+            // ends when bwrap's copies do.
+            drop(stderr);
+            Ok(rustix::process::Pid::from_raw(pid).expect("fork returns a positive pid"))
+        }
     }
 }
 
@@ -195,7 +200,7 @@ impl Jail {
                     if origin.cause == Cause::Kernel {
                         continue; // from the terminal: the command, in our process group, got it too
                     }
-                    let init = status.lock().map(|s| s.child_pid).unwrap_or(None);
+                    let init = status.lock().map_or(None, |s| s.child_pid);
                     if let Some(init) = init {
                         forward(init, origin.signal);
                     }
@@ -222,7 +227,7 @@ impl Jail {
         let mut byte = [0u8; 1];
         let ready = loop {
             match rustix::io::read(&self.ready, &mut byte) {
-                Err(rustix::io::Errno::INTR) => continue,
+                Err(rustix::io::Errno::INTR) => {}
                 r => break matches!(r, Ok(1)),
             }
         };
@@ -340,9 +345,8 @@ impl Jail {
         }
         let exit = loop {
             match rustix::process::waitpid(Some(child), rustix::process::WaitOptions::empty()) {
-                Err(rustix::io::Errno::INTR) => continue,
+                Err(rustix::io::Errno::INTR) | Ok(None) => {}
                 Err(e) => return Err(Error::io("waiting for bwrap", e.into())),
-                Ok(None) => continue,
                 Ok(Some((_, status))) => break status,
             }
         };
@@ -350,7 +354,7 @@ impl Jail {
         signals.close();
         let _ = forwarder.join();
         let messages = bwrap_messages.join().unwrap_or_default();
-        let exit_code = status.lock().map(|s| s.exit_code).unwrap_or(None);
+        let exit_code = status.lock().map_or(None, |s| s.exit_code);
         match (exit_code, exit.terminating_signal()) {
             (Some(code), _) => {
                 if !messages.is_empty() {
@@ -404,16 +408,16 @@ pub(super) fn spawn_status_reader(
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let reader = std::io::BufReader::new(std::fs::File::from(fd));
-        for line in reader.lines().map_while(|l| l.ok()) {
+        for line in reader.lines().map_while(std::result::Result::ok) {
             let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
                 continue;
             };
             if let Ok(mut s) = status.lock() {
-                if let Some(pid) = v.get("child-pid").and_then(|p| p.as_i64()) {
-                    s.child_pid = Some(pid as i32);
+                if let Some(pid) = v.get("child-pid").and_then(serde_json::Value::as_i64) {
+                    s.child_pid = i32::try_from(pid).ok();
                 }
-                if let Some(code) = v.get("exit-code").and_then(|c| c.as_i64()) {
-                    s.exit_code = Some(code as i32);
+                if let Some(code) = v.get("exit-code").and_then(serde_json::Value::as_i64) {
+                    s.exit_code = i32::try_from(code).ok();
                 }
             }
         }
