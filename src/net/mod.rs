@@ -9,6 +9,7 @@
 
 pub(crate) mod bridge;
 pub(crate) mod doctor;
+pub(crate) mod error;
 pub(crate) mod pattern;
 pub(crate) mod proxy;
 
@@ -248,7 +249,7 @@ pub(crate) fn apply_cli(
 pub(crate) enum MergeError {
     BadMode,
     Loosens(&'static str),
-    BadPattern(String),
+    BadPattern(error::BadPattern),
 }
 
 #[cfg(test)]

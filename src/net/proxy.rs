@@ -10,6 +10,7 @@
 //! One thread per connection, std only: a session has a handful of connections at a time, and the
 //! launcher's start-up cost for `host` and `none` modes stays what it was (nothing of this runs).
 
+use super::error::ProxyError;
 use super::pattern::{normalize, Refusal, Rules};
 use super::NetPolicy;
 use std::collections::BTreeMap;
@@ -62,13 +63,18 @@ impl Proxy {
         dir: &Path,
         policy: &NetPolicy,
         alerts: Option<(PathBuf, String)>,
-    ) -> Result<Proxy, String> {
+    ) -> Result<Proxy, ProxyError> {
         let rules = Rules::new(&policy.allow, &policy.deny)?;
-        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|source| ProxyError::Create {
+            path: dir.to_path_buf(),
+            source,
+        })?;
         let path = dir.join(super::SOCKET);
         let _ = std::fs::remove_file(&path);
-        let listener =
-            UnixListener::bind(&path).map_err(|e| format!("binding {}: {e}", path.display()))?;
+        let listener = UnixListener::bind(&path).map_err(|source| ProxyError::Bind {
+            path: path.clone(),
+            source,
+        })?;
         let hosts = std::env::var(super::ENV_TEST_HOSTS)
             .map(|v| parse_hosts(&v))
             .unwrap_or_default();

@@ -112,6 +112,18 @@ pub(super) fn fork_exec(
     }
 }
 
+/// Why sealing from outside failed: the gate stays shut, and the launch builds the jail again with
+/// every mount given to bwrap.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum SealFailure {
+    #[error("cannot find the jail's init process")]
+    NoInit,
+    #[error(transparent)]
+    Sealer(#[from] seal::SealError),
+    #[error("waiting for the sealer: {0}")]
+    Wait(std::io::Error),
+}
+
 /// How opening the gate went.
 pub(super) enum Gate {
     /// The command runs.
@@ -119,14 +131,14 @@ pub(super) enum Gate {
     /// bwrap's setup failed before the jail's first process started.
     SetupFailed(Jail),
     /// The jail is up but could not be sealed from outside; the command has not run.
-    SealFailed(Jail, String),
+    SealFailed(Jail, SealFailure),
 }
 
 /// The jail behind a shut gate (see `Jail::hold_and_seal`).
 pub(super) enum Held {
     Ready,
     SetupFailed,
-    SealFailed(String),
+    SealFailed(SealFailure),
 }
 
 impl Jail {
@@ -268,13 +280,13 @@ impl Jail {
         &mut self,
         sealer: Sealer,
         ops: &[seal::SealOp],
-    ) -> std::result::Result<(), String> {
+    ) -> std::result::Result<(), SealFailure> {
         let bwrap = self.child.as_raw_nonzero();
         // bwrap's only child is the jail's init; the helper is waiting, so it exists.
         let init = std::fs::read_to_string(format!("/proc/{bwrap}/task/{bwrap}/children"))
             .ok()
             .and_then(|c| c.split_whitespace().next()?.parse::<i32>().ok())
-            .ok_or_else(|| "cannot find the jail's init process".to_string());
+            .ok_or(SealFailure::NoInit);
         let request = |pid| seal::SealRequest {
             pid,
             ops: ops.to_vec(),
@@ -282,24 +294,20 @@ impl Jail {
         match sealer {
             Sealer::Forked(forked) => {
                 self.reap = Some(forked.pid);
-                forked.seal(&request(init?))
+                Ok(forked.seal(&request(init?))?)
             }
             Sealer::Executed(mut child) => {
-                let text = serde_json::to_vec(&request(init?)).map_err(|e| e.to_string())?;
+                let text = serde_json::to_vec(&request(init?)).map_err(seal::SealError::Request)?;
                 if let Some(mut stdin) = child.stdin.take() {
                     let _ = stdin.write_all(&text);
                 }
-                let out = child.wait_with_output().map_err(|e| e.to_string())?;
+                let out = child.wait_with_output().map_err(SealFailure::Wait)?;
                 if out.status.success() {
                     return Ok(());
                 }
                 let msg = String::from_utf8_lossy(&out.stderr);
-                Err(msg
-                    .lines()
-                    .next()
-                    .unwrap_or("no message")
-                    .trim()
-                    .to_string())
+                let line = msg.lines().next().unwrap_or("no message").trim();
+                Err(seal::SealError::Refused(line.to_string()).into())
             }
         }
     }
