@@ -423,6 +423,13 @@ fn a_placeholder_that_cannot_be_made_stops_the_launch_and_leaves_nothing() {
         &f.snapshot(),
         "a stopped launch left something behind",
     );
+    // The session's directory (its `$HOME`) goes too: the launch's guards undo what it made.
+    let sessions = f.rt.join("sessions");
+    assert_eq!(
+        std::fs::read_dir(sessions).unwrap().count(),
+        0,
+        "a stopped launch left its session directory"
+    );
 }
 
 #[test]

@@ -4,7 +4,19 @@
 //! Guards against a command that runs before the jail is complete, a signal lost on its way to the
 //! jail, and a status misread (a signal reported as an exit).
 
-use super::*;
+use super::{EXEC_FD, FORWARDED, GO_FD, READY_FD, SECCOMP_FD, STATUS_FD, STDERR_FD};
+use crate::error::{Error, Result, EXIT_JAIL};
+use crate::jail::plan::Plan;
+use crate::jail::policy::Sealing;
+use crate::jail::{seal, seccomp};
+use signal_hook::iterator::exfiltrator::WithOrigin;
+use signal_hook::iterator::SignalsInfo;
+use signal_hook::low_level::siginfo::Cause;
+use std::ffi::OsString;
+use std::io::{BufRead, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 /// What bwrap reported on its status fd.
 #[derive(Debug, Default)]
@@ -49,12 +61,6 @@ pub(super) struct Jail {
     pub(super) sealer: Option<Sealer>,
     /// A forked sealer that has answered, to be reaped.
     pub(super) reap: Option<rustix::process::Pid>,
-}
-
-/// `CLAUDE_SANDBOX_SEAL=exec` (tests): execute `__seal` even when the launcher could fork it, so
-/// that the path a second attempt takes is tested too.
-pub(super) fn executed_sealer_asked() -> bool {
-    std::env::var(ENV_SEAL).is_ok_and(|v| v == "exec")
 }
 
 /// A process that seals the jail from outside (see `seal`).
@@ -142,18 +148,24 @@ pub(super) enum Held {
 }
 
 impl Jail {
-    pub(super) fn spawn(plan: &Plan, args: &[OsString], sealing: Sealing) -> Result<Jail> {
+    /// Start bwrap and the sealer. `exec_sealer` (`CLAUDE_SANDBOX_SEAL=exec`, tests): execute
+    /// `__seal` even when the launcher could fork it, so that the path a second attempt takes is
+    /// tested too.
+    pub(super) fn spawn(
+        plan: &Plan,
+        args: &[OsString],
+        sealing: Sealing,
+        exec_sealer: bool,
+    ) -> Result<Jail> {
         close_inherited_fds();
         let self_exe = std::env::current_exe()
             .map_err(|e| Error::io("finding the claude-sandbox binary", e))?;
         let sealer = match sealing {
             Sealing::InBwrap => None,
             // Forked while this process has one thread (the first attempt); executed otherwise.
-            Sealing::ByLauncher if seal::single_threaded() && !executed_sealer_asked() => {
-                Some(Sealer::Forked(
-                    seal::Forked::start().map_err(|e| Error::io("starting the sealer", e))?,
-                ))
-            }
+            Sealing::ByLauncher if seal::single_threaded() && !exec_sealer => Some(Sealer::Forked(
+                seal::Forked::start().map_err(|e| Error::io("starting the sealer", e))?,
+            )),
             Sealing::ByLauncher => Some(Sealer::Executed(
                 std::process::Command::new(&self_exe)
                     .arg(seal::SUBCOMMAND)
