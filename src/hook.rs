@@ -16,7 +16,7 @@
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Host {
     Claude,
     Codex,

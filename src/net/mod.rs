@@ -16,7 +16,7 @@ pub(crate) mod proxy;
 use serde::Serialize;
 
 /// How the jail reaches the network.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// The container's network, as outside the jail (abstract unix sockets reachable too).
