@@ -80,12 +80,12 @@ impl Store {
         self.dir.lock(Lock::Alerts)
     }
 
-    fn append_line(&self, file: &Path, line: &str) -> Result<()> {
+    fn append_line(file: &Path, line: &str) -> Result<()> {
         let mut f = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .mode(0o600)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(file)
             .map_err(|e| Error::io(format!("opening {}", file.display()), e))?;
         f.write_all(format!("{line}\n").as_bytes())
@@ -104,7 +104,7 @@ impl Store {
             return Ok(false);
         }
         let line = serde_json::to_string(alert).expect("alert serialises");
-        self.append_line(&self.dir.alerts_log(), &line)?;
+        Self::append_line(&self.dir.alerts_log(), &line)?;
         let marker = self.dir.alerts_pending();
         std::fs::write(&marker, alert.id.as_bytes())
             .map_err(|e| Error::io("touching the alert marker", e))?;
@@ -160,7 +160,7 @@ impl Store {
             }
         };
         for id in &targets {
-            self.append_line(&self.dir.alerts_acks(), id)?;
+            Self::append_line(&self.dir.alerts_acks(), id)?;
         }
         Ok(targets.len())
     }
@@ -181,7 +181,7 @@ impl Store {
             let mut tmp = self.dir.alerts_shown().into_os_string();
             tmp.push(".tmp");
             std::fs::write(&tmp, format!("{}\n", last.id))
-                .and_then(|_| std::fs::rename(&tmp, self.dir.alerts_shown()))
+                .and_then(|()| std::fs::rename(&tmp, self.dir.alerts_shown()))
                 .map_err(|e| Error::io("writing the shown marker", e))?;
         }
         match std::fs::remove_file(self.dir.alerts_pending()) {
@@ -253,7 +253,7 @@ pub fn now_rfc3339() -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    let secs = now.as_secs() as i64;
+    let secs = i64::try_from(now.as_secs()).unwrap_or(i64::MAX);
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
     let z = days + 719_468;
@@ -264,7 +264,7 @@ pub fn now_rfc3339() -> String {
     let mp = (5 * doy + 2) / 153;
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + if month <= 2 { 1 } else { 0 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
     format!(
         "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
         rem / 3600,

@@ -19,6 +19,7 @@
 
 use crate::entrypoints;
 use crate::error::{Error, Result};
+use crate::gitconfig::variable;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -61,8 +62,19 @@ impl Sha256 {
     }
 
     pub(crate) fn hex(&self) -> String {
-        self.0.iter().map(|b| format!("{b:02x}")).collect()
+        hex(&self.0)
     }
+}
+
+/// Lower-case hex of `bytes` (the digests' one spelling in records and file names).
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
 }
 
 impl std::fmt::Debug for Sha256 {
@@ -258,9 +270,7 @@ pub(crate) fn shadowed(dirs: &[(PathBuf, bool)], index: usize, name: &str) -> Op
 }
 
 fn is_exec_file(p: &Path) -> bool {
-    std::fs::metadata(p)
-        .map(|m| m.is_file() && m.mode() & 0o111 != 0)
-        .unwrap_or(false)
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.mode() & 0o111 != 0)
 }
 
 /// The names in a directory (UTF-8 ones: others cannot shadow a command typed by name).
@@ -356,9 +366,12 @@ pub fn take(
 fn add_shadows(dirs: &mut [PathDir]) {
     let listed: Vec<std::collections::HashSet<String>> = dirs
         .iter()
-        .map(|d| match d.writable && d.exists {
-            true => d.entries.keys().cloned().collect(),
-            false => list_names(&d.path).into_iter().collect(),
+        .map(|d| {
+            if d.writable && d.exists {
+                d.entries.keys().cloned().collect()
+            } else {
+                list_names(&d.path).into_iter().collect()
+            }
         })
         .collect();
     for i in 0..dirs.len() {
@@ -386,15 +399,17 @@ pub(crate) fn repo_baseline(r: &entrypoints::Repo) -> RepoBaseline {
         .iter()
         .rev()
         .find(|(_, k, _)| k == "core.hookspath")
-        .map(|(_, _, v)| {
-            crate::gitconfig::hooks_path(
-                v.as_bytes(),
-                r.worktree.as_deref(),
-                &r.git_dir,
-                home.as_deref(),
-            )
-        })
-        .unwrap_or_else(|| r.common_dir.join("hooks"));
+        .map_or_else(
+            || r.common_dir.join("hooks"),
+            |(_, _, v)| {
+                crate::gitconfig::hooks_path(
+                    v.as_bytes(),
+                    r.worktree.as_deref(),
+                    &r.git_dir,
+                    home.as_deref(),
+                )
+            },
+        );
     RepoBaseline {
         git_dir: r.git_dir.clone(),
         common_dir: r.common_dir.clone(),
@@ -506,12 +521,12 @@ pub(crate) fn is_exec_key(key: &str, value: &str) -> bool {
         || (key.starts_with("url.") && key.ends_with(".insteadof") && value.starts_with("ext::"))
         // `[url "ext::sh -c …"] insteadOf = https://host/`: the command is in the subsection.
         || (key.starts_with("url.ext::")
-            && (key.ends_with(".insteadof") || key.ends_with(".pushinsteadof")))
+            && matches!(variable(key), "insteadof" | "pushinsteadof"))
         // A remote or submodule whose URL runs a command (`ext::`), and what lets git use it.
         || ((key.starts_with("remote.") || key.starts_with("submodule."))
-            && (key.ends_with(".url") || key.ends_with(".pushurl"))
+            && matches!(variable(key), "url" | "pushurl")
             && value.trim_start().starts_with("ext::"))
-        || ((key == "protocol.allow" || (key.starts_with("protocol.") && key.ends_with(".allow")))
+        || ((key == "protocol.allow" || (key.starts_with("protocol.") && variable(key) == "allow"))
             && !value.trim().eq_ignore_ascii_case("never"))
 }
 
@@ -524,15 +539,15 @@ impl Baseline {
             .write(true)
             .create_new(true)
             .mode(0o600)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&tmp)
             .map_err(|e| Error::io(format!("writing {}", tmp.display()), e))?;
         // Streamed: no copy of the whole record in memory (2 MB for 10 000 entries).
         let mut out = std::io::BufWriter::new(&mut f);
         serde_json::to_writer(&mut out, self)
             .map_err(std::io::Error::other)
-            .and_then(|_| out.flush())
-            .and_then(|_| std::fs::rename(&tmp, file))
+            .and_then(|()| out.flush())
+            .and_then(|()| std::fs::rename(&tmp, file))
             .map_err(|e| Error::io(format!("writing {}", file.display()), e))
     }
 }

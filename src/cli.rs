@@ -1,10 +1,10 @@
-//! Command-line interface: argument parsing, logging setup, and the mapping of errors to exit codes.
+//! Command-line interface: the argument definitions (the crate's only clap), logging setup, the
+//! internal entry points (`__exec`, `__connect`, `__seal`), and the mapping of errors to exit codes.
+//! Each verb's body is in `commands/`.
 
 use crate::error::EXIT_USAGE;
-use crate::jail::launch::{self, RunOptions};
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 use std::ffi::OsString;
-use std::io::Write;
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
@@ -14,7 +14,7 @@ use std::path::PathBuf;
     about = "Run an AI coding agent in a jail that seals every entry point"
 )]
 pub(crate) struct Cli {
-    /// More log output (-v info, -vv debug); RUST_LOG overrides.
+    /// More log output (-v info, -vv debug); `RUST_LOG` overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
     #[command(subcommand)]
@@ -39,7 +39,7 @@ pub(crate) enum Command {
         dry_run: bool,
         /// Network: host (the container's), allowlist (only allowed names, through a proxy), none.
         #[arg(long, value_name = "MODE", value_enum)]
-        network: Option<crate::net::Mode>,
+        network: Option<NetworkMode>,
         /// Allow this host name or `*.` pattern in allowlist mode (repeatable).
         #[arg(long = "allow-domain", value_name = "DOMAIN")]
         allow_domain: Vec<String>,
@@ -88,7 +88,7 @@ pub(crate) enum Command {
         /// Only the cases whose name matches (`*` wildcards).
         #[arg(long, value_name = "GLOB")]
         case: Option<String>,
-        /// One JSON array of {name, class, verdict, latency_ms, detail}.
+        /// One JSON array of {name, class, verdict, `latency_ms`, detail}.
         #[arg(long)]
         json: bool,
         /// Keep each case's workspace and home (printed paths under /var/tmp).
@@ -147,19 +147,60 @@ pub(crate) enum Command {
     Man,
 }
 
+/// `--network MODE`: `net::Mode` as the command line spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum NetworkMode {
+    /// The container's network, as outside the jail (abstract unix sockets reachable too).
+    Host,
+    /// Own network namespace; egress only through the proxy, to allowed names.
+    Allowlist,
+    /// Own network namespace with only a loopback.
+    None,
+}
+
+impl From<NetworkMode> for crate::net::Mode {
+    fn from(m: NetworkMode) -> Self {
+        match m {
+            NetworkMode::Host => Self::Host,
+            NetworkMode::Allowlist => Self::Allowlist,
+            NetworkMode::None => Self::None,
+        }
+    }
+}
+
+/// `--host H`, `--runtime R`: `hook::Host` as the command line spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum HostArg {
+    Claude,
+    Codex,
+    Cursor,
+    Gemini,
+}
+
+impl From<HostArg> for crate::hook::Host {
+    fn from(h: HostArg) -> Self {
+        match h {
+            HostArg::Claude => Self::Claude,
+            HostArg::Codex => Self::Codex,
+            HostArg::Cursor => Self::Cursor,
+            HostArg::Gemini => Self::Gemini,
+        }
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub(crate) enum HookEvent {
-    /// Read the host's PreToolUse (BeforeTool, preToolUse...) payload on stdin.
+    /// Read the host's `PreToolUse` (`BeforeTool`, preToolUse...) payload on stdin.
     PreToolUse {
         /// The agent runtime calling (its hook protocol).
         #[arg(long, value_enum)]
-        host: crate::hook::Host,
+        host: HostArg,
     },
     /// Print the session-start context for the host.
     SessionStart {
         /// The agent runtime calling (its hook protocol).
         #[arg(long, value_enum)]
-        host: crate::hook::Host,
+        host: HostArg,
     },
 }
 
@@ -169,7 +210,7 @@ pub(crate) enum HooksAction {
     Install {
         /// The agent runtime to configure.
         #[arg(long, value_enum)]
-        runtime: crate::hook::Host,
+        runtime: HostArg,
         /// Print the resulting configuration instead of writing it.
         #[arg(long)]
         print: bool,
@@ -229,6 +270,7 @@ fn init_logging(verbose: u8) {
 }
 
 /// Parse arguments, run, and return the process exit status.
+#[must_use]
 pub fn main() -> i32 {
     let args: Vec<OsString> = std::env::args_os().collect();
     if args
@@ -254,100 +296,7 @@ pub fn main() -> i32 {
         }
     };
     init_logging(cli.verbose);
-    let result = match cli.command {
-        Command::Run {
-            dry_run, command, ..
-        } if !dry_run && crate::jail::nested::inside_this_jail() => {
-            crate::jail::nested::exec_directly(&command)
-        }
-        Command::Run {
-            workspace,
-            config,
-            dry_run,
-            network,
-            allow_domain,
-            command,
-        } => launch::run(&RunOptions {
-            workspace,
-            config,
-            dry_run,
-            network,
-            allow_domains: allow_domain,
-            command,
-        }),
-        Command::Battery {
-            case,
-            json,
-            keep,
-            unguarded,
-            dir,
-        } => crate::battery::run(&crate::battery::Options {
-            dir,
-            case,
-            json,
-            keep,
-            unguarded,
-        }),
-        Command::Hook { event } => Ok(hook_command(event)),
-        Command::Completions { shell } => Ok(crate::completions::completions(shell)),
-        Command::Man => crate::completions::man(),
-        Command::Hooks {
-            action: HooksAction::Install { runtime, print },
-        } => launch::home_dir().and_then(|home| {
-            crate::hook::install(runtime, &home, print).map(|out| {
-                print!("{out}");
-                0
-            })
-        }),
-        Command::Cache { action } => launch::home_dir().and_then(|home| {
-            let store =
-                crate::jail::layers::store_dir(&home, &std::env::vars().collect::<Vec<_>>());
-            match action {
-                CacheAction::Ls { json } => Ok(crate::jail::layers::list(&home, &store, json)),
-                CacheAction::Clear { name } => {
-                    crate::jail::layers::clear(&store, name.as_deref()).map(|()| 0)
-                }
-            }
-        }),
-        Command::Doctor { json } => Ok(crate::doctor::doctor(json)),
-        Command::Watch { workspace } => crate::watch::foreground(workspace),
-        Command::Alerts {
-            action,
-            all,
-            json,
-            prompt,
-        } => alerts_command(action, all, json, prompt),
-        Command::Restore { id, force } => {
-            let runtime = crate::runtime::ensure(&crate::runtime::locate());
-            runtime
-                .and_then(|rt| crate::quarantine::restore(&rt, &id, force))
-                .map(|r| {
-                    println!(
-                        "restored {} ({})",
-                        r.original.display(),
-                        r.sha256.as_deref().unwrap_or(&r.kind)
-                    );
-                    0
-                })
-        }
-        Command::Explain {
-            workspace,
-            config,
-            json,
-        } => crate::explain::explain(
-            &RunOptions {
-                workspace,
-                config,
-                dry_run: true,
-                command: Vec::new(),
-                ..Default::default()
-            },
-            json,
-            cli.verbose > 0,
-        )
-        .map(|_| 0),
-    };
-    match result {
+    match crate::commands::exec(cli.command, cli.verbose) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("claude-sandbox: {e}");
@@ -361,99 +310,35 @@ pub(crate) fn color_on(fd: impl std::os::fd::AsFd) -> bool {
     std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && rustix::termios::isatty(fd)
 }
 
-fn alerts_command(
-    action: Option<AlertsAction>,
-    all: bool,
-    json: bool,
-    prompt: bool,
-) -> crate::Result<i32> {
-    let runtime = crate::runtime::ensure(&crate::runtime::locate())?;
-    let store = crate::alerts::Store::new(&runtime);
-    if prompt {
-        let fresh = store.take_unshown()?;
-        crate::alerts::print_prompt(
-            &fresh,
-            &mut std::io::stdout().lock(),
-            color_on(std::io::stdout()),
-        );
-        return Ok(0);
-    }
-    if let Some(AlertsAction::Ack { ids, all: every }) = action {
-        let n = match (every, ids.is_empty()) {
-            (true, _) => store.ack(None)?,
-            (false, false) => store.ack(Some(&ids))?,
-            (false, true) => {
-                return Err(crate::Error::Usage(
-                    "alerts ack: give alert ids or --all".into(),
-                ))
-            }
-        };
-        println!("acknowledged {n} alert(s)");
-        return Ok(0);
-    }
-    let contents = store.read();
-    for (line, why) in &contents.bad_lines {
-        eprintln!("claude-sandbox: alerts.jsonl line {line} is unreadable ({why}); skipped");
-    }
-    let shown: Vec<&crate::alerts::Alert> = contents
-        .alerts
-        .iter()
-        .filter(|a| all || !contents.acked.contains(&a.id))
-        .collect();
-    let mut out = std::io::stdout().lock();
-    if json {
-        let _ = writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&shown).expect("alerts serialise")
-        );
-    } else {
-        let restored: std::collections::BTreeSet<String> = crate::quarantine::list(&runtime)
-            .into_iter()
-            .filter(|r| r.restored)
-            .map(|r| r.id)
-            .collect();
-        crate::alerts::print_table(
-            &shown,
-            &contents.acked,
-            &restored,
-            &mut out,
-            color_on(std::io::stdout()),
-        );
-    }
-    Ok(if contents.unacked().next().is_some() {
-        1
-    } else {
-        0
-    })
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hook::Host;
+    use crate::net::Mode;
 
-fn hook_command(event: HookEvent) -> i32 {
-    match event {
-        HookEvent::SessionStart { host } => {
-            println!("{}", crate::hook::session_start(host));
-            0
+    /// Every domain value has its spelling on the command line (the matches are exhaustive both
+    /// ways), and `--network` spells a mode as the configuration file does.
+    #[test]
+    fn every_mode_and_host_has_its_command_line_value() {
+        let arg_of_mode = |m: Mode| match m {
+            Mode::Host => NetworkMode::Host,
+            Mode::Allowlist => NetworkMode::Allowlist,
+            Mode::None => NetworkMode::None,
+        };
+        for m in [Mode::Host, Mode::Allowlist, Mode::None] {
+            let arg = arg_of_mode(m);
+            assert_eq!(Mode::from(arg), m);
+            let name = arg.to_possible_value().unwrap().get_name().to_string();
+            assert_eq!(Mode::parse(&name), Some(m), "--network {name}");
         }
-        HookEvent::PreToolUse { host } => {
-            let mut input = String::new();
-            if std::io::Read::read_to_string(&mut std::io::stdin(), &mut input).is_err() {
-                eprintln!("claude-sandbox hook: cannot read stdin; blocking");
-                return 2;
-            }
-            let home = std::env::var_os("HOME")
-                .map(PathBuf::from)
-                .unwrap_or_default();
-            match crate::hook::pre_tool_use(host, &input, &home) {
-                Ok(Some(deny)) => {
-                    println!("{deny}");
-                    0
-                }
-                Ok(None) => 0,
-                Err(msg) => {
-                    eprintln!("{msg}");
-                    2
-                }
-            }
+        let arg_of_host = |h: Host| match h {
+            Host::Claude => HostArg::Claude,
+            Host::Codex => HostArg::Codex,
+            Host::Cursor => HostArg::Cursor,
+            Host::Gemini => HostArg::Gemini,
+        };
+        for h in [Host::Claude, Host::Codex, Host::Cursor, Host::Gemini] {
+            assert_eq!(Host::from(arg_of_host(h)), h);
         }
     }
 }

@@ -86,8 +86,7 @@ impl ConfigPaths {
             .unwrap_or_else(|| home.join(".config"));
         ConfigPaths {
             system: std::env::var_os("CLAUDE_SANDBOX_SYSTEM_CONFIG")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from(SYSTEM_FILE)),
+                .map_or_else(|| PathBuf::from(SYSTEM_FILE), PathBuf::from),
             user: xdg.join("claude-sandbox/config.toml"),
             workspace: workspace.join(WORKSPACE_FILE),
         }
@@ -117,7 +116,7 @@ impl Config {
                         file.display()
                     )));
                 }
-                config.merge_file(file, Scope::User, home, ws)?
+                config.merge_file(file, Scope::User, home, ws)?;
             }
             None => config.merge_file(&paths.user, Scope::User, home, ws)?,
         }
@@ -184,10 +183,10 @@ impl Config {
             }
         }
         if let Some(net) = raw.network {
+            use crate::net::MergeError;
             let span = net.span();
             let net = net.into_inner();
             let workspace = scope == Scope::Workspace;
-            use crate::net::MergeError;
             crate::net::merge(
                 &mut self.network,
                 net.mode.as_deref(),
@@ -248,7 +247,7 @@ pub fn expand(p: &str, home: &Path, base: &Path) -> PathBuf {
 
 /// 1-based line number of a byte offset.
 fn line_of(text: &str, span: Option<Range<usize>>) -> usize {
-    let offset = span.map(|s| s.start).unwrap_or(0).min(text.len());
+    let offset = span.map_or(0, |s| s.start).min(text.len());
     text[..offset].bytes().filter(|b| *b == b'\n').count() + 1
 }
 

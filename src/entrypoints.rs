@@ -505,7 +505,7 @@ fn collect_module_dirs(dir: &Path, out: &mut Vec<PathBuf>, depth: usize) {
     }
     if let Ok(rd) = std::fs::read_dir(dir) {
         for e in rd.flatten() {
-            if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
                 collect_module_dirs(&e.path(), out, depth + 1);
             }
         }

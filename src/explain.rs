@@ -66,7 +66,7 @@ pub fn writable_path_dirs(plan: &Plan, path_env: &std::ffi::OsStr) -> Vec<PathBu
 /// How many items a short `explain` lists before "... and N more".
 const SHORT_LIST: usize = 6;
 
-/// `items` joined, at most SHORT_LIST of them unless `full`.
+/// `items` joined, at most `SHORT_LIST` of them unless `full`.
 fn some(items: &[String], full: bool) -> String {
     if full {
         return items.join(", ");
@@ -90,6 +90,8 @@ fn some(items: &[String], full: bool) -> String {
 
 /// `full` (`explain --verbose`) lists every sealed entry point with who runs it, and every mask;
 /// the default is a screenful.
+// One screen of text, written in the order it prints.
+#[allow(clippy::too_many_lines)]
 pub fn explain(opts: &RunOptions, json: bool, full: bool) -> Result<()> {
     let mut opts = opts.clone();
     opts.command = vec!["true".into()];
@@ -300,6 +302,8 @@ pub fn explain(opts: &RunOptions, json: bool, full: bool) -> Result<()> {
 
 /// Where each cache layer lives: one line by default, one per layer with `--verbose`.
 fn caches(out: &mut impl Write, p: &crate::jail::policy::Policy, full: bool) {
+    type Layer = crate::jail::layers::Layer;
+    type Pick = fn(&&Layer) -> bool;
     let _ = writeln!(
         out,
         "\nCaches and tools' data: the jail's own layers, kept across sessions, never read outside (`claude-sandbox cache ls`):"
@@ -322,14 +326,12 @@ fn caches(out: &mut impl Write, p: &crate::jail::policy::Policy, full: bool) {
         }
         return;
     }
-    let name = |l: &&crate::jail::layers::Layer| {
-        l.path
-            .strip_prefix(&p.home)
-            .map(|r| format!("~/{}", r.display()))
-            .unwrap_or_else(|_| l.path.display().to_string())
+    let name = |l: &&Layer| {
+        l.path.strip_prefix(&p.home).map_or_else(
+            |_| l.path.display().to_string(),
+            |r| format!("~/{}", r.display()),
+        )
     };
-    type Layer = crate::jail::layers::Layer;
-    type Pick = fn(&&Layer) -> bool;
     let groups: [(&str, Pick); 4] = [
         ("over yours (read-only)", |l| l.overlay && l.human),
         ("instead of yours", |l| !l.overlay && l.human && !l.data),

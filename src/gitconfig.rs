@@ -142,7 +142,7 @@ impl Parser<'_> {
                 return Err(self.bad());
             }
             let mut key = String::from(c.to_ascii_lowercase() as char);
-            let value = self.value(&mut key).ok_or_else(|| self.bad())?;
+            let value = self.value(&mut key)?;
             let name = match &section {
                 Some(s) => format!("{s}.{key}"),
                 None => key,
@@ -215,8 +215,8 @@ impl Parser<'_> {
         Some(name)
     }
 
-    /// `get_value`: the rest of the key's name, then `= value` or nothing (a bare key).
-    fn value(&mut self, key: &mut String) -> Option<Option<Vec<u8>>> {
+    /// `get_value`: the rest of the key's name, then `= value` or nothing (a bare key, `None`).
+    fn value(&mut self, key: &mut String) -> Result<Option<Vec<u8>>, Bad> {
         let mut c;
         loop {
             c = self.next();
@@ -229,12 +229,12 @@ impl Parser<'_> {
             c = self.next();
         }
         if c == b'\n' {
-            return Some(None);
+            return Ok(None);
         }
         if c != b'=' {
-            return None;
+            return Err(self.bad());
         }
-        self.parse_value().map(Some)
+        self.parse_value().map(Some).ok_or_else(|| self.bad())
     }
 
     /// `parse_value`: quotes, escapes (`\n \t \b \\ \"`, others refused), comments outside quotes,
@@ -335,10 +335,15 @@ impl Config {
     }
 }
 
+/// A key's variable name: what follows its last dot (`url` in `remote.origin.url`).
+pub(crate) fn variable(key: &str) -> &str {
+    key.rsplit_once('.').map_or(key, |(_, v)| v)
+}
+
 /// Whether a key includes another file (`include.path`, `includeif.<condition>.path`).
 pub(crate) fn is_include(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
-    lower == "include.path" || (lower.starts_with("includeif.") && lower.ends_with(".path"))
+    lower == "include.path" || (lower.starts_with("includeif.") && variable(&lower) == "path")
 }
 
 /// Where an include (or `core.hooksPath`) value points: `~/` is `$HOME`, relative is from `base`.

@@ -16,7 +16,7 @@
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Host {
     Claude,
     Codex,
@@ -263,7 +263,7 @@ fn shell_targets(cmd: &str, t: &mut Targets) {
                     .extend(args[..args.len() - 1].iter().map(PathBuf::from));
             }
             Some("cat" | "less" | "more" | "head" | "tail" | "base64" | "xxd" | "strings") => {
-                t.reads.extend(args.iter().map(PathBuf::from))
+                t.reads.extend(args.iter().map(PathBuf::from));
             }
             _ => {}
         }
@@ -314,8 +314,7 @@ pub fn pre_tool_use(host: Host, stdin: &str, home: &Path) -> Result<Option<Strin
             let canonical = TOOL_NAMES
                 .iter()
                 .find(|(n, _)| *n == name)
-                .map(|(_, c)| (*c).to_string())
-                .unwrap_or_else(|| name.to_string());
+                .map_or_else(|| name.to_string(), |(_, c)| (*c).to_string());
             let mut input = v.get("tool_input").cloned().unwrap_or(Value::Null);
             if let Value::String(s) = &input {
                 input = serde_json::from_str(s).unwrap_or(Value::Null);
@@ -458,7 +457,7 @@ pub fn install(host: Host, home: &Path, print: bool) -> crate::Result<String> {
     }
     let tmp = path.with_extension("json.claude-sandbox.tmp");
     std::fs::write(&tmp, format!("{text}\n"))
-        .and_then(|_| std::fs::rename(&tmp, &path))
+        .and_then(|()| std::fs::rename(&tmp, &path))
         .map_err(|e| crate::Error::io(format!("writing {}", path.display()), e))?;
     Ok(format!(
         "wrote the claude-sandbox hooks into {}\n",

@@ -8,7 +8,7 @@
 
 pub(crate) mod battery;
 pub mod cli;
-pub(crate) mod completions;
+pub(crate) mod commands;
 pub(crate) mod config;
 pub(crate) mod doctor;
 pub(crate) mod entrypoints;

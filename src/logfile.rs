@@ -26,14 +26,16 @@ pub(crate) struct Writer;
 
 impl Write for Writer {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let mut diverted = DIVERTED.lock().unwrap_or_else(|e| e.into_inner());
+        let mut diverted = DIVERTED
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         match diverted.as_mut() {
             Some(f) => {
-                LINES.fetch_add(
-                    buf.iter().filter(|b| **b == b'\n').count(),
-                    Ordering::Relaxed,
-                );
-                f.write_all(buf).map(|_| buf.len())
+                // Not worth the bytecount crate for a log's newlines.
+                #[allow(clippy::naive_bytecount)]
+                let lines = buf.iter().filter(|&&b| b == b'\n').count();
+                LINES.fetch_add(lines, Ordering::Relaxed);
+                f.write_all(buf).map(|()| buf.len())
             }
             None => std::io::stderr().write(buf),
         }
@@ -71,13 +73,18 @@ pub(crate) fn divert(runtime: &Path, session: &str) {
     if let Ok(mut f) = opened {
         let _ = writeln!(f, "--- session {session} (pid {})", std::process::id());
         LINES.store(0, Ordering::Relaxed);
-        *DIVERTED.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
+        *DIVERTED
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(f);
     }
 }
 
 /// Back to stderr (the command's terminal is the human's again); says where the lines went, if any.
 pub(crate) fn restore(runtime: &Path) {
-    let was = DIVERTED.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let was = DIVERTED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take();
     let n = LINES.swap(0, Ordering::Relaxed);
     if was.is_some() && n > 0 {
         eprintln!(

@@ -68,18 +68,30 @@ mod tests {
     #[test]
     fn a_group_of_our_own_is_signalled_and_only_it() {
         use std::os::unix::process::CommandExt;
+        use std::os::unix::process::ExitStatusExt;
         let mut ours = std::process::Command::new("sleep");
         ours.arg("30").process_group(0);
         let mut ours = ours.spawn().unwrap();
         let mut other = std::process::Command::new("sleep");
         other.arg("30").process_group(0);
         let mut other = other.spawn().unwrap();
-        signal_group(ours.id() as i32, Signal::KILL).unwrap();
+        signal_group(
+            rustix::process::Pid::from_child(&ours)
+                .as_raw_nonzero()
+                .get(),
+            Signal::KILL,
+        )
+        .unwrap();
         let status = ours.wait().unwrap();
-        use std::os::unix::process::ExitStatusExt;
         assert_eq!(status.signal(), Some(9));
         assert!(other.try_wait().unwrap().is_none(), "another group was hit");
-        signal_process(other.id() as i32, Signal::KILL).unwrap();
+        signal_process(
+            rustix::process::Pid::from_child(&other)
+                .as_raw_nonzero()
+                .get(),
+            Signal::KILL,
+        )
+        .unwrap();
         other.wait().unwrap();
     }
 }

@@ -8,7 +8,6 @@
 //! names the per-user directory itself (tests and unusual setups).
 
 use crate::error::{Error, Result};
-use rustix::fs::OFlags;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -253,7 +252,7 @@ pub fn lock(dir: &Path, name: &str) -> Result<std::fs::File> {
         .truncate(false)
         .write(true)
         .mode(0o600)
-        .custom_flags(OFlags::NOFOLLOW.bits() as i32)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(&path)
         .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
     rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)

@@ -57,7 +57,7 @@ pub(crate) struct StateDir {
     /// (`jail::statedir`): in the jail only this session's projects are the human's, and `sealed`
     /// in each is read-only.
     pub per_project: Option<PerProject>,
-    /// SQLite stores the runtime keeps beside its other state: in the jail they live in a directory
+    /// `SQLite` stores the runtime keeps beside its other state: in the jail they live in a directory
     /// of the jail's own (persistent, never read outside), named to the runtime by an environment
     /// variable (`jail::statedir`).
     pub jail_store: Option<JailStore>,
@@ -568,6 +568,7 @@ pub(crate) const PI: Runtime = Runtime {
 /// Claude Code's directory name for a project (`~/.claude/projects/<slug>`): the working directory
 /// with every character but ASCII letters and digits made `-`; past 200 characters, the first 200,
 /// `-` and a base-36 hash of the whole (a 32-bit string hash over UTF-16 code units).
+#[allow(clippy::unnecessary_wraps)] // the shape of `PerProject::slug`
 pub(crate) fn claude_project_slug(cwd: &str, _state: &std::path::Path) -> Option<String> {
     Some(claude_slug(cwd))
 }

@@ -40,9 +40,10 @@ pub(crate) fn ssh_private_keys(home: &Path) -> Vec<PathBuf> {
         .map(walkdir::DirEntry::into_path)
         .filter(|p| {
             let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            (n.starts_with("id_") && !n.ends_with(".pub"))
-                || n.ends_with(".pem")
-                || n.ends_with(".key")
+            // Suffixes as ssh-keygen and openssl write them (a suffix after the last dot).
+            let suffix = n.rsplit_once('.').map(|(_, s)| s);
+            (n.starts_with("id_") && suffix != Some("pub"))
+                || matches!(suffix, Some("pem" | "key"))
                 || holds_private_key(p)
         })
         .collect()

@@ -107,10 +107,11 @@ fn coarse_tick_ns() -> i64 {
         tv_nsec: 0,
     };
     // SAFETY: clock_getres only writes the timespec it is given.
-    let ok = unsafe { libc::clock_getres(libc::CLOCK_REALTIME_COARSE, &mut res) } == 0;
-    match ok {
-        true => res.tv_sec * 1_000_000_000 + res.tv_nsec,
-        false => 10_000_000, // HZ=100, the coarsest Linux tick
+    let ok = unsafe { libc::clock_getres(libc::CLOCK_REALTIME_COARSE, &raw mut res) } == 0;
+    if ok {
+        res.tv_sec * 1_000_000_000 + res.tv_nsec
+    } else {
+        10_000_000
     }
 }
 
@@ -121,7 +122,8 @@ fn settled_stamp(dir: &Path) -> Option<DirStamp> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .ok()?
-        .as_nanos() as i64;
+        .as_nanos();
+    let now = i64::try_from(now).ok()?;
     (now - ctime_ns >= SETTLE_NS).then_some(DirStamp {
         dev: m.dev(),
         ino: m.ino(),
@@ -195,15 +197,15 @@ impl Watcher {
             table,
             path,
             path_dirs: base.dirs.iter().map(|d| d.path.clone()).collect(),
-            repos: Default::default(),
+            repos: repos::Repos::default(),
             tree_watches: 0,
             last_markers: Vec::new(),
             tree_cache: HashMap::new(),
             since: deferred::Since::now(coarse_tick_ns()),
             sink,
-            deferred: Default::default(),
+            deferred: deferred::Deferred::default(),
             lost_events: false,
-            future: Default::default(),
+            future: shellpath::Future::default(),
         };
         for d in base.dirs.iter().filter(|d| d.writable) {
             if d.exists {
@@ -272,8 +274,13 @@ impl Watcher {
 
 /// Whether `name` in the open directory still has the attributes of `e` (an `fstatat`, no
 /// allocation). A symlink's target is not compared: replacing a symlink makes a new inode.
-// The `stat` field types differ between architectures (nlink is 32 bits on aarch64): cast them all.
-#[allow(clippy::unnecessary_cast)]
+// The `stat` field types differ between architectures (nlink is 32 bits on aarch64): cast them all
+// (between signed and unsigned twins: the kernel keeps sizes and times >= 0).
+#[allow(
+    clippy::unnecessary_cast,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
 fn unchanged_at(dirfd: &OwnedFd, name: &str, e: &Entry) -> bool {
     let Ok(st) = rustix::fs::statat(dirfd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) else {
         return false;
@@ -379,13 +386,15 @@ pub struct Running {
 pub struct Closing(#[allow(dead_code)] Option<Inotify>);
 
 impl Running {
+    /// # Errors
+    /// The stop pipe or the watcher's thread cannot be made.
     pub fn start(cfg: WatchConfig, base: &Baseline) -> std::io::Result<Running> {
         let (stop_r, stop_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
         let mut watcher = Watcher::new(cfg, base);
         let thread = std::thread::Builder::new()
             .name("watcher".into())
             .spawn(move || {
-                watcher.run(stop_r);
+                watcher.run(&stop_r);
                 watcher.table.release_watches();
                 watcher.table.take_inotify()
             })?;
@@ -396,6 +405,7 @@ impl Running {
     }
 
     /// Stop and wait for the final sweep. Drop what it returns as late as possible.
+    #[must_use]
     pub fn finish(mut self) -> Closing {
         self.stop.take(); // closing the write end makes the read end readable (POLLHUP)
         Closing(self.thread.take().and_then(|t| t.join().ok().flatten()))
@@ -448,7 +458,7 @@ pub(crate) fn foreground(workspace: Option<PathBuf>) -> crate::Result<i32> {
         quarantine_new: false,
         hidden_globs: Vec::new(),
         catch_up: true,
-        placeholders: Default::default(),
+        placeholders: std::collections::HashSet::default(),
         tree_dirs: Vec::new(),
         resolve_delay: RESOLVE_DELAY,
         writable_roots: None,
@@ -463,7 +473,7 @@ pub(crate) fn foreground(workspace: Option<PathBuf>) -> crate::Result<i32> {
             ),
         }
     }
-    watcher.run(stop_r);
+    watcher.run(&stop_r);
     Ok(0)
 }
 

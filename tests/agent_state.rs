@@ -51,6 +51,8 @@ fn agent_state_is_writable_by_allowlist_only_when_bwrap_makes_every_mount() {
     allowlist_in_a_real_jail(Some("bwrap"));
 }
 
+// One scenario: every runtime's allowlist tried in the same jail.
+#[allow(clippy::too_many_lines)]
 fn allowlist_in_a_real_jail(seal: Option<&str>) {
     let f = Fixture::new();
     let (claude, codex) = (f.home.join(".claude"), f.home.join(".codex"));
@@ -246,10 +248,9 @@ fn a_state_directory_made_for_its_agent_is_private_to_you() {
         ("gemini", vec![".gemini"]),
     ] {
         let script = f.home.join(".local/bin").join(cmd);
-        let body: String = dirs
-            .iter()
-            .map(|d| format!("stat -c '%a {d}' ~/{d}\n"))
-            .collect();
+        let body = dirs.iter().fold(String::new(), |s, d| {
+            s + &format!("stat -c '%a {d}' ~/{d}\n")
+        });
         std::fs::write(&script, format!("#!/bin/sh\n{body}")).unwrap();
         std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .unwrap();

@@ -185,7 +185,7 @@ fn claude_code_keeps_its_state_and_your_settings_across_two_sessions() {
 }
 
 /// `codex exec` against a closed local port: it starts a real session (skills, shell snapshot,
-/// rollout, SQLite stores) without any network, and gives up within the time-out.
+/// rollout, `SQLite` stores) without any network, and gives up within the time-out.
 fn codex_session(f: &Fixture, script_after: &str) -> std::process::Output {
     let script = format!(
         "cd {ws} && OPENAI_API_KEY=sk-none timeout -s INT 12 codex exec --skip-git-repo-check hello </dev/null >/dev/null 2>&1; {script_after}",

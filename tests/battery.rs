@@ -63,15 +63,15 @@ fn battery(
         .tempdir_in(test_tmp())
         .unwrap();
     let (json, err) = (out_dir.path().join("out.json"), out_dir.path().join("err"));
-    let mut argv = vec![
+    let mut words = vec![
         quote(&bin()),
         "battery".into(),
         "--json".into(),
         "--dir".into(),
         quote(&dir),
     ];
-    argv.extend(args.iter().map(|a| format!("'{a}'")));
-    let line = format!("{} > {} 2> {}", argv.join(" "), quote(&json), quote(&err));
+    words.extend(args.iter().map(|a| format!("'{a}'")));
+    let line = format!("{} > {} 2> {}", words.join(" "), quote(&json), quote(&err));
     let mut c = if terminal {
         // `script` gives the battery a controlling terminal of its own, as a human's shell would.
         let mut c = Command::new("script");

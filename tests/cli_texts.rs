@@ -35,7 +35,10 @@ fn explain_json_has_strings_not_byte_arrays() {
         "{entries:?}"
     );
     let command = v["policy"]["command"].as_array().unwrap();
-    assert!(command.iter().all(|a| a.is_string()), "{command:?}");
+    assert!(
+        command.iter().all(serde_json::Value::is_string),
+        "{command:?}"
+    );
 }
 
 #[test]
@@ -77,7 +80,7 @@ fn no_option_has_a_blank_help() {
             if in_lists
                 && (entry.starts_with('-') || entry.starts_with('<') || entry.starts_with('['))
             {
-                let help = entry.split_once("  ").map(|(_, h)| h.trim()).unwrap_or("");
+                let help = entry.split_once("  ").map_or("", |(_, h)| h.trim());
                 assert!(
                     !help.is_empty() && !help.starts_with("[possible values"),
                     "blank help in `claude-sandbox {} --help`: {line:?}",

@@ -3,6 +3,7 @@
 
 mod common;
 use common::*;
+use std::fmt::Write as _;
 use std::os::unix::fs::PermissionsExt;
 
 /// Run `attempts` (one shell command per line) inside the jail; each one that succeeds prints
@@ -10,10 +11,11 @@ use std::os::unix::fs::PermissionsExt;
 fn attempt(f: &Fixture, attempts: &str) -> Vec<String> {
     let mut script = String::new();
     for line in attempts.lines().map(str::trim).filter(|l| !l.is_empty()) {
-        script.push_str(&format!(
-            "( {line} ) 2>/dev/null && echo 'ESCAPED: {}'\n",
+        let _ = writeln!(
+            script,
+            "( {line} ) 2>/dev/null && echo 'ESCAPED: {}'",
             line.replace('\'', "")
-        ));
+        );
     }
     script.push_str("echo DONE\n");
     let out = f.jail(&script);
@@ -46,7 +48,7 @@ fn git_hooks_config_and_git_dir_are_sealed() {
     let f = Fixture::new();
     assert_sealed(
         &f,
-        r#"
+        r"
         printf '#!/bin/sh\ntouch /var/tmp/pwned\n' > .git/hooks/pre-commit
         chmod +x .git/hooks/pre-commit.sample
         mv .git/hooks/pre-commit.sample .git/hooks/pre-commit
@@ -59,7 +61,7 @@ fn git_hooks_config_and_git_dir_are_sealed() {
         echo /var/tmp > .git/commondir
         mv .git .git.old
         rmdir .git
-        "#,
+        ",
     );
 }
 
@@ -108,7 +110,7 @@ fn nested_repo_submodule_and_worktree_are_sealed() {
     f.git(&f.ws, &["worktree", "add", "-q", "wt"]);
     assert_sealed(
         &f,
-        r#"
+        r"
         echo x > libs/inner/.git/hooks/pre-commit
         mv libs/inner/.git/config libs/inner/.git/config.old
         mv libs libs.old
@@ -121,7 +123,7 @@ fn nested_repo_submodule_and_worktree_are_sealed() {
         echo /var/tmp > .git/worktrees/wt/commondir
         echo x > .git/worktrees/wt/config.worktree
         git -C wt config --worktree core.fsmonitor x
-        "#,
+        ",
     );
 }
 
@@ -138,12 +140,12 @@ fn hooks_path_and_include_targets_are_sealed() {
     );
     assert_sealed(
         &f,
-        r#"
+        r"
         printf '#!/bin/sh\n' > .husky/_/pre-commit
         printf '[core]\nfsmonitor = x\n' >> shared.gitconfig
         mv shared.gitconfig other
         printf '[core]\nfsmonitor = x\n' > missing.gitconfig
-        "#,
+        ",
     );
 }
 
@@ -155,14 +157,14 @@ fn shell_startup_files_cannot_be_changed_or_created() {
     std::fs::create_dir_all(f.home.join(".ssh")).unwrap();
     assert_sealed(
         &f,
-        r#"
+        r"
         echo 'touch /var/tmp/pwned' >> ~/.bashrc
         mv ~/.bashrc ~/.bashrc.old
         echo x >> ~/.profile
         mkdir -p ~/.config/fish && echo x > ~/.config/fish/config.fish
         mkdir -p ~/.ssh && echo 'Host *' > ~/.ssh/config
         mkdir -p ~/.config/systemd/user
-        "#,
+        ",
     );
     // New top-level files land in the session's private home and are discarded.
     let out = ok(&f.jail("echo x > ~/.bash_profile && echo x > ~/.zshenv && echo x > ~/.inputrc && cat ~/.bash_profile"));

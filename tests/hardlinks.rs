@@ -71,6 +71,7 @@ fn a_write_through_a_linked_venv_file_never_reaches_the_store_or_the_other_proje
 /// bound read-only instead. Only an ordinary user can be refused a directory of its own.
 #[test]
 fn a_link_that_cannot_be_broken_is_bound_read_only() {
+    use std::os::unix::fs::PermissionsExt;
     if is_root() {
         eprintln!(
             "*** a_link_that_cannot_be_broken_is_bound_read_only: root writes any directory, \
@@ -78,7 +79,6 @@ fn a_link_that_cannot_be_broken_is_bound_read_only() {
         );
         return;
     }
-    use std::os::unix::fs::PermissionsExt;
     let f = Fixture::new();
     let store = f.root.join("store");
     std::fs::create_dir_all(&store).unwrap();

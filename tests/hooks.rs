@@ -245,7 +245,7 @@ fn session_start_and_hooks_install() {
 }
 
 /// Hooks run inside the jail, where the binary's own path is masked: the read-only copy named by
-/// $CLAUDE_SANDBOX_HOOK answers, and cannot be replaced or renamed away.
+/// $`CLAUDE_SANDBOX_HOOK` answers, and cannot be replaced or renamed away.
 #[test]
 fn the_hook_works_inside_the_jail_and_its_binary_cannot_be_replaced() {
     let f = Fixture::new();

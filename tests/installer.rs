@@ -18,7 +18,7 @@ fn tree(root: &Path) -> BTreeMap<PathBuf, String> {
         .map(|e| {
             let m = e.path().symlink_metadata().unwrap();
             let what = if m.file_type().is_symlink() {
-                format!("link {:?}", std::fs::read_link(e.path()).unwrap())
+                format!("link {}", std::fs::read_link(e.path()).unwrap().display())
             } else if m.is_dir() {
                 "dir".to_string()
             } else {

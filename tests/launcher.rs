@@ -146,6 +146,7 @@ fn nothing_started_in_the_jail_outlives_it() {
 
 #[test]
 fn signals_sent_to_the_launcher_reach_the_command() {
+    use nix::sys::signal::Signal as S;
     let f = Fixture::new();
     let script = r#"
         for s in TERM INT HUP QUIT WINCH USR1 USR2; do trap "echo $s >> got" $s; done
@@ -163,7 +164,6 @@ fn signals_sent_to_the_launcher_reach_the_command() {
         ready.exists()
     });
     let got = f.ws.join("got");
-    use nix::sys::signal::Signal as S;
     let sigs = [
         ("TERM", S::SIGTERM),
         ("INT", S::SIGINT),
@@ -176,9 +176,7 @@ fn signals_sent_to_the_launcher_reach_the_command() {
     for (i, (sig, signo)) in sigs.iter().enumerate() {
         signal(child.id(), *signo);
         wait_for(&format!("SIG{sig} inside"), Duration::from_secs(5), || {
-            std::fs::read_to_string(&got)
-                .map(|s| s.lines().count() > i)
-                .unwrap_or(false)
+            std::fs::read_to_string(&got).is_ok_and(|s| s.lines().count() > i)
         });
     }
     let status = child.wait().unwrap();
@@ -425,6 +423,13 @@ fn a_placeholder_that_cannot_be_made_stops_the_launch_and_leaves_nothing() {
         &f.snapshot(),
         "a stopped launch left something behind",
     );
+    // The session's directory (its `$HOME`) goes too: the launch's guards undo what it made.
+    let sessions = f.rt.join("sessions");
+    assert_eq!(
+        std::fs::read_dir(sessions).unwrap().count(),
+        0,
+        "a stopped launch left its session directory"
+    );
 }
 
 #[test]
@@ -579,6 +584,7 @@ fn terminal_injection_is_blocked_while_the_tui_keeps_working() {
 
 #[test]
 fn stdout_and_stdin_pass_through() {
+    use std::io::Write;
     let f = Fixture::new();
     let mut child = f
         .cmd(["run", "--", "tr", "a-z", "A-Z"])
@@ -586,7 +592,6 @@ fn stdout_and_stdin_pass_through() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    use std::io::Write;
     child.stdin.take().unwrap().write_all(b"hello\n").unwrap();
     let mut out = String::new();
     child
@@ -685,8 +690,7 @@ fn sealing_from_outside_matches_bwraps_own_sealing() {
     let without = |t: String| {
         t.lines()
             .filter(|l| !gitcopy(l))
-            .map(|l| format!("{l}\n"))
-            .collect::<String>()
+            .fold(String::new(), |s, l| s + l + "\n")
     };
     let b = without(ok(&inside).replace(&format!("{local}ro,"), &format!("{local}rw,")));
     let a_full = ok(&outside);

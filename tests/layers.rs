@@ -25,6 +25,7 @@ fn jail(f: &Fixture, seal: Option<&str>, script: &str) -> Output {
 
 #[test]
 fn a_poisoned_cache_never_reaches_your_copy_and_the_agents_cache_is_warm_next_session() {
+    use std::os::unix::fs::PermissionsExt;
     let f = Fixture::new();
     let hook = f.home.join(".cache/pre-commit/repo1/hook.sh");
     std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
@@ -60,7 +61,6 @@ fn a_poisoned_cache_never_reaches_your_copy_and_the_agents_cache_is_warm_next_se
     assert_eq!(second, "#!/bin/sh\nexit 0\nevil\npkg\ncrate\n");
     // The kernel leaves the overlay's `work/work` at mode 000: opened up again after the session,
     // or an ordinary user could not remove the store (nor a scene or test home holding it).
-    use std::os::unix::fs::PermissionsExt;
     let work = layers(&f).join("cache/work/work");
     let mode = std::fs::metadata(&work).unwrap().permissions().mode();
     assert_eq!(mode & 0o700, 0o700, "{} is mode {:o}", work.display(), mode);

@@ -93,8 +93,7 @@ fn zsh_shows_a_new_alert_once_through_precmd_functions() {
     if !std::process::Command::new("zsh")
         .arg("--version")
         .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
+        .is_ok_and(|o| o.status.success())
     {
         panic!("zsh is required for this test: apt-get install zsh");
     }
@@ -142,6 +141,7 @@ fn nothing_happens_inside_the_jail_or_in_non_interactive_shells() {
 
 #[test]
 fn installer_end_to_end() {
+    use std::os::unix::fs::PermissionsExt;
     let f = Fixture::new();
     let (usr, etc) = (f.root.join("usr"), f.root.join("etc"));
     let fake = f.root.join("real/fakeagent");
@@ -151,7 +151,6 @@ fn installer_end_to_end() {
         "#!/bin/sh\necho \"fake-agent $*\"\ncp /bin/true ~/.local/bin/git\n",
     )
     .unwrap();
-    use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
     let installer = src_dir().join("installer/install.sh");
     let install = |extra: &[&str]| {

@@ -1,4 +1,4 @@
-//! Sockets that appear after launch: an ssh ControlMaster socket in `~/.ssh`, a restarted
+//! Sockets that appear after launch: an ssh `ControlMaster` socket in `~/.ssh`, a restarted
 //! gpg-agent in `~/.gnupg`, a socket under `/run` (a restarted dockerd). Each is made outside
 //! while the jail runs, then the jail tries to connect; what the agent legitimately reads in those
 //! directories stays readable.

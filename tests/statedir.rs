@@ -2,7 +2,7 @@
 //! jail: a settings file your own agent saves by rename during the session never becomes writable
 //! in the jail; what the agent makes at the top is never yours during the session and quarantined
 //! after it; credentials and history come back, yours win where you changed them; auto memory is
-//! read-only, also in a project the agent invents (Claude Code's, Gemini CLI's); Codex's SQLite
+//! read-only, also in a project the agent invents (Claude Code's, Gemini CLI's); Codex's `SQLite`
 //! stores are the jail's own, its memories one session's only.
 
 mod common;

@@ -1,8 +1,9 @@
 //! Baseline, watcher and quarantine with a real jail, real inotify and real files, in both watch
-//! modes (inotify, and the one-second sweep forced with CLAUDE_SANDBOX_WATCH=poll).
+//! modes (inotify, and the one-second sweep forced with `CLAUDE_SANDBOX_WATCH=poll`).
 
 mod common;
 use common::*;
+use std::io::Write as _;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
@@ -312,7 +313,7 @@ fn queue_overflow_with_a_plant_in_the_middle() {
     std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
     // The launcher (and its watcher thread) is stopped while the jail floods the directory with far
     // more events than fs.inotify.max_queued_events (16384 by default): the queue overflows for sure.
-    let script = r#"touch ready; while [ ! -e go ]; do sleep 0.02; done
+    let script = r"touch ready; while [ ! -e go ]; do sleep 0.02; done
 python3 - <<'EOF'
 import os, shutil
 d = os.path.expanduser('~/.local/bin')
@@ -324,7 +325,7 @@ for i in range(12000):
         with open(os.path.join(d, 'mytool'), 'a') as f:
             f.write('echo pwned\\n')
 EOF
-touch flooded; while [ ! -e done ]; do sleep 0.02; done"#;
+touch flooded; while [ ! -e done ]; do sleep 0.02; done";
     let mut c = f.cmd(["-v", "run", "--", "bash", "-c", script]);
     c.env("CLAUDE_SANDBOX_RESOLVE_DELAY_MS", "600000");
     c.env(
@@ -489,7 +490,6 @@ fn alerts_exit_status_ack_and_json() {
         Some(2)
     );
     // A corrupt line is reported and skipped, not fatal.
-    use std::io::Write;
     std::fs::OpenOptions::new()
         .append(true)
         .open(f.rt.join("alerts.jsonl"))

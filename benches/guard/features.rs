@@ -4,7 +4,9 @@
 //! copy of each repository's `.git/config` (five repositories, each diverted for the session), and
 //! agent state directories (`~/.claude`, `~/.codex`).
 
-use super::*;
+use super::{
+    bare_probe, difference_row, fixture, launch_of, ms, pct, split_run, Command, Table, PROBE,
+};
 
 pub(crate) fn launch_every_feature() {
     let (plain, plain_ws, plain_path) = fixture(5, 10, 200);
@@ -60,7 +62,7 @@ pub(crate) fn launch_every_feature() {
         ms(pct(&total(&b), 0.5)),
         ms(pct(&total(&b), 0.99)),
         "reference",
-        "1.0".into(),
+        "1.0",
         b.len(),
     );
     for (label, v) in [

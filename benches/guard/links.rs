@@ -53,7 +53,7 @@ pub fn hardlink_rows() {
         assert!(std::process::Command::new("sync")
             .status()
             .unwrap()
-            .success())
+            .success());
     };
     sync();
     let run = |w: &Path| {

@@ -3,6 +3,9 @@
 //! peak RSS, detection latency in both watch modes, the prompt hook's cost, the watcher at rest, and
 //! how the baseline and the launch scale with executables and repositories.
 
+// Statistics over timings and counts: f64 is exact far beyond any figure measured here.
+#![allow(clippy::cast_precision_loss)]
+
 mod features;
 mod links;
 mod work;
@@ -69,7 +72,10 @@ fn exe(path: &Path) {
 fn pct(v: &[f64], p: f64) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[((v.len() as f64 - 1.0) * p).round() as usize]
+    // `p` is in [0, 1], so the rounded index is within the vector.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
+    v[i]
 }
 
 struct Table;
@@ -80,7 +86,14 @@ impl Table {
             "figure", "median", "p99/max", "target", "ratio"
         );
     }
-    fn row(figure: &str, median: String, p99: String, target: &str, ratio: String, n: usize) {
+    fn row(
+        figure: &str,
+        median: impl std::fmt::Display,
+        p99: impl std::fmt::Display,
+        target: &str,
+        ratio: impl std::fmt::Display,
+        n: usize,
+    ) {
         println!("{figure:<46} {median:>11} {p99:>11} {target:>12} {ratio:>9}  {n}");
     }
 }
@@ -201,9 +214,9 @@ fn bare_and_guarded(d: &Path, ws: &Path, path: &str) -> (Vec<f64>, Vec<f64>) {
 }
 
 fn launch_overhead() {
-    let (d, ws, path) = fixture(5, 10, 200);
-    println!("  (workspace on {})", describe_fs(d.path()));
-    let (b, g) = bare_and_guarded(d.path(), &ws, &path);
+    let (scene, ws, path) = fixture(5, 10, 200);
+    println!("  (workspace on {})", describe_fs(scene.path()));
+    let (b, g) = bare_and_guarded(scene.path(), &ws, &path);
     let bm = overhead_rows(
         &b,
         &g,
@@ -219,8 +232,8 @@ fn launch_overhead() {
             .arg(bin())
             .args(["run", "--", "true"])
             .current_dir(&ws)
-            .env("HOME", d.path().join("home"))
-            .env("CLAUDE_SANDBOX_RUNTIME_DIR", d.path().join("rt"))
+            .env("HOME", scene.path().join("home"))
+            .env("CLAUDE_SANDBOX_RUNTIME_DIR", scene.path().join("rt"))
             .env("PATH", &path)
             .stdout(Stdio::null())
             .output()
@@ -299,7 +312,7 @@ fn launch_overhead() {
             }
         }
         _ => {
-            println!("  srt (@anthropic-ai/sandbox-runtime) not installed: no side-by-side figure")
+            println!("  srt (@anthropic-ai/sandbox-runtime) not installed: no side-by-side figure");
         }
     }
 }
@@ -417,10 +430,11 @@ fn bare_probe() -> Command {
 /// its stderr).
 fn split_run(mut c: Command) -> (f64, f64, String) {
     let now_ns = || {
-        std::time::SystemTime::now()
+        let ns = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
-            .as_nanos() as i128
+            .as_nanos();
+        i128::try_from(ns).unwrap()
     };
     let t0 = now_ns();
     let out = c
@@ -487,7 +501,7 @@ fn overhead_rows(b: &[f64], g: &[f64], labels: [&str; 3]) -> f64 {
         ms(bm),
         ms(pct(b, 0.99)),
         "reference",
-        "1.0".into(),
+        "1.0",
         b.len(),
     );
     Table::row(
@@ -557,7 +571,7 @@ fn launch_by_repos() {
         let (d, ws, path) = fixture(repos, 1, 10);
         let _ = launch(d.path(), &ws, &path).status();
         let t = time_runs(5, || {
-            assert!(launch(d.path(), &ws, &path).status().unwrap().success())
+            assert!(launch(d.path(), &ws, &path).status().unwrap().success());
         });
         Table::row(
             &format!("launch, workspace with {repos} repositories"),
@@ -615,7 +629,7 @@ fn start_watcher(scene: &Path, path_env: &str, rt: &Path, ws: PathBuf, poll: boo
         hidden_globs: Vec::new(),
         tree_dirs: Vec::new(),
         catch_up: true,
-        placeholders: Default::default(),
+        placeholders: std::collections::HashSet::default(),
         resolve_delay: claude_sandbox::watch::RESOLVE_DELAY,
         writable_roots: Some(vec![scene.to_path_buf()]),
     };
@@ -685,7 +699,7 @@ fn at_rest(poll: bool, per_dir: usize, secs: u64) -> (f64, f64) {
         (f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap()) / 100.0 // clock ticks (USER_HZ 100)
     };
     // Let the set-up, the background hashing and the first sweeps pass.
-    std::thread::sleep(Duration::from_millis(2000));
+    std::thread::sleep(Duration::from_secs(2));
     let (c0, t0) = (cpu(), Instant::now());
     std::thread::sleep(Duration::from_secs(secs));
     let pct_core = (cpu() - c0) / t0.elapsed().as_secs_f64() * 100.0;
@@ -735,9 +749,7 @@ loop :
 }
 
 fn main() {
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     println!("claude-sandbox benchmark ({cores} cores)\n");
     Table::header();
     // `cargo bench --bench guard -- launch poll`: only the sections named (launch, baseline,
@@ -851,7 +863,7 @@ fn rest_rows() {
         format!("{cpu:.2} %"),
         format!("{rss:.1} MB"),
         "~0 % / 15 MB",
-        "CPU/RSS".into(),
+        "CPU/RSS",
         1,
     );
     let (cpu, rss) = at_rest(true, 1000, 8);
@@ -860,7 +872,7 @@ fn rest_rows() {
         format!("{cpu:.2} %"),
         format!("{rss:.1} MB"),
         "<=1 % / 15 MB",
-        "CPU/RSS".into(),
+        "CPU/RSS",
         1,
     );
 }

@@ -9,6 +9,7 @@
 //! the work, less the same for an empty launch (the launch itself is the `launch` section's figure).
 
 use super::{fixture, ms, pct, Table};
+use std::fmt::Write as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -40,7 +41,7 @@ fn measure_own(mut c: Command) -> (f64, f64) {
     c.stdout(Stdio::null()).stderr(Stdio::null());
     let t0 = Instant::now();
     let mut child = c.spawn().unwrap();
-    let pid = Pid::from_raw(child.id() as i32).unwrap();
+    let pid = Pid::from_child(&child);
     // Wait without reaping, so that the zombie's accounting can still be read.
     while rustix::process::waitid(
         WaitId::Pid(pid),
@@ -141,7 +142,7 @@ pub(super) fn churn_rows() {
         Table::row(
             &format!("{label}: guard CPU"),
             format!("{:.0} ms", guard * 1e3),
-            format!("{:.2} s", bc),
+            format!("{bc:.2} s"),
             "<= 3 %",
             format!("{:.1} %", guard / bc * 100.0),
             b.len(),
@@ -177,7 +178,7 @@ pub(super) fn memory_rows() {
         format!("{rss:.1} MB"),
         format!("{hwm:.1} MB"),
         "<= 20 MB",
-        "RSS/peak".into(),
+        "RSS/peak",
         1,
     );
 }
@@ -210,8 +211,10 @@ pub(super) fn real_work_rows() {
         .output()
         .ok()
         .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| "cargo".into());
+        .map_or_else(
+            || "cargo".into(),
+            |o| String::from_utf8_lossy(&o.stdout).trim().to_string(),
+        );
     let script = format!("cd small-crate && rm -rf target && {cargo} build --offline -q --release");
     let cargo_dir = Path::new(&cargo).parent().unwrap_or(Path::new("/"));
     let cpath = format!("{}:{full_path}", cargo_dir.display());
@@ -239,8 +242,7 @@ fn npm_project(ws: &Path, path: &str) -> Result<usize, String> {
         .env("PATH", path)
         .stdout(Stdio::null())
         .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
+        .is_ok_and(|s| s.success());
     if !have {
         return Err("npm is not installed".into());
     }
@@ -263,8 +265,7 @@ fn npm_project(ws: &Path, path: &str) -> Result<usize, String> {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
+        .is_ok_and(|s| s.success());
     if !ok {
         return Err("npm install failed: registry unreachable?".into());
     }
@@ -286,7 +287,7 @@ fn generated_crate(dir: &Path) {
     .unwrap();
     let mut lib = String::new();
     for i in 0..300 {
-        lib.push_str(&format!("pub mod m{i};\n"));
+        let _ = writeln!(lib, "pub mod m{i};");
         std::fs::write(
             dir.join(format!("src/m{i}.rs")),
             format!(

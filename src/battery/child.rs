@@ -12,6 +12,7 @@
 
 use crate::process::signal_group;
 use rustix::process::{Pid, Signal, WaitId, WaitIdOptions};
+use std::fmt::Write as _;
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
@@ -64,7 +65,7 @@ pub(super) fn run_contained(mut c: Command, timeout: Duration, started: impl FnO
     if timed_out {
         // The leader has not been reaped (`ended_unreaped` never reaps), so its pid, which is the
         // group's id since `setsid`, cannot name anything else.
-        if let Err(e) = signal_group(child.id() as i32, Signal::KILL) {
+        if let Err(e) = signal_group(Pid::from_child(&child).as_raw_nonzero().get(), Signal::KILL) {
             tracing::warn!("ending a timed-out battery command: {e}");
         }
     }
@@ -73,7 +74,7 @@ pub(super) fn run_contained(mut c: Command, timeout: Duration, started: impl FnO
         "(output incomplete: a process the command left behind still holds it)\n".into()
     });
     if timed_out {
-        text.push_str(&format!("timed out after {} s\n", timeout.as_secs()));
+        let _ = writeln!(text, "timed out after {} s", timeout.as_secs());
         return Ran {
             ok: false,
             output: text,
@@ -87,7 +88,7 @@ pub(super) fn run_contained(mut c: Command, timeout: Duration, started: impl FnO
 
 /// Whether the child has ended, leaving it a zombie (`WNOWAIT`) so that its pid stays its own.
 fn ended_unreaped(child: &Child) -> bool {
-    let Some(pid) = Pid::from_raw(child.id() as i32) else {
+    let Some(pid) = Pid::from_raw(Pid::from_child(child).as_raw_nonzero().get()) else {
         return true;
     };
     matches!(

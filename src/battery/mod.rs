@@ -148,7 +148,7 @@ pub fn load(dir: &Path) -> Result<Vec<Case>> {
             .map_err(|e| Error::io(format!("reading {}", f.display()), e))?;
         let mut case: Case = toml::from_str(&text).map_err(|e| Error::Config {
             path: f.clone(),
-            line: text[..e.span().map(|s| s.start).unwrap_or(0).min(text.len())]
+            line: text[..e.span().map_or(0, |s| s.start).min(text.len())]
                 .lines()
                 .count()
                 .max(1),
@@ -198,8 +198,7 @@ fn sh(cmd: &str, scene: &Scene, timeout: Duration) -> (bool, String) {
 
 fn scene(case: &Case, bin: &Path) -> Result<Scene> {
     let base = std::env::var_os("CLAUDE_SANDBOX_TEST_TMP")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/tmp"));
+        .map_or_else(|| PathBuf::from("/var/tmp"), PathBuf::from);
     let root = base.join(format!(
         "claude-sandbox-battery-{}-{}",
         std::process::id(),
@@ -301,8 +300,7 @@ fn requirement_missing(req: &str) -> Option<String> {
                 .stdin(Stdio::null())
                 .stderr(Stdio::null())
                 .status()
-                .map(|s| s.success())
-                .unwrap_or(false);
+                .is_ok_and(|s| s.success());
             (!ok).then(|| "sudo -n does not work for this user outside the jail".into())
         }
         r if r.starts_with("git>=") => {
@@ -319,8 +317,7 @@ fn requirement_missing(req: &str) -> Option<String> {
         }
         "tiocsti" => {
             let legacy = std::fs::read_to_string("/proc/sys/dev/tty/legacy_tiocsti")
-                .map(|s| s.trim() == "1")
-                .unwrap_or(true);
+                .map_or(true, |s| s.trim() == "1");
             (!legacy).then(|| {
                 "the kernel refuses TIOCSTI (dev.tty.legacy_tiocsti=0): nothing to prove".into()
             })
@@ -330,8 +327,7 @@ fn requirement_missing(req: &str) -> Option<String> {
                 .args(["-c", &format!("command -v {cmd}")])
                 .stdout(Stdio::null())
                 .status()
-                .map(|s| s.success())
-                .unwrap_or(false);
+                .is_ok_and(|s| s.success());
             (!found).then(|| format!("{cmd} is not installed"))
         }
     }
@@ -405,8 +401,7 @@ fn judge(case: &Case, s: &Scene, bin: &Path, unguarded: bool) -> (Verdict, Optio
         .env
         .iter()
         .find(|(k, _)| k == "CS_BIN")
-        .map(|(_, v)| PathBuf::from(v))
-        .unwrap_or_else(|| bin.to_path_buf());
+        .map_or_else(|| bin.to_path_buf(), |(_, v)| PathBuf::from(v));
     let (planted, out) = if case.tty {
         tty::run_tty(&script, s, &launcher, unguarded)
     } else {
@@ -579,7 +574,7 @@ pub fn run(opts: &Options) -> Result<i32> {
     } else {
         let _ = writeln!(out, "\n{ok} passed, {failed} failed, {skipped} skipped");
     }
-    Ok(if failed > 0 { 1 } else { 0 })
+    Ok(i32::from(failed > 0))
 }
 
 /// Guarded: blocked or neutralised pass. Unguarded: the attack must have worked.

@@ -1,6 +1,6 @@
 //! The prompt-hook check: whether alerts will reach this person's prompt.
 //!
-//! Guards against a hook that silently never runs (another rc file replaced PROMPT_COMMAND), and
+//! Guards against a hook that silently never runs (another rc file replaced `PROMPT_COMMAND`), and
 //! against the opposite mistake: calling that a failure where no prompt exists (a devcontainer's
 //! postStartCommand, CI), which taught people to ignore doctor.
 
@@ -10,9 +10,10 @@ use std::path::{Path, PathBuf};
 /// The prompt hook doctor looks for; `CLAUDE_SANDBOX_PROFILE_HOOK` points it elsewhere (tests, a
 /// `--sysconfdir` install).
 fn profile_hook() -> PathBuf {
-    std::env::var_os("CLAUDE_SANDBOX_PROFILE_HOOK")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(crate::jail::plan::PROFILE_HOOK))
+    std::env::var_os("CLAUDE_SANDBOX_PROFILE_HOOK").map_or_else(
+        || PathBuf::from(crate::jail::plan::PROFILE_HOOK),
+        PathBuf::from,
+    )
 }
 
 /// The login shell: `$SHELL`, else the passwd entry (a devcontainer's `postStartCommand` may run

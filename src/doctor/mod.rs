@@ -1,7 +1,7 @@
 //! `claude-sandbox doctor`: what works here, what does not, and the exact fix.
 //!
 //! Guards against a guard that silently is not there: no bwrap, user namespaces refused by Docker's
-//! seccomp profile or Ubuntu's AppArmor restriction, a filesystem where inotify sees nothing, a prompt
+//! seccomp profile or Ubuntu's `AppArmor` restriction, a filesystem where inotify sees nothing, a prompt
 //! hook that another rc file overwrote, a `claude` that runs unguarded. Each check has a mark
 //! (pass/warn/fail), one line of why, and the fix; a check that crashes is a failed check, not a crash.
 //! Read-only: it changes nothing (the jail check runs a real jail in a throwaway workspace).
@@ -147,11 +147,7 @@ pub fn doctor(json: bool) -> i32 {
             checks.len() - fails - warns - na
         );
     }
-    if checks.iter().any(|c| c.mark == Mark::Fail) {
-        1
-    } else {
-        0
-    }
+    i32::from(checks.iter().any(|c| c.mark == Mark::Fail))
 }
 
 fn command_output(program: &Path, args: &[&str]) -> Option<(bool, String)> {
@@ -553,8 +549,7 @@ fn check_leftovers() -> Vec<Check> {
     let rt = crate::runtime::locate();
     let placeholders = crate::jail::placeholders::list(&rt);
     let sessions = std::fs::read_dir(crate::runtime::RuntimeDir::new(&rt).sessions())
-        .map(|d| d.count())
-        .unwrap_or(0);
+        .map_or(0, std::iter::Iterator::count);
     if placeholders.is_empty() && sessions == 0 {
         return vec![pass(
             "leftovers",

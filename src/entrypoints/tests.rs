@@ -67,7 +67,7 @@ fn caches_and_environments_are_not_walked_and_nothing_else_is_skipped() {
 fn per_directory_names_are_unique() {
     let mut names: Vec<_> = per_directory().map(|c| c.name).collect();
     let n = names.len();
-    names.sort();
+    names.sort_unstable();
     names.dedup();
     assert_eq!(names.len(), n);
 }

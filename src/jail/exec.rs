@@ -37,8 +37,8 @@ pub fn ignore_terminal_signals() -> std::io::Result<()> {
 /// `claude-sandbox __exec EXE_FD STDERR_FD [READY_FD GO_FD CWD] -- COMMAND ARGS...`: never returns on
 /// success.
 ///
-/// With the gate (READY_FD, GO_FD): say "ready" (bwrap's setup is done, the launcher may seal), then
-/// wait for one byte on GO_FD. End of file instead means the launcher gave up (a failed seal, a
+/// With the gate (`READY_FD`, `GO_FD)`: say "ready" (bwrap's setup is done, the launcher may seal), then
+/// wait for one byte on `GO_FD`. End of file instead means the launcher gave up (a failed seal, a
 /// failed baseline): exit without running anything. Then enter CWD.
 pub fn main(args: &[OsString]) -> i32 {
     let fd = |s: &OsString| s.to_string_lossy().parse::<i32>().ok().filter(|fd| *fd > 2);

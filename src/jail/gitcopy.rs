@@ -136,9 +136,12 @@ pub(crate) fn prepare(
         return;
     }
     copies.retain(|c| {
-        match copy_one(session_dir, session_home, c).and_then(|()| match c.divert {
-            true => divert(&c.real, session),
-            false => Ok(()),
+        match copy_one(session_dir, session_home, c).and_then(|()| {
+            if c.divert {
+                divert(&c.real, session)
+            } else {
+                Ok(())
+            }
         }) {
             Ok(()) => true,
             Err(e) => {

@@ -115,7 +115,7 @@ pub(crate) fn read_regular(path: &Path) -> std::result::Result<(Vec<u8>, u32), R
     if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
         return Err(Refused::NotRegular);
     }
-    if st.st_size as u64 > MAX_JSON {
+    if u64::try_from(st.st_size).unwrap_or(u64::MAX) > MAX_JSON {
         return Err(Refused::TooLarge);
     }
     let mut bytes = Vec::new();
@@ -193,13 +193,13 @@ pub(crate) fn merge_back(
             serde_json::from_slice(&b).map_err(MergeError::YoursNotJson)?,
             mode,
         ),
-        Err(Refused::Missing) => (Value::Object(Default::default()), 0o600),
+        Err(Refused::Missing) => (Value::Object(serde_json::Map::default()), 0o600),
         Err(why) => return Err(MergeError::Yours(why)),
     };
     let mut refused = Vec::new();
     guard(&mut merged, &host, "", &mut refused);
     let ws_key = workspace.to_string_lossy().into_owned();
-    let empty = Value::Object(Default::default());
+    let empty = Value::Object(serde_json::Map::default());
     if let Some(projects) = merged.get_mut("projects").and_then(Value::as_object_mut) {
         for (name, project) in projects.iter_mut() {
             let host_project = host
@@ -372,6 +372,7 @@ mod tests {
 
     #[test]
     fn the_jails_copy_is_merged_only_as_a_regular_json_object() {
+        type Make<'a> = Box<dyn Fn(&Path) + 'a>;
         let root = tempfile::tempdir().unwrap();
         let home = root.path().join("home");
         std::fs::create_dir(&home).unwrap();
@@ -379,7 +380,6 @@ mod tests {
         let mine = br#"{"numStartups":1}"#;
         let secret = home.join("secret.json");
         std::fs::write(&secret, br#"{"auths":{"x":"SECRET"}}"#).unwrap();
-        type Make<'a> = Box<dyn Fn(&Path) + 'a>;
         let cases: Vec<(&str, Make)> = vec![
             (
                 "symbolic link",
@@ -395,7 +395,7 @@ mod tests {
                         rustix::fs::Mode::from_raw_mode(0o600),
                         0,
                     )
-                    .unwrap()
+                    .unwrap();
                 }),
             ),
             (

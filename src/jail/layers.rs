@@ -112,8 +112,10 @@ impl Layer {
 pub fn store_dir(home: &Path, env: &[(String, String)]) -> PathBuf {
     env.iter()
         .find(|(k, v)| k == ENV_DIR && v.starts_with('/'))
-        .map(|(_, v)| PathBuf::from(v))
-        .unwrap_or_else(|| home.join(".local/state/claude-sandbox/layers"))
+        .map_or_else(
+            || home.join(".local/state/claude-sandbox/layers"),
+            |(_, v)| PathBuf::from(v),
+        )
 }
 
 /// Whether the kernel can mount an overlay with an upper directory in the store: overlayfs in a
@@ -363,6 +365,7 @@ pub fn ensure_store(store: &Path) -> std::io::Result<()> {
 /// and the overlay is kept only when no other session holds the upper directories (else the
 /// separate directories are used this time).
 pub fn prepare(store: &Path, layers: &mut [Layer]) -> crate::error::Result<Held> {
+    use rustix::fs::FlockOperation as Op;
     let err = |what: String, e: std::io::Error| {
         crate::error::Error::io(
             format!("{what} (the cache layer store {}; set {ENV_DIR} to another directory you own, or remove it)", store.display()),
@@ -387,7 +390,6 @@ pub fn prepare(store: &Path, layers: &mut [Layer]) -> crate::error::Result<Held>
             Err(e) => Err(e.into()),
         }
     };
-    use rustix::fs::FlockOperation as Op;
     let in_use = lock(".in-use", Op::LockShared)
         .map_err(|e| err("locking".into(), e))?
         .ok_or_else(|| err("locking".into(), std::io::Error::other("unexpected")))?;
@@ -494,6 +496,8 @@ pub fn rows(home: &Path, store: &Path) -> Vec<Row> {
 }
 
 /// Human-readable size.
+// For reading only: one decimal of a GiB needs far fewer than f64's 52 bits.
+#[allow(clippy::cast_precision_loss)]
 pub fn human(bytes: u64) -> String {
     match bytes {
         b if b >= 1 << 30 => format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64),

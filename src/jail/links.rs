@@ -110,10 +110,10 @@ pub(crate) fn home_link_targets(
             .any(|r| target.starts_with(r) && target != *r);
         let in_hole = holes.iter().any(|h| target.starts_with(h));
         if in_writable && !in_hole {
-            let shown = link
-                .strip_prefix(home)
-                .map(|r| format!("~/{}", r.display()))
-                .unwrap_or_else(|_| link.display().to_string());
+            let shown = link.strip_prefix(home).map_or_else(
+                |_| link.display().to_string(),
+                |r| format!("~/{}", r.display()),
+            );
             out.push(Finding {
                 path: target,
                 stub: Stub::Dir,
@@ -172,10 +172,10 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(root.path()).unwrap();
         let (home, ws) = (root.join("h"), root.join("h/dotfiles"));
-        let hole = home.join(".cache");
+        let cache = home.join(".cache");
         for d in [
             &ws.join("fish"),
-            &hole,
+            &cache,
             &home.join(".config/git"),
             &root.join("ro"),
         ] {
@@ -190,7 +190,7 @@ mod tests {
         link(Path::new("../../dotfiles/gitconfig"), ".config/git/config"); // relative, two levels down
         link(&ws.join("fish"), ".config/fish"); // a folded directory
         link(&root.join("ro/profile"), ".profile"); // read-only already
-        link(&hole, ".cache-link"); // into a hole
+        link(&cache, ".cache-link"); // into a cache
         link(&root.join("missing"), ".zshrc"); // dangling, outside every writable root
         link(&ws.join("bash_local"), ".bash_local"); // dangling into the workspace: it can appear
         for d in [".ssh", ".config/nvim/lua", ".bashrc.d"] {
@@ -204,8 +204,8 @@ mod tests {
         link(&ws.join("aliases.sh"), ".bashrc.d/aliases.sh"); // a *.d directory, dangling
         let got = home_link_targets(
             &home,
-            std::slice::from_ref(&hole),
-            &[ws.clone(), hole.clone()],
+            std::slice::from_ref(&cache),
+            &[ws.clone(), cache.clone()],
         );
         let mut paths: Vec<_> = got.iter().map(|f| f.path.clone()).collect();
         paths.sort();

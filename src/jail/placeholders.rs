@@ -3,7 +3,7 @@
 //!
 //! Guards against two failures peers' users hit: ghost files left behind (every placeholder is
 //! recorded with its inode before bwrap starts, removed when the last session that needs it ends, and
-//! one left by a SIGKILLed launcher is removed by the next `run`), and a placeholder pulled away under
+//! one left by a `SIGKILLed` launcher is removed by the next `run`), and a placeholder pulled away under
 //! a running session (removing a mount point on the host detaches the bind in the jail, so removal
 //! waits until no live session holds it). A placeholder is only removed while it is still exactly what
 //! we made: the same inode, an empty directory or our content. Anything else now belongs to the human.
@@ -32,8 +32,7 @@ impl SessionId {
         let pid = std::process::id();
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
+            .map_or(0, |d| d.as_nanos());
         SessionId {
             id: format!("{pid}-{nanos:x}"),
             pid,
@@ -93,7 +92,7 @@ fn with_registry<T>(runtime: &Path, f: impl FnOnce(&mut Registry) -> Result<T>) 
     let mut tmp = path.clone().into_os_string();
     tmp.push(format!(".{}", std::process::id()));
     std::fs::write(&tmp, bytes)
-        .and_then(|_| std::fs::rename(&tmp, &path))
+        .and_then(|()| std::fs::rename(&tmp, &path))
         .map_err(|e| Error::io("saving the placeholder registry", e))?;
     Ok(out)
 }
@@ -199,10 +198,10 @@ fn remove_unheld(reg: &mut Registry) {
             match res {
                 Ok(()) => {}
                 Err(err) if err.raw_os_error() == Some(libc::ENOTEMPTY) => {
-                    tracing::info!("{} has content now; left in place", e.path.display())
+                    tracing::info!("{} has content now; left in place", e.path.display());
                 }
                 Err(err) => {
-                    tracing::warn!("cannot remove placeholder {}: {err}", e.path.display())
+                    tracing::warn!("cannot remove placeholder {}: {err}", e.path.display());
                 }
             }
         } else {
@@ -229,10 +228,7 @@ fn still_ours(e: &Entry) -> bool {
         Some(c) => {
             m.is_file()
                 && m.len() == c.len() as u64
-                && (c.is_empty()
-                    || std::fs::read(&e.path)
-                        .map(|b| b == c.as_bytes())
-                        .unwrap_or(false))
+                && (c.is_empty() || std::fs::read(&e.path).is_ok_and(|b| b == c.as_bytes()))
         }
     }
 }
@@ -257,7 +253,7 @@ fn create(p: &Placeholder) -> std::io::Result<(u64, u64)> {
                 .write(true)
                 .create_new(true)
                 .mode(0o444)
-                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+                .custom_flags(libc::O_NOFOLLOW)
                 .open(&p.path)?;
             f.write_all(content.as_bytes())?;
         }

@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 mod masks;
 pub(crate) mod readers;
 mod seals;
-use masks::*;
-use seals::*;
+use masks::masks;
+use seals::{anchors, seal};
 
 /// The writable holes in `$HOME`, relative to it: the PATH directories inside the data layers
 /// (`~/.local/bin`, `~/.cargo/bin`: shared with you and watched) and every runtime's state
@@ -52,7 +52,7 @@ pub const UNSET_ENV: &[&str] = &[
     crate::runtime::ENV,
 ];
 
-/// Privileged programs masked inside the jail (bwrap's no_new_privs already makes them useless;
+/// Privileged programs masked inside the jail (bwrap's `no_new_privs` already makes them useless;
 /// masking makes the failure immediate and obvious).
 pub const PRIVILEGED: &[&str] = &["sudo", "su", "doas", "pkexec"];
 
@@ -164,6 +164,8 @@ pub fn plan(input: &PlanInput) -> Result<Plan> {
 /// writable holes, the writable roots, the private directories, the environment. Cheap (no walk of
 /// the workspace), so bwrap can start while `add_seals` does the rest. The plan has no seals, anchors,
 /// masks or repositories until `add_seals` has run.
+// The policy filled in bwrap's mount order, one step after the other.
+#[allow(clippy::too_many_lines)]
 pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
     let ws = canonical(&input.workspace)?;
     let home = canonical(&input.home)?;
@@ -253,7 +255,10 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         .into_iter()
         .collect();
     let run_view = super::sockets::run_view(&private, &allowed_sockets);
-    let mut unsetenv: Vec<String> = UNSET_ENV.iter().map(|s| s.to_string()).collect();
+    let mut unsetenv: Vec<String> = UNSET_ENV
+        .iter()
+        .map(std::string::ToString::to_string)
+        .collect();
     if !input.config.allow_ssh_agent {
         unsetenv.insert(0, "SSH_AUTH_SOCK".into());
     }
@@ -294,7 +299,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         ws.clone()
     };
     // The measured agent state directories at the top of `$HOME`: the jail's own (`statedir`).
-    for e in home_entries.iter_mut() {
+    for e in &mut home_entries {
         if e.bind != HomeBind::Writable {
             continue;
         }
@@ -548,9 +553,7 @@ fn canonical(p: &Path) -> Result<PathBuf> {
 }
 
 fn is_symlink(p: &Path) -> bool {
-    std::fs::symlink_metadata(p)
-        .map(|m| m.file_type().is_symlink())
-        .unwrap_or(false)
+    std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink())
 }
 
 /// How each top-level entry of `$HOME` appears in the jail.
@@ -602,10 +605,10 @@ fn home_entries(home: &Path, holes: &[PathBuf]) -> Result<Vec<HomeEntry>> {
 
 fn private_dirs(input: &PlanInput) -> Vec<PathBuf> {
     let mut out = vec![PathBuf::from("/tmp")];
-    let run_user = input
-        .env("XDG_RUNTIME_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(format!("/run/user/{}", input.uid)));
+    let run_user = input.env("XDG_RUNTIME_DIR").map_or_else(
+        || PathBuf::from(format!("/run/user/{}", input.uid)),
+        PathBuf::from,
+    );
     if let Ok(p) = std::fs::canonicalize(&run_user) {
         if p.is_dir() && p != Path::new("/") && !out.contains(&p) {
             out.push(p);

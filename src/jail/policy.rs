@@ -199,7 +199,7 @@ impl Policy {
             layers: Vec::new(),
             state_private: Vec::new(),
             state_views: Vec::new(),
-            network: Default::default(),
+            network: crate::net::NetPolicy::default(),
             net_dir: None,
             git_copies: Vec::new(),
         }

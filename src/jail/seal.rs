@@ -196,6 +196,17 @@ pub fn seal_ops(policy: &Policy, git_copies: &[super::gitcopy::GitCopy]) -> Vec<
 pub enum SealError {
     #[error("cannot enter the jail's namespaces: {0}")]
     Enter(String),
+    #[error("__seal: bad request: {0}")]
+    Request(serde_json::Error),
+    #[error("__seal: reading the request: {0}")]
+    ReadRequest(std::io::Error),
+    #[error("talking to the sealer: {0}")]
+    Pipe(std::io::Error),
+    /// The sealer's own one-line reason, relayed.
+    #[error("{0}")]
+    Refused(String),
+    #[error("the sealer ended without answering")]
+    Silent,
     #[error("cannot seal {path}: {what}: {err}")]
     Mount {
         path: PathBuf,
@@ -223,9 +234,8 @@ pub fn main() -> i32 {
 }
 
 /// Parse one request and carry it out.
-fn serve(text: &str) -> Result<(), String> {
-    let req: SealRequest =
-        serde_json::from_str(text).map_err(|e| format!("__seal: bad request: {e}"))?;
+fn serve(text: &str) -> Result<(), SealError> {
+    let req: SealRequest = serde_json::from_str(text).map_err(SealError::Request)?;
     // For the tests of the fallback: half the mounts, then a failure (or a death without a word).
     let mode = std::env::var("CLAUDE_SANDBOX_SEAL").unwrap_or_default();
     let fail_halfway = mode == FAIL_HALFWAY || mode == DIE_HALFWAY;
@@ -234,15 +244,15 @@ fn serve(text: &str) -> Result<(), String> {
     } else {
         &req.ops[..]
     };
-    enter(req.pid)
-        .and_then(|()| apply(ops))
-        .map_err(|e| e.to_string())?;
+    enter(req.pid).and_then(|()| apply(ops))?;
     if mode == DIE_HALFWAY {
         // SAFETY: ends the process at once, as a kill would.
         unsafe { libc::_exit(1) };
     }
     if fail_halfway {
-        return Err(SealError::Enter(format!("CLAUDE_SANDBOX_SEAL={FAIL_HALFWAY}")).to_string());
+        return Err(SealError::Enter(format!(
+            "CLAUDE_SANDBOX_SEAL={FAIL_HALFWAY}"
+        )));
     }
     Ok(())
 }
@@ -285,21 +295,21 @@ impl Forked {
     }
 
     /// Send the request and wait for the answer. The process is reaped by the caller.
-    pub fn seal(self, request: &SealRequest) -> Result<(), String> {
-        let text = serde_json::to_vec(request).map_err(|e| e.to_string())?;
+    pub fn seal(self, request: &SealRequest) -> Result<(), SealError> {
+        let text = serde_json::to_vec(request).map_err(SealError::Request)?;
         let mut request_w = std::fs::File::from(self.request);
-        std::io::Write::write_all(&mut request_w, &text).map_err(|e| e.to_string())?;
+        std::io::Write::write_all(&mut request_w, &text).map_err(SealError::Pipe)?;
         drop(request_w);
         let mut answer = String::new();
         std::fs::File::from(self.answer)
             .read_to_string(&mut answer)
-            .map_err(|e| e.to_string())?;
+            .map_err(SealError::Pipe)?;
         // Success must be said: a sealer killed halfway (Ctrl-C reaches its process group too)
         // closes the pipe without a word, and that is a failure, not a silence.
         match answer.lines().next() {
             Some(ANSWER_SEALED) => Ok(()),
-            Some(line) => Err(line.trim().to_string()),
-            None => Err("the sealer ended without answering".to_string()),
+            Some(line) => Err(SealError::Refused(line.trim().to_string())),
+            None => Err(SealError::Silent),
         }
     }
 }
@@ -322,7 +332,7 @@ fn child(request: OwnedFd, answer: OwnedFd) -> ! {
     let mut text = String::new();
     let outcome = std::fs::File::from(request)
         .read_to_string(&mut text)
-        .map_err(|e| format!("__seal: reading the request: {e}"))
+        .map_err(SealError::ReadRequest)
         .and_then(|_| serve(&text));
     let mut answer = std::fs::File::from(answer);
     let code = match outcome {
@@ -331,7 +341,7 @@ fn child(request: OwnedFd, answer: OwnedFd) -> ! {
             0
         }
         Err(e) => {
-            let _ = std::io::Write::write_all(&mut answer, e.as_bytes());
+            let _ = std::io::Write::write_all(&mut answer, e.to_string().as_bytes());
             crate::error::EXIT_JAIL
         }
     };
@@ -480,7 +490,6 @@ fn apply_one(op: &SealOp, stage: &mut Option<OwnedFd>) -> Result<(), SealError> 
         }
         // Not there in the jail (under a private tmpfs): hidden already.
         SealOp::Hide(p) if gone(p) => Ok(()),
-        SealOp::Hide(p) => empty_ro_tmpfs(p),
         SealOp::ReadOnly(p) => {
             mount_bind_recursive(p, p).map_err(fail(p, "binding over itself"))?;
             restrict(p, true)
@@ -491,7 +500,7 @@ fn apply_one(op: &SealOp, stage: &mut Option<OwnedFd>) -> Result<(), SealError> 
             restrict(p, true)
         }
         SealOp::MaskDir(p) if gone(p) => Ok(()),
-        SealOp::MaskDir(p) => empty_ro_tmpfs(p),
+        SealOp::Hide(p) | SealOp::MaskDir(p) => empty_ro_tmpfs(p),
     }
 }
 
@@ -640,7 +649,7 @@ fn restrict(p: &Path, read_only: bool) -> Result<(), SealError> {
     set_path_attrs(p, libc::AT_RECURSIVE, read_only)
 }
 
-/// `set_attrs` on a path (never following a final symlink); `flags` adds AT_RECURSIVE or not.
+/// `set_attrs` on a path (never following a final symlink); `flags` adds `AT_RECURSIVE` or not.
 fn set_path_attrs(p: &Path, flags: libc::c_int, read_only: bool) -> Result<(), SealError> {
     let fail = |err| SealError::Mount {
         path: p.to_path_buf(),
@@ -658,7 +667,7 @@ fn set_path_attrs(p: &Path, flags: libc::c_int, read_only: bool) -> Result<(), S
     .map_err(fail)
 }
 
-/// `mount_setattr(2)` on `path` relative to `dir` (`flags`: AT_RECURSIVE and the like): nosuid and
+/// `mount_setattr(2)` on `path` relative to `dir` (`flags`: `AT_RECURSIVE` and the like): nosuid and
 /// nodev, and read-only when asked. Nothing is cleared: a writable bind copies a writable source.
 fn set_attrs(
     dir: std::os::fd::BorrowedFd<'_>,
@@ -680,8 +689,8 @@ fn set_attrs(
             libc::SYS_mount_setattr,
             dir.as_raw_fd(),
             path.as_ptr(),
-            flags as libc::c_uint,
-            &attr as *const MountAttr,
+            flags.unsigned_abs(), // AT_* bits, non-negative
+            &raw const attr,
             std::mem::size_of::<MountAttr>(),
         )
     };

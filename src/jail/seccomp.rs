@@ -7,7 +7,7 @@
 //! TIOCSTI but breaks those TUIs.
 //!
 //! The request number is compared on its low 32 bits only, as the kernel does (a full 64-bit compare was
-//! bypassed with high bits set, CVE-2019-10063). Compat entry points (i386 and x32 on x86_64, arm on
+//! bypassed with high bits set, CVE-2019-10063). Compat entry points (i386 and x32 on `x86_64`, arm on
 //! aarch64) are covered; syscalls from any other architecture are refused outright (fail closed).
 
 /// One classic BPF instruction (`struct sock_filter`).
@@ -39,7 +39,7 @@ const OFF_ARG1_LO: u32 = 16 + 8;
 /// (audit arch, ioctl syscall numbers on that arch).
 #[cfg(target_arch = "x86_64")]
 const ARCHES: &[(u32, &[u32])] = &[
-    (0xC000_003E, &[16, 0x4000_0000 | 514]), // x86_64 and x32 (compat ioctl)
+    (0xC000_003E, &[16, 0x4000_0000 + 514]), // x86_64 and x32 (compat ioctl)
     (0x4000_0003, &[54]),                    // i386
 ];
 #[cfg(target_arch = "aarch64")]
@@ -55,15 +55,20 @@ fn insn(code: u16, jt: u8, jf: u8, k: u32) -> Insn {
 /// The filter program. Layout: for each arch, `if arch == A` then compare the syscall number with that
 /// arch's ioctl numbers (a match jumps to the request check, anything else is allowed); an unknown arch
 /// gets EPERM for every syscall; the request check denies TIOCSTI and TIOCLINUX.
+/// A conditional jump's offset: BPF has 8 bits for it, and the program is far shorter.
+fn jump(over: usize) -> u8 {
+    u8::try_from(over).expect("a seccomp jump fits in 8 bits")
+}
+
 pub fn program() -> Vec<Insn> {
     let mut p = vec![insn(LD_W_ABS, 0, 0, OFF_ARCH)];
     let mut ioctl_jumps = Vec::new();
     for (arch, nrs) in ARCHES {
         // Block after the arch test: LD nr, one JEQ per number, RET ALLOW.
         let block_len = 1 + nrs.len() + 1;
-        p.push(insn(JEQ_K, 0, block_len as u8, *arch));
+        p.push(insn(JEQ_K, 0, jump(block_len), *arch));
         p.push(insn(LD_W_ABS, 0, 0, OFF_NR));
-        for nr in nrs.iter() {
+        for nr in *nrs {
             ioctl_jumps.push(p.len());
             p.push(insn(JEQ_K, 0, 0, *nr));
         }
@@ -72,7 +77,7 @@ pub fn program() -> Vec<Insn> {
     p.push(insn(RET_K, 0, 0, RET_ERRNO | EPERM)); // unknown architecture: fail closed
     let check = p.len();
     for i in ioctl_jumps {
-        p[i].jt = (check - i - 1) as u8;
+        p[i].jt = jump(check - i - 1);
     }
     p.push(insn(LD_W_ABS, 0, 0, OFF_ARG1_LO));
     p.push(insn(JEQ_K, 2, 0, TIOCSTI));
@@ -102,7 +107,7 @@ pub fn evaluate(arch: u32, nr: u32, arg1: u64) -> u32 {
         match off {
             OFF_NR => nr,
             OFF_ARCH => arch,
-            OFF_ARG1_LO => arg1 as u32,
+            OFF_ARG1_LO => u32::try_from(arg1 & 0xffff_ffff).unwrap(),
             _ => 0,
         }
     };
@@ -133,14 +138,14 @@ mod tests {
     fn blocks_tiocsti_and_tioclinux_on_every_entry_point() {
         for (arch, nr) in [
             (0xC000_003E, 16),
-            (0xC000_003E, 0x4000_0000 | 514),
+            (0xC000_003E, 0x4000_0000 + 514),
             (0x4000_0003, 54),
         ] {
-            assert_eq!(evaluate(arch, nr, TIOCSTI as u64), RET_ERRNO | EPERM);
-            assert_eq!(evaluate(arch, nr, TIOCLINUX as u64), RET_ERRNO | EPERM);
+            assert_eq!(evaluate(arch, nr, u64::from(TIOCSTI)), RET_ERRNO | EPERM);
+            assert_eq!(evaluate(arch, nr, u64::from(TIOCLINUX)), RET_ERRNO | EPERM);
             // High bits do not hide the request (CVE-2019-10063).
             assert_eq!(
-                evaluate(arch, nr, 0xffff_ffff_0000_0000 | TIOCSTI as u64),
+                evaluate(arch, nr, 0xffff_ffff_0000_0000 | u64::from(TIOCSTI)),
                 RET_ERRNO | EPERM
             );
             // Other ioctls (TIOCGWINSZ) still work.
@@ -150,9 +155,12 @@ mod tests {
 
     #[test]
     fn other_syscalls_pass_and_unknown_arches_fail_closed() {
-        assert_eq!(evaluate(0xC000_003E, 0, TIOCSTI as u64), RET_ALLOW); // read()
+        assert_eq!(evaluate(0xC000_003E, 0, u64::from(TIOCSTI)), RET_ALLOW); // read()
         assert_eq!(evaluate(0x4000_0003, 3, 0), RET_ALLOW);
-        assert_eq!(evaluate(0xC000_00B7, 29, TIOCSTI as u64), RET_ERRNO | EPERM);
+        assert_eq!(
+            evaluate(0xC000_00B7, 29, u64::from(TIOCSTI)),
+            RET_ERRNO | EPERM
+        );
         assert_eq!(program_bytes().len(), program().len() * 8);
     }
 }

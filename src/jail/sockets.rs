@@ -2,7 +2,7 @@
 //!
 //! Guards against an escape hatch opened during the session. Masks are computed at launch from the
 //! sockets listening then; a socket made later is reachable from the jail, since connecting needs
-//! no write access to the filesystem: an ssh ControlMaster socket (`~/.ssh/cm-*`) made by the
+//! no write access to the filesystem: an ssh `ControlMaster` socket (`~/.ssh/cm-*`) made by the
 //! human's next `git push`, a restarted gpg-agent (`~/.gnupg/S.gpg-agent`), a restarted dockerd
 //! (`/run/docker.sock`: a bind over the old socket is detached when the path is replaced outside).
 //! So these directories are replaced in the jail by a read-only tmpfs holding read-only binds of

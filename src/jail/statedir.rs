@@ -18,7 +18,7 @@
 //! on. New names are the session's: allowlisted directories the agent made are copied out at the end,
 //! anything else is moved to the quarantine with an alert (restorable). Claude Code's `projects/`
 //! holds only this session's projects (yours, bound writable; their `memory/` read-only); Codex's
-//! SQLite stores live in a directory of the jail's own (`CODEX_SQLITE_HOME`), never read outside.
+//! `SQLite` stores live in a directory of the jail's own (`CODEX_SQLITE_HOME`), never read outside.
 
 use crate::entrypoints::Stub;
 use crate::runtimes::{Access, Allowed, StateDir};
@@ -136,7 +136,6 @@ pub(crate) fn classify(
             (Some(n), _) => match (sd.access(n), sd.allowed(n), kind) {
                 (Access::Private | Access::View, _, _) => How::MountPoint,
                 (Access::ReadOnly, _, _) => How::ReadOnly,
-                (Access::Writable, _, Kind::Dir) => How::Writable,
                 // A history is appended in place: yours, bound (no copy of megabytes at launch).
                 (Access::Writable, Some(Allowed::File), Kind::File { .. }) if is_history(n) => {
                     How::Writable
@@ -176,7 +175,9 @@ pub(crate) fn classify(
 
 /// An append-only history (`history.jsonl`, `prompt-history.jsonl`).
 fn is_history(name: &str) -> bool {
-    name.ends_with(".jsonl")
+    Path::new(name)
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("jsonl"))
 }
 
 /// The top-level name of an entry point `rel` (relative to `$HOME`) directly in `sd`.
@@ -396,7 +397,7 @@ pub(crate) fn prepare(
             created: Vec::new(),
             projects: None,
         };
-        for b in binds.iter() {
+        for b in *binds {
             let (yours, mine) = (real.join(&b.name), own.join(&b.name));
             match &b.how {
                 How::Copied => match copy_in(&yours, &mine) {

@@ -3,7 +3,7 @@
 //!
 //! Guards against the one write the allowlist cannot refuse: the top level of `~/.claude` and
 //! `~/.codex` stays writable (the agents lock by `mkdir`, save by temporary file and rename, and keep
-//! SQLite journals beside their stores), so a *new* name there is possible. A catalogued entry point
+//! `SQLite` journals beside their stores), so a *new* name there is possible. A catalogued entry point
 //! is sealed even when missing; a name nobody catalogued that a runtime still reads (Claude Code takes
 //! `~/.claude/.config.json`, if it exists, as its whole global configuration instead of
 //! `~/.claude.json`) would otherwise wait there for the next unjailed session. At the end of the

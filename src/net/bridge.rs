@@ -5,6 +5,7 @@
 //! exec helper after the gate, just before the command is executed, with its listening socket bound
 //! first (so the command never races it) and `PR_SET_PDEATHSIG` set, so it dies with the command.
 
+use super::error::BridgeError;
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener};
@@ -16,25 +17,21 @@ pub const CONNECT: &str = "__connect";
 /// In the exec helper: when `ENV_BRIDGE` names a socket, listen on the jail's loopback and fork a
 /// child that bridges every connection to it. The variable is removed from the command's
 /// environment. Called while the helper is single-threaded.
-pub(crate) fn start_from_env() -> Result<(), String> {
+pub(crate) fn start_from_env() -> Result<(), BridgeError> {
     let Some(socket) = std::env::var_os(super::ENV_BRIDGE) else {
         return Ok(());
     };
     // SAFETY: the exec helper is single-threaded.
     unsafe { std::env::remove_var(super::ENV_BRIDGE) };
-    let listener = TcpListener::bind(("127.0.0.1", super::PORT)).map_err(|e| {
-        format!(
-            "cannot listen on 127.0.0.1:{} in the jail for the network proxy: {e}",
-            super::PORT
-        )
-    })?;
+    let listener =
+        TcpListener::bind(("127.0.0.1", super::PORT)).map_err(|source| BridgeError::Listen {
+            port: super::PORT,
+            source,
+        })?;
     let parent = rustix::process::getpid();
     // SAFETY: the helper is single-threaded, so the child may do anything the parent could.
     match unsafe { libc::fork() } {
-        -1 => Err(format!(
-            "cannot start the network bridge: {}",
-            std::io::Error::last_os_error()
-        )),
+        -1 => Err(BridgeError::Fork(std::io::Error::last_os_error())),
         0 => {
             let dies = rustix::process::set_parent_process_death_signal(Some(
                 rustix::process::Signal::KILL,
@@ -44,7 +41,7 @@ pub(crate) fn start_from_env() -> Result<(), String> {
                 unsafe { libc::_exit(0) };
             }
             quiet_stdio();
-            serve(listener, socket.into());
+            serve(&listener, std::path::Path::new(&socket));
             // SAFETY: ending this child only.
             unsafe { libc::_exit(0) }
         }
@@ -65,9 +62,9 @@ fn quiet_stdio() {
     }
 }
 
-fn serve(listener: TcpListener, socket: std::path::PathBuf) {
+fn serve(listener: &TcpListener, socket: &std::path::Path) {
     for tcp in listener.incoming().flatten() {
-        let socket = socket.clone();
+        let socket = socket.to_path_buf();
         std::thread::spawn(move || {
             let Ok(unix) = UnixStream::connect(&socket) else {
                 return;

@@ -24,8 +24,7 @@ pub(crate) fn check_network() -> Vec<Check> {
         ..Default::default()
     };
     let mode = crate::jail::launch::plan_input(&opts, "doctor")
-        .map(|(_, c)| c.network.mode())
-        .unwrap_or(Mode::DEFAULT);
+        .map_or(Mode::DEFAULT, |(_, c)| c.network.mode());
     let mut out = Vec::new();
     out.push(match mode {
         Mode::Host => check(

@@ -9,13 +9,14 @@
 
 pub(crate) mod bridge;
 pub(crate) mod doctor;
+pub(crate) mod error;
 pub(crate) mod pattern;
 pub(crate) mod proxy;
 
 use serde::Serialize;
 
 /// How the jail reaches the network.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// The container's network, as outside the jail (abstract unix sockets reachable too).
@@ -248,7 +249,7 @@ pub(crate) fn apply_cli(
 pub(crate) enum MergeError {
     BadMode,
     Loosens(&'static str),
-    BadPattern(String),
+    BadPattern(error::BadPattern),
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! to a loopback, private, link-local, CGNAT or cloud-metadata address (DNS rebinding) is refused
 //! unless that address itself is listed.
 
+use super::error::BadPattern;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// One allow or deny entry: an exact name, a `*.` suffix, or an IP address.
@@ -30,7 +31,7 @@ pub(crate) fn normalize(host: &str) -> String {
 
 impl Pattern {
     /// Parse one entry; the error says what a valid entry looks like.
-    pub(crate) fn parse(entry: &str) -> Result<Pattern, String> {
+    pub(crate) fn parse(entry: &str) -> Result<Pattern, BadPattern> {
         let n = normalize(entry);
         if let Ok(ip) = n.parse::<IpAddr>() {
             return Ok(Pattern::Ip(ip));
@@ -46,10 +47,7 @@ impl Pattern {
                     .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
         };
         if name.is_empty() || !name.split('.').all(label_ok) {
-            return Err(format!(
-                "`{entry}` is not a host pattern: give a name (api.example.com), a `*.` suffix \
-                 (*.example.org) or an IP address"
-            ));
+            return Err(BadPattern(entry.to_string()));
         }
         Ok(if suffix {
             Pattern::Suffix(format!(".{name}"))
@@ -99,8 +97,8 @@ impl Refusal {
 }
 
 impl Rules {
-    pub(crate) fn new(allow: &[String], deny: &[String]) -> Result<Rules, String> {
-        let parse = |l: &[String]| -> Result<Vec<Pattern>, String> {
+    pub(crate) fn new(allow: &[String], deny: &[String]) -> Result<Rules, BadPattern> {
+        let parse = |l: &[String]| -> Result<Vec<Pattern>, BadPattern> {
             l.iter().map(|e| Pattern::parse(e)).collect()
         };
         Ok(Rules {
@@ -152,7 +150,7 @@ pub(crate) fn is_internal(ip: IpAddr) -> bool {
                 || (s[0] & 0xff00) == 0xff00 // multicast
                 // NAT64 (64:ff9b::/96) and IPv4-compatible addresses: judge the embedded IPv4.
                 || (s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0; 4]
-                    && internal_v4(Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8)))
+                    && internal_v4(Ipv4Addr::from((u32::from(s[6]) << 16) | u32::from(s[7]))))
                 || (s[..6] == [0; 6] && v6 != Ipv6Addr::UNSPECIFIED)
         }
     }
@@ -178,7 +176,11 @@ mod tests {
     use super::*;
 
     fn rules(allow: &[&str], deny: &[&str]) -> Rules {
-        let v = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let v = |l: &[&str]| {
+            l.iter()
+                .map(std::string::ToString::to_string)
+                .collect::<Vec<_>>()
+        };
         Rules::new(&v(allow), &v(deny)).unwrap()
     }
 
@@ -260,7 +262,11 @@ mod tests {
             "a b",
         ] {
             let e = Pattern::parse(bad).unwrap_err();
-            assert!(e.contains("host pattern"), "{bad}: {e}");
+            assert_eq!(e, BadPattern(bad.to_string()));
+            assert!(
+                e.to_string().contains("is not a host pattern: give"),
+                "{bad}: {e}"
+            );
         }
         assert_eq!(
             Pattern::parse("*.Example.org.").unwrap(),

@@ -10,6 +10,7 @@
 //! One thread per connection, std only: a session has a handful of connections at a time, and the
 //! launcher's start-up cost for `host` and `none` modes stays what it was (nothing of this runs).
 
+use super::error::ProxyError;
 use super::pattern::{normalize, Refusal, Rules};
 use super::NetPolicy;
 use std::collections::BTreeMap;
@@ -62,13 +63,18 @@ impl Proxy {
         dir: &Path,
         policy: &NetPolicy,
         alerts: Option<(PathBuf, String)>,
-    ) -> Result<Proxy, String> {
+    ) -> Result<Proxy, ProxyError> {
         let rules = Rules::new(&policy.allow, &policy.deny)?;
-        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|source| ProxyError::Create {
+            path: dir.to_path_buf(),
+            source,
+        })?;
         let path = dir.join(super::SOCKET);
         let _ = std::fs::remove_file(&path);
-        let listener =
-            UnixListener::bind(&path).map_err(|e| format!("binding {}: {e}", path.display()))?;
+        let listener = UnixListener::bind(&path).map_err(|source| ProxyError::Bind {
+            path: path.clone(),
+            source,
+        })?;
         let hosts = std::env::var(super::ENV_TEST_HOSTS)
             .map(|v| parse_hosts(&v))
             .unwrap_or_default();
@@ -163,7 +169,7 @@ impl Shared {
             Ok(_) => tracing::info!("network: allowed {name}:{port}"),
             Err(Failure::Refused(r)) => self.refused(&name, port, r),
             Err(Failure::Upstream(e)) => {
-                tracing::info!("network: allowed {name}:{port}, but the connection failed: {e}")
+                tracing::info!("network: allowed {name}:{port}, but the connection failed: {e}");
             }
         }
         result
@@ -303,15 +309,13 @@ fn http(mut conn: UnixStream, first: u8, shared: &Shared) -> std::io::Result<()>
     let mut lines = text.split("\r\n");
     let request = lines.next().unwrap_or_default();
     let mut parts = request.split_whitespace();
-    let (method, target, version) = match (parts.next(), parts.next(), parts.next()) {
-        (Some(m), Some(t), Some(v)) => (m, t, v),
-        _ => {
-            return respond(
-                &mut conn,
-                "400 Bad Request",
-                "claude-sandbox: malformed request\n",
-            )
-        }
+    let (Some(method), Some(target), Some(version)) = (parts.next(), parts.next(), parts.next())
+    else {
+        return respond(
+            &mut conn,
+            "400 Bad Request",
+            "claude-sandbox: malformed request\n",
+        );
     };
     let (connect, host, port, path) = if method.eq_ignore_ascii_case("CONNECT") {
         match split_host_port(target, None) {

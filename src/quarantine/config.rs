@@ -22,16 +22,13 @@ pub const KIND: &str = "git-config";
 
 fn sha(bytes: &[u8]) -> String {
     use sha2::Digest;
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::baseline::hex(&sha2::Sha256::digest(bytes))
 }
 
 fn read_nofollow(file: &Path) -> Result<(Vec<u8>, std::fs::Metadata)> {
     let mut f = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(file)
         .map_err(|e| Error::io(format!("opening {}", file.display()), e))?;
     let meta = f
@@ -58,12 +55,12 @@ fn write_over(file: &Path, bytes: &[u8], mode: u32) -> Result<()> {
         .write(true)
         .create_new(true)
         .mode(mode & 0o7777)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(&tmp)
         .map_err(|e| Error::io(format!("writing {}", tmp.display()), e))?;
     f.write_all(bytes)
-        .and_then(|_| f.set_permissions(std::fs::Permissions::from_mode(mode & 0o7777)))
-        .and_then(|_| std::fs::rename(&tmp, file))
+        .and_then(|()| f.set_permissions(std::fs::Permissions::from_mode(mode & 0o7777)))
+        .and_then(|()| std::fs::rename(&tmp, file))
         .map_err(|e| {
             let _ = std::fs::remove_file(&tmp);
             Error::io(format!("rewriting {}", file.display()), e)
@@ -77,9 +74,10 @@ fn whole_line(bytes: &[u8], span: std::ops::Range<usize>) -> std::ops::Range<usi
     while start > 0 && matches!(bytes[start - 1], b' ' | b'\t') {
         start -= 1;
     }
-    match start == 0 || bytes[start - 1] == b'\n' {
-        true => start..span.end,
-        false => span,
+    if start == 0 || bytes[start - 1] == b'\n' {
+        start..span.end
+    } else {
+        span
     }
 }
 

@@ -7,7 +7,7 @@ fn each_runtime_and_state_dir_is_defined_once() {
     let mut dirs: Vec<_> = state_dirs().map(|s| s.path).collect();
     for v in [&mut names, &mut commands, &mut dirs] {
         let n = v.len();
-        v.sort();
+        v.sort_unstable();
         v.dedup();
         assert_eq!(v.len(), n, "defined twice: {v:?}");
     }

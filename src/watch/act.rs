@@ -83,7 +83,7 @@ impl Sink for Store {
             ),
             Ok(false) => {}
             Err(err) => {
-                tracing::error!("cannot record an alert for {}: {err}", alert.path.display())
+                tracing::error!("cannot record an alert for {}: {err}", alert.path.display());
             }
         }
     }
@@ -213,7 +213,7 @@ pub(crate) mod fake {
     impl Recording {
         pub(crate) fn new() -> Recording {
             Recording {
-                calls: Default::default(),
+                calls: std::sync::Arc::default(),
                 answer: || {
                     Ok(Some(Taken {
                         id: "q1".into(),

@@ -18,8 +18,7 @@ impl Since {
     pub(super) fn now(tick: i64) -> Since {
         let started = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as i64)
-            .unwrap_or(0);
+            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
         Since::at(started, tick)
     }
 

@@ -5,7 +5,7 @@ use super::*;
 
 impl Watcher {
     /// Run until `stop` becomes readable (or its write end is closed), then do the final sweep.
-    pub fn run(&mut self, stop: OwnedFd) {
+    pub fn run(&mut self, stop: &OwnedFd) {
         let started = Instant::now();
         let mut last_sweep = started;
         let resolve_from = Instant::now() + self.cfg.resolve_delay;
@@ -22,7 +22,7 @@ impl Watcher {
             if !self.deferred.unhashed.is_empty() {
                 wait = wait.min(hash_from.saturating_duration_since(Instant::now()));
             }
-            let (ino_ready, stop_ready) = self.table.wait(&stop, wait);
+            let (ino_ready, stop_ready) = self.table.wait(stop, wait);
             if stop_ready {
                 break;
             }
@@ -93,7 +93,7 @@ impl Watcher {
                     self.check_hidden_glob(&dir.join(n));
                 }
                 match name.as_deref() {
-                    Some(".git") | Some("HEAD") => self.discover_repos(&dir),
+                    Some(".git" | "HEAD") => self.discover_repos(&dir),
                     Some(n) if crate::walk::pruned(OsStr::new(n)) => {}
                     Some(n) if mask.contains(EventMask::ISDIR) => {
                         let sub = dir.join(n);

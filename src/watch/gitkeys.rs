@@ -15,6 +15,7 @@ use super::{RepoId, Watcher};
 use crate::alerts::{self, Alert};
 use crate::baseline;
 use std::collections::BTreeSet;
+use std::fmt::Write as _;
 use std::path::PathBuf;
 
 impl Watcher {
@@ -57,7 +58,10 @@ impl Watcher {
         for (file, set) in &take {
             let remove =
                 |k: &crate::gitconfig::Key| set.contains(&(k.name.to_ascii_lowercase(), k.text()));
-            let reason = format!("exec-capable keys of a repository made in the session: {file:?}");
+            let reason = format!(
+                "exec-capable keys of a repository made in the session: {}",
+                file.display()
+            );
             match self.sink.neutralise_keys(file, &remove, &reason) {
                 Ok(Some(id)) => taken.push((file.clone(), id)),
                 Ok(None) => {}
@@ -75,9 +79,7 @@ impl Watcher {
                 .find(|(f, _)| f == file && neutralise)
                 .map(|(_, id)| id.clone());
             if let Some((_, why)) = failed.iter().find(|(f, _)| f == file) {
-                finding
-                    .detail
-                    .push_str(&format!("; taking it out FAILED: {why}"));
+                let _ = write!(finding.detail, "; taking it out FAILED: {why}");
             }
             let action = match &qid {
                 Some(_) => Action::Neutralised,
@@ -97,9 +99,10 @@ impl Watcher {
                 fingerprint: format!("git-config:{}:{key}={value}", file.display()),
             });
         }
-        let now = match taken.is_empty() {
-            true => keys,
-            false => baseline::exec_keys(&common, &git_dir),
+        let now = if taken.is_empty() {
+            keys
+        } else {
+            baseline::exec_keys(&common, &git_dir)
         };
         self.repos.set_exec_keys(repo, now);
     }

@@ -57,7 +57,7 @@ pub(crate) fn index_gitlinks(index: &[u8], hash_len: usize) -> Option<Vec<Vec<u8
             at = start + ((end - start + 8) & !7);
             path
         };
-        if mode & 0o170000 == 0o160000 {
+        if mode & 0o170_000 == 0o160_000 {
             out.push(path.clone());
         }
         prev = path;
@@ -94,7 +94,10 @@ fn submodule_paths(git_dir: &Path, common_dir: &Path, worktree: &Path) -> Vec<Pa
         if let Ok(keys) = crate::gitconfig::parse(&bytes) {
             out.extend(
                 keys.iter()
-                    .filter(|k| k.name.starts_with("submodule.") && k.name.ends_with(".path"))
+                    .filter(|k| {
+                        k.name.starts_with("submodule.")
+                            && crate::gitconfig::variable(&k.name) == "path"
+                    })
                     .filter_map(|k| k.value.as_deref())
                     .map(|v| PathBuf::from(std::ffi::OsStr::from_bytes(v))),
             );
@@ -114,9 +117,10 @@ impl Watcher {
         // The launch's walk honours every cache tag; the watcher only those older than the session.
         let before = self.since.declared_before();
         for m in super::git_markers(&ws, &mut self.tree_cache, before) {
-            let git_dir = match m.file_name().is_some_and(|n| n == "HEAD") {
-                true => m.parent().map(Path::to_path_buf),
-                false => Some(std::fs::canonicalize(&m).unwrap_or_else(|_| m.clone())),
+            let git_dir = if m.file_name().is_some_and(|n| n == "HEAD") {
+                m.parent().map(Path::to_path_buf)
+            } else {
+                Some(std::fs::canonicalize(&m).unwrap_or_else(|_| m.clone()))
             };
             if git_dir.is_some_and(|g| !self.repos.knows(&g)) {
                 if let Some(parent) = m.parent() {
@@ -159,12 +163,11 @@ impl Watcher {
                     continue;
                 }
                 tracing::info!(dir = %target.display(), "repository reached through a gitlink");
-                match new {
-                    true => self.discover_repos(&target),
-                    false => {
-                        for g in found {
-                            self.add_repo(crate::baseline::repo_baseline(&g));
-                        }
+                if new {
+                    self.discover_repos(&target);
+                } else {
+                    for g in found {
+                        self.add_repo(crate::baseline::repo_baseline(&g));
                     }
                 }
             }

@@ -153,8 +153,8 @@ pub(crate) fn login_path(
     let out = rx.recv_timeout(TIMEOUT);
     if out.is_err() {
         // Its own session: its group id is its pid (never 0 or 1 here, it is our child).
-        if let Some(pid) =
-            rustix::process::Pid::from_raw(pid as i32).filter(|p| p.as_raw_nonzero().get() > 1)
+        if let Some(pid) = rustix::process::Pid::from_raw(i32::try_from(pid).unwrap_or(0))
+            .filter(|p| p.as_raw_nonzero().get() > 1)
         {
             let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
         }
@@ -189,7 +189,7 @@ impl super::Watcher {
     /// Before the gate: watch the conventional directories the jail can write (existing ones with
     /// their entries as the baseline, missing ones awaited).
     pub(super) fn watch_future_shells(&mut self, path_env: &std::ffi::OsStr) {
-        self.future.path_env = path_env.to_owned();
+        path_env.clone_into(&mut self.future.path_env);
         let Some(home) = std::env::var_os("HOME").map(PathBuf::from) else {
             return;
         };
@@ -197,7 +197,7 @@ impl super::Watcher {
         let conv = conventional(&home, npm.as_deref());
         self.future.order = future_order(&conv, &[], &self.path_dirs);
         for d in conv {
-            self.add_future_dir(d, super::Resolve::Quiet);
+            self.add_future_dir(&d, super::Resolve::Quiet);
         }
     }
 
@@ -237,20 +237,21 @@ impl super::Watcher {
             self.start_login_shell();
         }
         let Some(rx) = &self.future.login else { return };
-        let got = match wait {
-            true => rx.recv().ok(),
-            false => match rx.try_recv() {
+        let got = if wait {
+            rx.recv().ok()
+        } else {
+            match rx.try_recv() {
                 Ok(v) => Some(v),
                 Err(std::sync::mpsc::TryRecvError::Empty) => return,
                 Err(std::sync::mpsc::TryRecvError::Disconnected) => None,
-            },
+            }
         };
         self.future.login = None;
         let Some(Some(login)) = got else { return };
         tracing::info!(path = ?login, "the login shell's PATH");
         self.future.order = future_order(&[], &login, &self.future.order);
         for d in login {
-            self.add_future_dir(d, super::Resolve::Ctime);
+            self.add_future_dir(&d, super::Resolve::Ctime);
         }
     }
 
@@ -263,23 +264,26 @@ impl super::Watcher {
         }
     }
 
-    fn add_future_dir(&mut self, dir: PathBuf, how: super::Resolve) {
-        if !dir.is_absolute() || self.path_dirs.contains(&dir) || !self.jail_can_write(&dir) {
+    fn add_future_dir(&mut self, dir: &Path, how: super::Resolve) {
+        if !dir.is_absolute()
+            || self.path_dirs.iter().any(|p| p == dir)
+            || !self.jail_can_write(dir)
+        {
             return;
         }
         let pos = super::PathPos(self.path_dirs.len());
-        self.path_dirs.push(dir.clone());
+        self.path_dirs.push(dir.to_path_buf());
         if !dir.is_dir() {
             self.add_pending(pos);
             return;
         }
         tracing::info!(dir = %dir.display(), "watching a directory of the human's future shells");
         let idx = self.table.add(
-            dir.clone(),
+            dir.to_path_buf(),
             super::Role::PathDir { pos },
-            Default::default(),
+            std::collections::BTreeMap::default(),
         );
-        self.table[idx].deferred = crate::baseline::list_names(&dir).into_iter().collect();
+        self.table[idx].deferred = crate::baseline::list_names(dir).into_iter().collect();
         self.resolve_all(idx, how);
         if how != super::Resolve::Quiet {
             self.rescan(idx);
@@ -287,15 +291,14 @@ impl super::Watcher {
     }
 
     fn jail_can_write(&self, dir: &Path) -> bool {
-        match &self.cfg.writable_roots {
-            Some(roots) => roots.iter().any(|r| dir.starts_with(r)),
-            None => {
-                let existing = dir
-                    .ancestors()
-                    .find(|a| a.exists())
-                    .unwrap_or(Path::new("/"));
-                rustix::fs::access(existing, rustix::fs::Access::WRITE_OK).is_ok()
-            }
+        if let Some(roots) = &self.cfg.writable_roots {
+            roots.iter().any(|r| dir.starts_with(r))
+        } else {
+            let existing = dir
+                .ancestors()
+                .find(|a| a.exists())
+                .unwrap_or(Path::new("/"));
+            rustix::fs::access(existing, rustix::fs::Access::WRITE_OK).is_ok()
         }
     }
 }

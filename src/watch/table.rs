@@ -88,7 +88,7 @@ pub(crate) struct Watched {
     pub(super) turn: usize,
 }
 
-/// Filesystems whose inotify events cannot be trusted (`statfs` f_type).
+/// Filesystems whose inotify events cannot be trusted (`statfs` `f_type`).
 const POLL_ONLY_FS: &[(i64, &str)] = &[
     (0x6573_5546, "FUSE (virtiofs, gRPC FUSE, sshfs)"),
     (0x0102_1997, "9p"),
@@ -98,12 +98,13 @@ const POLL_ONLY_FS: &[(i64, &str)] = &[
 ];
 
 /// Whether the filesystem of `dir` drops inotify events.
+#[must_use]
 pub fn poll_only_fs(dir: &Path) -> Option<&'static str> {
     let st = rustix::fs::statfs(dir).ok()?;
     let t = st.f_type as i64;
     POLL_ONLY_FS
         .iter()
-        .find(|(magic, _)| *magic == t || (*magic as u32 as i64) == (t & 0xffff_ffff))
+        .find(|(magic, _)| *magic == t || (*magic & 0xffff_ffff) == (t & 0xffff_ffff))
         .map(|(_, n)| *n)
 }
 
@@ -249,7 +250,7 @@ impl Table {
                 }
             }
             (Mode::Poll(reason), _) => {
-                tracing::info!(dir = %path.display(), reason = %reason, "watching by a one-second sweep")
+                tracing::info!(dir = %path.display(), reason = %reason, "watching by a one-second sweep");
             }
             _ => {}
         }
@@ -261,7 +262,7 @@ impl Table {
             wd,
             state,
             origin,
-            deferred: Default::default(),
+            deferred: HashSet::default(),
             dir_id,
             listed_at: None,
             turn: 0,
@@ -325,24 +326,21 @@ impl Table {
     pub(super) fn wait(&self, stop: &OwnedFd, timeout: Duration) -> (bool, bool) {
         use rustix::event::{PollFd, PollFlags};
         let ts = rustix::event::Timespec {
-            tv_sec: timeout.as_secs() as i64,
-            tv_nsec: timeout.subsec_nanos() as i64,
+            tv_sec: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
+            tv_nsec: i64::from(timeout.subsec_nanos()),
         };
-        match &self.inotify {
-            Some(ino) => {
-                let fd = ino.as_fd();
-                let mut fds = [
-                    PollFd::new(&fd, PollFlags::IN),
-                    PollFd::new(stop, PollFlags::IN),
-                ];
-                let _ = rustix::event::poll(&mut fds, Some(&ts));
-                (!fds[0].revents().is_empty(), !fds[1].revents().is_empty())
-            }
-            None => {
-                let mut fds = [PollFd::new(stop, PollFlags::IN)];
-                let _ = rustix::event::poll(&mut fds, Some(&ts));
-                (false, !fds[0].revents().is_empty())
-            }
+        if let Some(ino) = &self.inotify {
+            let fd = ino.as_fd();
+            let mut fds = [
+                PollFd::new(&fd, PollFlags::IN),
+                PollFd::new(stop, PollFlags::IN),
+            ];
+            let _ = rustix::event::poll(&mut fds, Some(&ts));
+            (!fds[0].revents().is_empty(), !fds[1].revents().is_empty())
+        } else {
+            let mut fds = [PollFd::new(stop, PollFlags::IN)];
+            let _ = rustix::event::poll(&mut fds, Some(&ts));
+            (false, !fds[0].revents().is_empty())
         }
     }
 

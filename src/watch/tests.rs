@@ -12,7 +12,7 @@ fn config(ws: &Path, runtime: PathBuf) -> WatchConfig {
         hidden_globs: Vec::new(),
         tree_dirs: vec![ws.to_path_buf()],
         catch_up: false,
-        placeholders: Default::default(),
+        placeholders: std::collections::HashSet::default(),
         resolve_delay: RESOLVE_DELAY,
         writable_roots: Some(vec![ws.to_path_buf()]),
     }

@@ -10,9 +10,10 @@ use std::sync::Once;
 /// The binary under test: `CLAUDE_SANDBOX_BIN` (CI runs the tests as another user from a copy),
 /// else the one cargo built.
 pub fn bin() -> PathBuf {
-    std::env::var_os("CLAUDE_SANDBOX_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_claude-sandbox")))
+    std::env::var_os("CLAUDE_SANDBOX_BIN").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_claude-sandbox")),
+        PathBuf::from,
+    )
 }
 
 /// Fail loudly (never skip quietly) when this machine cannot run a jail at all.
@@ -39,9 +40,7 @@ pub fn is_root() -> bool {
 }
 
 fn unsafe_getuid() -> u32 {
-    std::fs::metadata("/proc/self")
-        .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
-        .unwrap_or(u32::MAX)
+    std::fs::metadata("/proc/self").map_or(u32::MAX, |m| std::os::unix::fs::MetadataExt::uid(&m))
 }
 
 pub struct Fixture {
@@ -55,8 +54,7 @@ pub struct Fixture {
 /// Where fixtures live: not under /tmp, which the jail replaces with a private tmpfs.
 pub fn test_tmp() -> PathBuf {
     std::env::var_os("CLAUDE_SANDBOX_TEST_TMP")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/tmp"))
+        .map_or_else(|| PathBuf::from("/var/tmp"), PathBuf::from)
 }
 
 impl Fixture {
@@ -245,8 +243,7 @@ pub fn require_tmux() {
     let ok = Command::new("tmux")
         .arg("-V")
         .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
+        .is_ok_and(|o| o.status.success());
     assert!(ok, "tmux is required: apt-get install tmux");
 }
 
@@ -378,8 +375,7 @@ pub fn kill_tmux_server(sock: &Path) {
 /// The repository's files (`CLAUDE_SANDBOX_SRC` when CI runs the tests as another user from a copy).
 pub fn src_dir() -> PathBuf {
     std::env::var_os("CLAUDE_SANDBOX_SRC")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
 }
 
 /// The repository's prompt hook.

@@ -63,7 +63,7 @@ fn registry_lock(dir: &Path) -> std::io::Result<std::fs::File> {
         .truncate(false)
         .write(true)
         .mode(0o600)
-        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(&path)?;
     if !f.metadata()?.is_file() {
         return Err(other(format!("{} is not a regular file", path.display())));

@@ -93,21 +93,20 @@ pub(crate) fn carried(name: &str, value: Option<&[u8]>) -> bool {
     let word = || value.is_some_and(|v| v.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'-'));
     match (section, sub, key) {
         ("user", None, "name" | "email") => true,
-        ("remote", Some(_), "url" | "pushurl") => url(),
+        ("remote", Some(_), "url" | "pushurl") | ("submodule", Some(_), "url") => url(),
         ("remote", Some(_), "fetch" | "push") => {
-            value.is_some_and(|v| v.iter().all(|b| b.is_ascii_graphic()) && !v.starts_with(b"-"))
+            value.is_some_and(|v| v.iter().all(u8::is_ascii_graphic) && !v.starts_with(b"-"))
         }
-        ("remote", Some(_), "tagopt" | "prune") => word(),
-        ("branch", Some(_), "remote" | "pushremote" | "merge" | "rebase") => {
-            value.is_some_and(|v| v.iter().all(|b| b.is_ascii_graphic()) && !v.starts_with(b"-"))
-        }
-        ("submodule", Some(_), "url") => url(),
-        ("submodule", Some(_), "branch") => word(),
-        ("pull", None, "rebase" | "ff")
+        ("remote", Some(_), "tagopt" | "prune")
+        | ("submodule", Some(_), "branch")
+        | ("pull", None, "rebase" | "ff")
         | ("push", None, "default" | "autosetupremote")
         | ("fetch", None, "prune")
         | ("init", None, "defaultbranch")
         | ("core", None, "autocrlf" | "eol" | "filemode" | "ignorecase") => word(),
+        ("branch", Some(_), "remote" | "pushremote" | "merge" | "rebase") => {
+            value.is_some_and(|v| v.iter().all(u8::is_ascii_graphic) && !v.starts_with(b"-"))
+        }
         _ => false,
     }
 }
@@ -297,9 +296,9 @@ mod tests {
         );
         assert_eq!(m.conflicts, ["user.name"]);
         assert!(m.set.is_empty());
-        let flood: String = (0..=MAX_CARRIED)
-            .map(|i| format!("[remote \"r{i}\"]\n\turl = https://h/{i}\n"))
-            .collect();
+        let flood = (0..=MAX_CARRIED).fold(String::new(), |s, i| {
+            s + &format!("[remote \"r{i}\"]\n\turl = https://h/{i}\n")
+        });
         let m = merge(&keys(BASE), &keys(&format!("{BASE}{flood}")), &keys(BASE));
         assert!(m.too_many && m.set.is_empty());
         assert_eq!(m.not_carried.len(), MAX_CARRIED + 1);

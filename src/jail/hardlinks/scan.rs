@@ -22,7 +22,9 @@ pub(crate) struct Stamp([u64; 4]);
 
 impl Stamp {
     fn of(st: &rustix::fs::Statx) -> Stamp {
-        let ns = |t: rustix::fs::StatxTimestamp| (t.tv_sec as u64) << 30 | u64::from(t.tv_nsec);
+        let ns = |t: rustix::fs::StatxTimestamp| {
+            u64::from_ne_bytes(t.tv_sec.to_ne_bytes()) << 30 | u64::from(t.tv_nsec)
+        };
         Stamp([
             rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor),
             st.stx_ino,

@@ -4,7 +4,19 @@
 //! Guards against a command that runs before the jail is complete, a signal lost on its way to the
 //! jail, and a status misread (a signal reported as an exit).
 
-use super::*;
+use super::{EXEC_FD, FORWARDED, GO_FD, READY_FD, SECCOMP_FD, STATUS_FD, STDERR_FD};
+use crate::error::{Error, Result, EXIT_JAIL};
+use crate::jail::plan::Plan;
+use crate::jail::policy::Sealing;
+use crate::jail::{seal, seccomp};
+use signal_hook::iterator::exfiltrator::WithOrigin;
+use signal_hook::iterator::SignalsInfo;
+use signal_hook::low_level::siginfo::Cause;
+use std::ffi::OsString;
+use std::io::{BufRead, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 /// What bwrap reported on its status fd.
 #[derive(Debug, Default)]
@@ -51,12 +63,6 @@ pub(super) struct Jail {
     pub(super) reap: Option<rustix::process::Pid>,
 }
 
-/// `CLAUDE_SANDBOX_SEAL=exec` (tests): execute `__seal` even when the launcher could fork it, so
-/// that the path a second attempt takes is tested too.
-pub(super) fn executed_sealer_asked() -> bool {
-    std::env::var(ENV_SEAL).is_ok_and(|v| v == "exec")
-}
-
 /// A process that seals the jail from outside (see `seal`).
 pub(super) enum Sealer {
     /// Forked from the launcher (the usual case).
@@ -85,26 +91,43 @@ pub(super) fn fork_exec(
     for a in args {
         owned.push(cstring(a)?);
     }
-    let mut argv: Vec<*const libc::c_char> = owned.iter().map(|c| c.as_ptr()).collect();
-    argv.push(std::ptr::null());
+    let mut pointers: Vec<*const libc::c_char> = owned.iter().map(|c| c.as_ptr()).collect();
+    pointers.push(std::ptr::null());
     let stderr_fd = stderr.as_raw_fd();
     // SAFETY: between fork and exec the child makes only async-signal-safe calls (fcntl, dup2,
     // sigaction, execv, write, _exit) on memory prepared before the fork.
     match unsafe { libc::fork() } {
         -1 => Err(std::io::Error::last_os_error()),
         0 => unsafe {
+            const MSG: &[u8] = b"claude-sandbox: cannot execute bwrap\n";
             let placed = place_fds(map).is_ok()
                 && libc::dup2(stderr_fd, 2) == 2
                 && crate::jail::exec::ignore_terminal_signals().is_ok();
             if placed {
-                libc::execv(program.as_ptr(), argv.as_ptr());
+                libc::execv(program.as_ptr(), pointers.as_ptr());
             }
-            const MSG: &[u8] = b"claude-sandbox: cannot execute bwrap\n";
             libc::write(2, MSG.as_ptr().cast(), MSG.len());
             libc::_exit(127)
         },
-        pid => Ok(rustix::process::Pid::from_raw(pid).expect("fork returns a positive pid")),
+        pid => {
+            // The launcher's copy of the write end closes here, so that reading bwrap's stderr
+            // ends when bwrap's copies do.
+            drop(stderr);
+            Ok(rustix::process::Pid::from_raw(pid).expect("fork returns a positive pid"))
+        }
     }
+}
+
+/// Why sealing from outside failed: the gate stays shut, and the launch builds the jail again with
+/// every mount given to bwrap.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum SealFailure {
+    #[error("cannot find the jail's init process")]
+    NoInit,
+    #[error(transparent)]
+    Sealer(#[from] seal::SealError),
+    #[error("waiting for the sealer: {0}")]
+    Wait(std::io::Error),
 }
 
 /// How opening the gate went.
@@ -114,29 +137,35 @@ pub(super) enum Gate {
     /// bwrap's setup failed before the jail's first process started.
     SetupFailed(Jail),
     /// The jail is up but could not be sealed from outside; the command has not run.
-    SealFailed(Jail, String),
+    SealFailed(Jail, SealFailure),
 }
 
 /// The jail behind a shut gate (see `Jail::hold_and_seal`).
 pub(super) enum Held {
     Ready,
     SetupFailed,
-    SealFailed(String),
+    SealFailed(SealFailure),
 }
 
 impl Jail {
-    pub(super) fn spawn(plan: &Plan, args: &[OsString], sealing: Sealing) -> Result<Jail> {
+    /// Start bwrap and the sealer. `exec_sealer` (`CLAUDE_SANDBOX_SEAL=exec`, tests): execute
+    /// `__seal` even when the launcher could fork it, so that the path a second attempt takes is
+    /// tested too.
+    pub(super) fn spawn(
+        plan: &Plan,
+        args: &[OsString],
+        sealing: Sealing,
+        exec_sealer: bool,
+    ) -> Result<Jail> {
         close_inherited_fds();
         let self_exe = std::env::current_exe()
             .map_err(|e| Error::io("finding the claude-sandbox binary", e))?;
         let sealer = match sealing {
             Sealing::InBwrap => None,
             // Forked while this process has one thread (the first attempt); executed otherwise.
-            Sealing::ByLauncher if seal::single_threaded() && !executed_sealer_asked() => {
-                Some(Sealer::Forked(
-                    seal::Forked::start().map_err(|e| Error::io("starting the sealer", e))?,
-                ))
-            }
+            Sealing::ByLauncher if seal::single_threaded() && !exec_sealer => Some(Sealer::Forked(
+                seal::Forked::start().map_err(|e| Error::io("starting the sealer", e))?,
+            )),
             Sealing::ByLauncher => Some(Sealer::Executed(
                 std::process::Command::new(&self_exe)
                     .arg(seal::SUBCOMMAND)
@@ -195,7 +224,7 @@ impl Jail {
                     if origin.cause == Cause::Kernel {
                         continue; // from the terminal: the command, in our process group, got it too
                     }
-                    let init = status.lock().map(|s| s.child_pid).unwrap_or(None);
+                    let init = status.lock().map_or(None, |s| s.child_pid);
                     if let Some(init) = init {
                         forward(init, origin.signal);
                     }
@@ -222,7 +251,7 @@ impl Jail {
         let mut byte = [0u8; 1];
         let ready = loop {
             match rustix::io::read(&self.ready, &mut byte) {
-                Err(rustix::io::Errno::INTR) => continue,
+                Err(rustix::io::Errno::INTR) => {}
                 r => break matches!(r, Ok(1)),
             }
         };
@@ -263,13 +292,13 @@ impl Jail {
         &mut self,
         sealer: Sealer,
         ops: &[seal::SealOp],
-    ) -> std::result::Result<(), String> {
+    ) -> std::result::Result<(), SealFailure> {
         let bwrap = self.child.as_raw_nonzero();
         // bwrap's only child is the jail's init; the helper is waiting, so it exists.
         let init = std::fs::read_to_string(format!("/proc/{bwrap}/task/{bwrap}/children"))
             .ok()
             .and_then(|c| c.split_whitespace().next()?.parse::<i32>().ok())
-            .ok_or_else(|| "cannot find the jail's init process".to_string());
+            .ok_or(SealFailure::NoInit);
         let request = |pid| seal::SealRequest {
             pid,
             ops: ops.to_vec(),
@@ -277,24 +306,20 @@ impl Jail {
         match sealer {
             Sealer::Forked(forked) => {
                 self.reap = Some(forked.pid);
-                forked.seal(&request(init?))
+                Ok(forked.seal(&request(init?))?)
             }
             Sealer::Executed(mut child) => {
-                let text = serde_json::to_vec(&request(init?)).map_err(|e| e.to_string())?;
+                let text = serde_json::to_vec(&request(init?)).map_err(seal::SealError::Request)?;
                 if let Some(mut stdin) = child.stdin.take() {
                     let _ = stdin.write_all(&text);
                 }
-                let out = child.wait_with_output().map_err(|e| e.to_string())?;
+                let out = child.wait_with_output().map_err(SealFailure::Wait)?;
                 if out.status.success() {
                     return Ok(());
                 }
                 let msg = String::from_utf8_lossy(&out.stderr);
-                Err(msg
-                    .lines()
-                    .next()
-                    .unwrap_or("no message")
-                    .trim()
-                    .to_string())
+                let line = msg.lines().next().unwrap_or("no message").trim();
+                Err(seal::SealError::Refused(line.to_string()).into())
             }
         }
     }
@@ -340,9 +365,8 @@ impl Jail {
         }
         let exit = loop {
             match rustix::process::waitpid(Some(child), rustix::process::WaitOptions::empty()) {
-                Err(rustix::io::Errno::INTR) => continue,
+                Err(rustix::io::Errno::INTR) | Ok(None) => {}
                 Err(e) => return Err(Error::io("waiting for bwrap", e.into())),
-                Ok(None) => continue,
                 Ok(Some((_, status))) => break status,
             }
         };
@@ -350,7 +374,7 @@ impl Jail {
         signals.close();
         let _ = forwarder.join();
         let messages = bwrap_messages.join().unwrap_or_default();
-        let exit_code = status.lock().map(|s| s.exit_code).unwrap_or(None);
+        let exit_code = status.lock().map_or(None, |s| s.exit_code);
         match (exit_code, exit.terminating_signal()) {
             (Some(code), _) => {
                 if !messages.is_empty() {
@@ -404,16 +428,16 @@ pub(super) fn spawn_status_reader(
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let reader = std::io::BufReader::new(std::fs::File::from(fd));
-        for line in reader.lines().map_while(|l| l.ok()) {
+        for line in reader.lines().map_while(std::result::Result::ok) {
             let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
                 continue;
             };
             if let Ok(mut s) = status.lock() {
-                if let Some(pid) = v.get("child-pid").and_then(|p| p.as_i64()) {
-                    s.child_pid = Some(pid as i32);
+                if let Some(pid) = v.get("child-pid").and_then(serde_json::Value::as_i64) {
+                    s.child_pid = i32::try_from(pid).ok();
                 }
-                if let Some(code) = v.get("exit-code").and_then(|c| c.as_i64()) {
-                    s.exit_code = Some(code as i32);
+                if let Some(code) = v.get("exit-code").and_then(serde_json::Value::as_i64) {
+                    s.exit_code = i32::try_from(code).ok();
                 }
             }
         }

@@ -45,7 +45,7 @@ fn a_data_layer_without_an_overlay_shows_yours_read_only_a_cache_never() {
     std::fs::create_dir_all(home.join(".local/share")).unwrap();
     std::fs::create_dir_all(home.join(".cache")).unwrap();
     let mut layers = plan(&home, &home.join("s"));
-    for l in layers.iter_mut() {
+    for l in &mut layers {
         l.overlay = false;
     }
     let by = |n: &str| layers.iter().find(|l| l.name == n).unwrap();

@@ -15,7 +15,7 @@ pub(super) fn seal(
     let mut stubs = Vec::new();
     let mut seen = BTreeSet::new();
     // Targets that are (or will be, as a placeholder) directories: what a seal can cover.
-    let mut dirs: std::collections::HashSet<PathBuf> = Default::default();
+    let mut dirs: std::collections::HashSet<PathBuf> = std::collections::HashSet::default();
     for f in entrypoints::dedup(findings) {
         let Some(root) = roots
             .iter()
@@ -92,7 +92,7 @@ pub(super) fn seal(
     // (Looked up by ancestor: comparing every pair of paths was a third of the planning time.)
     sealed.sort_by(|a, b| a.path.cmp(&b.path));
     let mut kept: Vec<Sealed> = Vec::new();
-    let mut kept_dirs: std::collections::HashSet<PathBuf> = Default::default();
+    let mut kept_dirs: std::collections::HashSet<PathBuf> = std::collections::HashSet::default();
     for s in sealed {
         if s.path.ancestors().skip(1).any(|a| kept_dirs.contains(a)) {
             stubs.retain(|p| p.path != s.path);
@@ -135,7 +135,7 @@ pub(super) fn first_missing(path: &Path, root: &Path) -> Option<(PathBuf, bool)>
     for c in rel.components() {
         cur.push(c);
         match std::fs::symlink_metadata(&cur) {
-            Ok(m) if m.is_dir() => continue,
+            Ok(m) if m.is_dir() => {}
             Ok(_) => return None,
             Err(_) => return Some((cur.clone(), cur == path)),
         }

@@ -47,7 +47,7 @@ impl Facts {
         Facts {
             quarantine_new: false,
             shadows: None,
-            asked: Default::default(),
+            asked: std::cell::RefCell::default(),
         }
     }
 }

@@ -1,0 +1,74 @@
+//! The CLI verbs' bodies, one module each (cargo's layout): `cli` parses the arguments (its clap
+//! definitions are the only clap in the crate), `exec` hands each verb its values, and the verb
+//! calls the domain modules, prints results on stdout, and returns the exit status.
+//!
+//! Guards against a verb's behaviour hiding in the argument parser, and domain types shaped by the
+//! command line: the domain modules know nothing of clap (`cli` maps its value enums onto them).
+
+mod alerts;
+mod battery;
+mod cache;
+mod completions;
+mod doctor;
+mod explain;
+mod hook;
+mod hooks;
+mod man;
+mod restore;
+mod run;
+mod watch;
+
+use crate::cli::Command;
+
+/// Run `command`; the exit status. `verbose` is the `-v` count (`explain` lists everything with it).
+pub(crate) fn exec(command: Command, verbose: u8) -> crate::Result<i32> {
+    match command {
+        Command::Run {
+            workspace,
+            config,
+            dry_run,
+            network,
+            allow_domain,
+            command,
+        } => run::exec(&crate::jail::launch::RunOptions {
+            workspace,
+            config,
+            dry_run,
+            network: network.map(Into::into),
+            allow_domains: allow_domain,
+            command,
+        }),
+        Command::Watch { workspace } => watch::exec(workspace),
+        Command::Alerts {
+            action,
+            all,
+            json,
+            prompt,
+        } => alerts::exec(action, all, json, prompt),
+        Command::Restore { id, force } => restore::exec(&id, force),
+        Command::Battery {
+            case,
+            json,
+            keep,
+            unguarded,
+            dir,
+        } => battery::exec(&crate::battery::Options {
+            dir,
+            case,
+            json,
+            keep,
+            unguarded,
+        }),
+        Command::Hook { event } => Ok(hook::exec(&event)),
+        Command::Hooks { action } => hooks::exec(&action),
+        Command::Cache { action } => cache::exec(action),
+        Command::Doctor { json } => Ok(doctor::exec(json)),
+        Command::Explain {
+            workspace,
+            config,
+            json,
+        } => explain::exec(workspace, config, json, verbose > 0),
+        Command::Completions { shell } => Ok(completions::exec(shell)),
+        Command::Man => man::exec(),
+    }
+}

@@ -1,0 +1,5 @@
+//! `claude-sandbox battery`: the attack battery through the real launcher and watcher.
+
+pub(super) fn exec(opts: &crate::battery::Options) -> crate::Result<i32> {
+    crate::battery::run(opts)
+}

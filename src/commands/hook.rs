@@ -1,0 +1,35 @@
+//! `claude-sandbox hook pre-tool-use|session-start --host H`: called by an agent runtime. Denies
+//! with a reason, or prints nothing (no opinion); exit 2 blocks when the payload cannot be read.
+
+use crate::cli::HookEvent;
+use std::path::PathBuf;
+
+pub(super) fn exec(event: &HookEvent) -> i32 {
+    match *event {
+        HookEvent::SessionStart { host } => {
+            println!("{}", crate::hook::session_start(host.into()));
+            0
+        }
+        HookEvent::PreToolUse { host } => {
+            let mut input = String::new();
+            if std::io::Read::read_to_string(&mut std::io::stdin(), &mut input).is_err() {
+                eprintln!("claude-sandbox hook: cannot read stdin; blocking");
+                return 2;
+            }
+            let home = std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_default();
+            match crate::hook::pre_tool_use(host.into(), &input, &home) {
+                Ok(Some(deny)) => {
+                    println!("{deny}");
+                    0
+                }
+                Ok(None) => 0,
+                Err(msg) => {
+                    eprintln!("{msg}");
+                    2
+                }
+            }
+        }
+    }
+}

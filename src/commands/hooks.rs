@@ -1,0 +1,12 @@
+//! `claude-sandbox hooks install --runtime R [--print]`: an agent runtime's user-level hook
+//! configuration, written (merged) or printed.
+
+use crate::cli::HooksAction;
+
+pub(super) fn exec(action: &HooksAction) -> crate::Result<i32> {
+    let &HooksAction::Install { runtime, print } = action;
+    let home = crate::jail::launch::home_dir()?;
+    let out = crate::hook::install(runtime.into(), &home, print)?;
+    print!("{out}");
+    Ok(0)
+}

@@ -1,0 +1,11 @@
+//! `claude-sandbox run [--] COMMAND`: the jail (`jail::launch`), or, already inside this jail, the
+//! command itself (`jail::nested`: a jail in a jail would be refused by the kernel anyway).
+
+use crate::jail::launch::RunOptions;
+
+pub(super) fn exec(opts: &RunOptions) -> crate::Result<i32> {
+    if !opts.dry_run && crate::jail::nested::inside_this_jail() {
+        return crate::jail::nested::exec_directly(&opts.command);
+    }
+    crate::jail::launch::run(opts)
+}

@@ -1,0 +1,7 @@
+//! `claude-sandbox watch`: the watcher in the foreground, outside any jail.
+
+use std::path::PathBuf;
+
+pub(super) fn exec(workspace: Option<PathBuf>) -> crate::Result<i32> {
+    crate::watch::foreground(workspace)
+}

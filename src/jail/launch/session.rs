@@ -1,0 +1,412 @@
+//! A launch's session: its directory and `$HOME`, its placeholders, the proxy, the jail (started
+//! again when sealing from outside fails, or once when a mask's target vanished during setup), the
+//! watcher, and the end: final sweep, merge back, release, state sweep.
+//!
+//! Guards against a session that leaves its traces behind when a step fails: each thing made is held
+//! by a guard (`SessionHome`, `HeldPlaceholders`, `Unopened`) that undoes it when dropped — in the
+//! reverse order of making, the jail first — so that every early return cleans up the same way, and
+//! only the normal end (`end_session`) takes them apart in its own order.
+
+use super::supervise::{Gate, Held, Jail};
+use super::watcher::{start_watcher, Record};
+use super::{input::Knobs, PendingSeals};
+use crate::error::{Error, Result};
+use crate::jail::args::bwrap_args;
+use crate::jail::gitcopy::{self, GitCopy};
+use crate::jail::placeholders::{self, SessionId};
+use crate::jail::plan::{Placeholder, Plan, PlanInput};
+use crate::jail::policy::{Fds, Sealing};
+use crate::jail::{home, seal, statesweep};
+use crate::watch;
+use std::path::{Path, PathBuf};
+
+/// What the session needs of the launch's input (read once, in `input`).
+pub(super) struct Launch<'a> {
+    pub(super) input: &'a PlanInput,
+    pub(super) knobs: Knobs,
+    pub(super) runtime: &'a Path,
+    pub(super) session: &'a SessionId,
+}
+
+/// The session directory and its `$HOME`: merged back and removed when dropped, unless the normal
+/// end took them (`finish`).
+struct SessionHome {
+    dir: PathBuf,
+    home: PathBuf,
+    workspace: PathBuf,
+    armed: bool,
+}
+
+impl SessionHome {
+    fn prepare(plan: &Plan, launch: &Launch) -> Result<SessionHome> {
+        let session = launch.session;
+        let dir = home::session_dir(launch.runtime, &session.id);
+        let record = serde_json::json!({
+            "id": session.id, "pid": session.pid, "start": session.start,
+            "workspace": plan.policy.workspace,
+        });
+        home::prepare(&dir, &plan.policy.home, record.to_string().as_bytes())?;
+        let made = SessionHome {
+            dir,
+            home: plan.policy.home.clone(),
+            workspace: plan.policy.workspace.clone(),
+            armed: true,
+        };
+        let states = crate::jail::statedir::of_policy(&plan.policy);
+        crate::jail::statedir::prepare(&made.dir, &plan.policy.home, &states)
+            .map_err(|e| Error::io("making the jail's own agent state directories", e))?;
+        Ok(made)
+    }
+
+    /// Merge `~/.claude.json` back and remove the directory; the notes for the human.
+    fn finish(mut self) -> Vec<String> {
+        self.armed = false;
+        home::finish(&self.dir, &self.home, &self.workspace)
+    }
+}
+
+impl Drop for SessionHome {
+    fn drop(&mut self) {
+        if self.armed {
+            home::finish(&self.dir, &self.home, &self.workspace);
+        }
+    }
+}
+
+/// This session's hold on its placeholders: released when dropped (the last session holding one
+/// removes it), unless the normal end released them after its final sweep.
+struct HeldPlaceholders<'a> {
+    runtime: &'a Path,
+    session: &'a SessionId,
+    armed: bool,
+}
+
+impl HeldPlaceholders<'_> {
+    fn release(mut self) -> Result<()> {
+        self.armed = false;
+        placeholders::release(self.runtime, self.session)
+    }
+}
+
+impl Drop for HeldPlaceholders<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = placeholders::release(self.runtime, self.session);
+        }
+    }
+}
+
+/// A jail whose gate has not opened: aborted when dropped (the command never runs).
+struct Unopened(Option<Jail>);
+
+impl Unopened {
+    fn jail(&mut self) -> &mut Jail {
+        self.0
+            .as_mut()
+            .expect("an unopened jail is there until taken")
+    }
+
+    fn take(mut self) -> Jail {
+        self.0.take().expect("an unopened jail is taken once")
+    }
+}
+
+impl Drop for Unopened {
+    fn drop(&mut self) {
+        if let Some(jail) = self.0.take() {
+            jail.abort();
+        }
+    }
+}
+
+/// Make `which` placeholders, timed.
+fn make_placeholders(launch: &Launch, which: &[Placeholder]) -> Result<()> {
+    let t0 = std::time::Instant::now();
+    let made = placeholders::acquire(launch.runtime, launch.session, which);
+    tracing::debug!(
+        ms = t0.elapsed().as_secs_f64() * 1e3,
+        n = which.len(),
+        "placeholders created"
+    );
+    made
+}
+
+/// What the jail's seals and the watcher need of the session while the command waits at the gate.
+struct BeforeGate<'a> {
+    plan: &'a Plan,
+    launch: &'a Launch<'a>,
+    session_dir: &'a Path,
+    t0: std::time::Instant,
+}
+
+/// The sealing's outcome, the watcher when one was started, and the jail's git configs when the
+/// sealer mounts them.
+type Sealed = (
+    Result<Held>,
+    Option<Result<(watch::Running, Record)>>,
+    Option<Vec<GitCopy>>,
+);
+
+impl BeforeGate<'_> {
+    /// Two things before the gate opens, side by side: the watcher (baseline and watches) when
+    /// `start_watcher`, and the jail's seals (their placeholders and git configs first, then the
+    /// mounts, once bwrap is ready).
+    fn seal_and_watch(
+        &self,
+        jail: &mut Jail,
+        for_sealer: &[Placeholder],
+        to_copy: Option<Vec<GitCopy>>,
+        start_watcher_too: bool,
+    ) -> Sealed {
+        let (plan, launch, session_dir) = (self.plan, self.launch, self.session_dir);
+        std::thread::scope(|scope| {
+            let sealing = scope.spawn(|| -> (Result<Held>, Option<Vec<_>>) {
+                if !for_sealer.is_empty() {
+                    if let Err(e) = make_placeholders(launch, for_sealer) {
+                        return (Err(e), None);
+                    }
+                }
+                let copied = to_copy.map(|mut copies| {
+                    let t_git = std::time::Instant::now();
+                    let home = &plan.policy.session_home;
+                    gitcopy::prepare(session_dir, home, launch.session, &mut copies);
+                    tracing::debug!(
+                        ms = t_git.elapsed().as_secs_f64() * 1e3,
+                        n = copies.len(),
+                        "git configs copied and diverted"
+                    );
+                    copies
+                });
+                let git_copies = copied.as_deref().unwrap_or(&plan.policy.git_copies);
+                let ops = seal::seal_ops(&plan.policy, git_copies);
+                (Ok(jail.hold_and_seal(&ops, self.t0)), copied)
+            });
+            let started = start_watcher_too.then(|| start_watcher(plan, launch, session_dir));
+            let (held, copied) = sealing
+                .join()
+                .unwrap_or_else(|_| (Err(Error::Jail("sealing panicked".into())), None));
+            (held, started, copied)
+        })
+    }
+}
+
+/// The state directories (bound writable) are made before bwrap starts, and every placeholder too
+/// when bwrap makes the seals. The sealer needs the seals' placeholders only once the jail is up, so
+/// those are made while bwrap sets up (making an inode can wait on the disk: 2 to 50 ms for 40 of
+/// them here). Returns the ones made, and the session's hold on them.
+fn placeholders_before_bwrap<'a>(
+    plan: &Plan,
+    sealing: Sealing,
+    launch: &Launch<'a>,
+) -> Result<(Vec<Placeholder>, HeldPlaceholders<'a>)> {
+    let for_bwrap: Vec<_> = plan
+        .placeholders
+        .iter()
+        .filter(|p| p.state_dir || sealing == Sealing::InBwrap)
+        .cloned()
+        .collect();
+    if !for_bwrap.is_empty() {
+        make_placeholders(launch, &for_bwrap)?;
+    }
+    let held = HeldPlaceholders {
+        runtime: launch.runtime,
+        session: launch.session,
+        armed: true,
+    };
+    Ok((for_bwrap, held))
+}
+
+/// Run the session: the exit status to exit with.
+pub(super) fn execute(
+    mut plan: Plan,
+    mut pending: Option<PendingSeals>,
+    fds: Fds,
+    launch: &Launch,
+) -> Result<i32> {
+    let exists = |p: &Path| std::fs::symlink_metadata(p).is_ok();
+    let (runtime, session) = (launch.runtime, launch.session);
+    let mut sealing = launch.knobs.sealing;
+    let session_home = SessionHome::prepare(&plan, launch)?;
+    let session_dir = session_home.dir.clone();
+    // Allowlist mode: the proxy's socket is bound now (bwrap binds its directory into the jail) and
+    // served once bwrap has started (the sealer is forked while the launcher has one thread).
+    let mut proxy = crate::net::proxy::for_policy(&plan.policy, runtime, &session.id)?;
+    let mut proxy_running = None;
+    let (for_bwrap, held_placeholders) = placeholders_before_bwrap(&plan, sealing, launch)?;
+    let mut placeholders_made = false;
+    let t0 = std::time::Instant::now();
+    // Dropped before the placeholders and the session's home on an early return.
+    let mut watcher: Option<(watch::Running, Record)> = None;
+    let mut retried = false;
+    let mut sealed_files = Vec::new();
+    let result = loop {
+        // A socket that went away since planning (a server stopped) cannot be bound over; dropping
+        // its mask is safe, since nothing is left to reach.
+        plan.policy.masks.retain(|m| exists(&m.path));
+        let args = bwrap_args(&plan.policy, fds, sealing);
+        let mut jail = Unopened(Some(Jail::spawn(
+            &plan,
+            &args,
+            sealing,
+            launch.knobs.exec_sealer,
+        )?));
+        tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "bwrap started");
+        if let Some(p) = proxy.take() {
+            proxy_running = Some(p.start());
+        }
+        // The rest of the plan, the baseline and the watcher are made while bwrap builds the jail:
+        // the command cannot run before the gate opens, so nothing the agent does can precede them.
+        let mut to_copy = None;
+        if let Some(p) = pending.take() {
+            p.complete(&mut plan)?;
+            // Only the sealer can mount a symlink: the jail's own git configs come with it.
+            to_copy = Some(gitcopy::choose(&plan.policy, &plan.repos));
+        }
+        let for_sealer: Vec<_> = plan
+            .placeholders
+            .iter()
+            .filter(|p| !placeholders_made && !for_bwrap.contains(p))
+            .cloned()
+            .collect();
+        let before = BeforeGate {
+            plan: &plan,
+            launch,
+            session_dir: &session_dir,
+            t0,
+        };
+        let (held, started, copied) =
+            before.seal_and_watch(jail.jail(), &for_sealer, to_copy, watcher.is_none());
+        if let Some(copied) = copied {
+            plan.policy.git_copies = copied;
+        }
+        placeholders_made = true;
+        if let Some(started) = started {
+            tracing::debug!(
+                ms = t0.elapsed().as_secs_f64() * 1e3,
+                "baseline taken, watcher started"
+            );
+            watcher = Some(started?);
+        }
+        let held = held?;
+        // The command owns the terminal from here: log lines go to the runtime's log file.
+        crate::logfile::divert(runtime, &session.id);
+        match jail.take().open_gate(held) {
+            Gate::Opened(jail) => {
+                tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "gate opened");
+                sealed_files = crate::jail::detached::record(&plan.policy.sealed);
+                break jail.wait();
+            }
+            Gate::SealFailed(jail, why) => {
+                // Not a weaker jail: the command never ran; the same mounts are now bwrap's.
+                tracing::info!(
+                    "sealing from outside failed ({why}); bwrap makes the seals instead"
+                );
+                jail.abort();
+                gitcopy::withdraw(&session_dir, &mut plan.policy.git_copies)
+                    .map_err(Error::Jail)?;
+                sealing = Sealing::InBwrap;
+            }
+            Gate::SetupFailed(jail) => {
+                let result = jail.wait();
+                // One retry when the failure was a mask target vanishing during setup.
+                if result.is_err() && !retried && plan.policy.masks.iter().any(|m| !exists(&m.path))
+                {
+                    retried = true;
+                    continue;
+                }
+                break result;
+            }
+        }
+    };
+    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "jail ended");
+    if let Some(proxy) = proxy_running {
+        for line in proxy.summary() {
+            eprintln!("claude-sandbox: network: {line}");
+        }
+    }
+    let diverted: Vec<PathBuf> = plan
+        .policy
+        .git_copies
+        .iter()
+        .map(|c| c.real.clone())
+        .collect();
+    crate::jail::detached::alert(&sealed_files, &diverted, &session_dir);
+    end_session(&plan, launch, session_home, held_placeholders, watcher);
+    crate::logfile::restore(runtime);
+    result
+}
+
+/// After the jail: the final sweep (before `run` returns, so that a script checking right after
+/// sees every alert), then the placeholders and the session directory go.
+fn end_session(
+    plan: &Plan,
+    launch: &Launch,
+    session_home: SessionHome,
+    held_placeholders: HeldPlaceholders,
+    watcher: Option<(watch::Running, Record)>,
+) {
+    let (runtime, session) = (launch.runtime, launch.session);
+    let session_dir = session_home.dir.clone();
+    let t0 = std::time::Instant::now();
+    let (running, writer) = match watcher {
+        Some((w, writer)) => (Some(w), Some(writer)),
+        None => (None, None),
+    };
+    // The session home is merged back (after the baseline's record, since its directory goes) while
+    // the watcher sweeps; the placeholders go after the sweep, which must not see them go.
+    let closing = std::thread::scope(|scope| {
+        let merged = scope.spawn(|| {
+            if let Some(Err(e)) = writer.map(Record::finish) {
+                eprintln!("claude-sandbox: the baseline's record was not kept: {e}");
+            }
+            unread_created(plan, &session_dir);
+            session_home.finish()
+        });
+        let closing = running.map(watch::Running::finish);
+        tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "final sweep done");
+        for note in merged.join().unwrap_or_default() {
+            eprintln!("claude-sandbox: {note}");
+        }
+        closing
+    });
+    let t0 = std::time::Instant::now();
+    if let Err(e) = held_placeholders.release() {
+        eprintln!("claude-sandbox: {e}");
+    }
+    tracing::debug!(
+        ms = t0.elapsed().as_secs_f64() * 1e3,
+        "placeholders removed"
+    );
+    let placeheld: Vec<PathBuf> = plan.placeholders.iter().map(|p| p.path.clone()).collect();
+    let home = &plan.policy.home;
+    for note in statesweep::sweep(runtime, &session.id, home, &plan.state_listings, &placeheld) {
+        eprintln!("claude-sandbox: {note}");
+    }
+    // Last, so that the kernel frees the watches while the clean-up runs. Closing still waits for
+    // an SRCU grace period: 0.1 ms, or 10-20 ms in 4 launches of 10 here (docs/performance.md, "The
+    // end of a session"). Logged under its own target, so that the benchmark can read it alone.
+    let t0 = std::time::Instant::now();
+    drop(closing);
+    tracing::debug!(
+        target: "claude_sandbox::timing",
+        ms = t0.elapsed().as_secs_f64() * 1e3,
+        "inotify instance closed"
+    );
+}
+
+/// A workspace-root entry point left unblocked because nothing here reads it (`plan::readers`) that
+/// appeared during the session: alerted, since a tool installed later would run it.
+fn unread_created(plan: &Plan, session_dir: &Path) {
+    for p in plan
+        .unread
+        .iter()
+        .filter(|p| std::fs::symlink_metadata(p).is_ok())
+    {
+        let detail = format!(
+            "{} was created during the session; nothing installed here reads it, so it was not \
+             blocked, but a tool installed later would: review it",
+            p.display()
+        );
+        home::alert(session_dir, p, "entry-point-created", &detail);
+    }
+}
