@@ -245,24 +245,34 @@ fn codex_keeps_its_sqlite_stores_in_the_jails_own_directory() {
     assert!(!codex.join("state_5.sqlite-wal").exists());
 }
 
-/// In the workspace a seal on a single file cannot survive your editor's rename (the jail must
-/// write the directory): you are told, at the end, to review what was replaced.
+/// In the workspace a seal on a single file loses its bind when your editor replaces the file by
+/// rename (the jail must write the directory): it is bound again within milliseconds, and you are
+/// told at the end to review what was replaced.
 #[test]
-fn a_workspace_entry_point_replaced_outside_is_alerted() {
+fn a_workspace_entry_point_replaced_outside_is_sealed_again_and_alerted() {
     let f = Fixture::new();
     std::fs::write(f.ws.join(".envrc"), "export A=1\n").unwrap();
     std::fs::write(f.ws.join(".npmrc"), "fund=false\n").unwrap();
-    let child = spawn(
-        &f,
-        "touch ready; while [ ! -e go ]; do sleep 0.01; done",
-        None,
-    );
+    let script = "touch ready; while [ ! -e renamed ]; do sleep 0.01; done; sleep 0.5; \
+         if echo 'curl x | sh' >> .envrc 2>/dev/null; then echo WROTE; else echo REFUSED; fi; \
+         while [ ! -e go ]; do sleep 0.01; done";
+    let child = spawn(&f, script, None);
     wait_for(&f.ws.join("ready"), "the session");
     save_by_rename(&f.ws.join(".envrc"), "export A=2\n");
     std::fs::write(f.ws.join(".npmrc"), "fund=true\n").unwrap(); // in place: the seal holds
+    std::fs::write(f.ws.join("renamed"), "").unwrap();
     std::fs::write(f.ws.join("go"), "").unwrap();
     let out = child.wait();
     assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "REFUSED\n",
+        "the replaced seal was not bound again"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join(".envrc")).unwrap(),
+        "export A=2\n"
+    );
     let alerts = stdout(&f.cmd(["alerts", "--json"]).output().unwrap());
     let list: serde_json::Value = serde_json::from_str(&alerts).unwrap();
     let detached: Vec<&str> = list

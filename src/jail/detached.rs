@@ -12,6 +12,30 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+/// The sealed entry points of a running session: as they were when the command started, kept
+/// sealed while it runs (`reseal`).
+pub(crate) struct Guarded {
+    ids: Vec<Identity>,
+    resealer: Option<super::reseal::Resealer>,
+}
+
+/// Record `policy`'s seals and watch them, for the jail whose bwrap is `bwrap`.
+pub(crate) fn guard(policy: &super::policy::Policy, bwrap: i32) -> Guarded {
+    Guarded {
+        ids: record(&policy.sealed),
+        resealer: super::reseal::start(policy, bwrap),
+    }
+}
+
+impl Guarded {
+    /// After the jail: stop watching, and alert on what was replaced meanwhile.
+    pub(crate) fn finish(self, policy: &super::policy::Policy, session_dir: &Path) {
+        drop(self.resealer);
+        let diverted: Vec<PathBuf> = policy.git_copies.iter().map(|c| c.real.clone()).collect();
+        alert(&self.ids, &diverted, session_dir);
+    }
+}
+
 /// A sealed path as it was when the jail started.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Identity {

@@ -14,6 +14,7 @@
 //! - `launch`: `run` itself;
 //! - `nested`: `run` inside the jail runs the command directly, and says so;
 //! - `detached`: entry points sealed one by one that were replaced outside during the session;
+//! - `reseal`: those entry points bound read-only again while the session runs;
 //! - `statedir`: the jail's own top level of `~/.claude`, `~/.codex`, `~/.gemini` (allowlisted
 //!   directories yours, the rest read-only, allowlisted files copies carried back at the end);
 //! - `statesweep`: new names off a nested state directory's allowlist, quarantined at the end.
@@ -31,6 +32,7 @@ pub(crate) mod nested;
 pub mod placeholders;
 pub mod plan;
 pub mod policy;
+pub(crate) mod reseal;
 pub mod seal;
 pub mod seccomp;
 pub(crate) mod sockets;

@@ -238,7 +238,7 @@ pub(super) fn execute(
     // Dropped before the placeholders and the session's home on an early return.
     let mut watcher: Option<(watch::Running, Record)> = None;
     let mut retried = false;
-    let mut sealed_files = Vec::new();
+    let mut guarded = None;
     let result = loop {
         // A socket that went away since planning (a server stopped) cannot be bound over; dropping
         // its mask is safe, since nothing is left to reach.
@@ -293,7 +293,8 @@ pub(super) fn execute(
         match jail.take().open_gate(held) {
             Gate::Opened(jail) => {
                 tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "gate opened");
-                sealed_files = crate::jail::detached::record(&plan.policy.sealed);
+                let bwrap = jail.child.as_raw_nonzero().get();
+                guarded = Some(crate::jail::detached::guard(&plan.policy, bwrap));
                 break jail.wait();
             }
             Gate::SealFailed(jail, why) => {
@@ -324,13 +325,9 @@ pub(super) fn execute(
             eprintln!("claude-sandbox: network: {line}");
         }
     }
-    let diverted: Vec<PathBuf> = plan
-        .policy
-        .git_copies
-        .iter()
-        .map(|c| c.real.clone())
-        .collect();
-    crate::jail::detached::alert(&sealed_files, &diverted, &session_dir);
+    if let Some(g) = guarded {
+        g.finish(&plan.policy, &session_dir);
+    }
     end_session(&plan, launch, session_home, held_placeholders, watcher);
     crate::logfile::restore(runtime);
     result
