@@ -261,6 +261,13 @@ fn cargo_install_root_local_works_inside() {
 fn cargo_bin_is_shared_and_watched() {
     let f = Fixture::new();
     std::fs::create_dir_all(f.home.join(".cargo/bin")).unwrap();
+    // As rustup's `~/.cargo/env` does: your next shell has `~/.cargo/bin` first. (Without it the
+    // verdict depended on whether your login shell's PATH was known when the plant was judged.)
+    std::fs::write(
+        f.home.join(".profile"),
+        "export PATH=\"$HOME/.cargo/bin:$PATH\"\n",
+    )
+    .unwrap();
     ok(&f.jail(
         "printf '#!/bin/sh\\necho evil\\n' > ~/.cargo/bin/ls && chmod +x ~/.cargo/bin/ls && \
          printf '#!/bin/sh\\n' > ~/.cargo/bin/newtool && chmod +x ~/.cargo/bin/newtool && sleep 0.3",

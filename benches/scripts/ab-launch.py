@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A/B launch time of two claude-sandbox binaries, alternating, on the bench's fixture (5 repos,
 10 PATH dirs of 200 executables in the workspace, a home with ~/.local/bin; AB_CACHE=1 adds a
-~/.cache). Prints medians and the median of the pairs' differences.
+~/.cache; AB_STATE=1 a lived-in ~/.claude and ~/.codex). Prints medians and the median of the pairs' differences.
 usage: ab-launch.py BINARY_A BINARY_B [N]"""
 import os, subprocess, sys, tempfile, time, statistics
 A, B = sys.argv[1], sys.argv[2]
@@ -10,6 +10,19 @@ root = tempfile.mkdtemp(prefix="cs-ab-", dir="/var/tmp")
 ws, home = f"{root}/ws", f"{root}/home"
 os.makedirs(f"{home}/.local/bin"); os.makedirs(ws)
 if os.environ.get("AB_CACHE"): os.makedirs(f"{home}/.cache/tool"); open(f"{home}/.cache/tool/x", "w").write("x")
+if os.environ.get("AB_STATE"):
+    c = f"{home}/.claude"
+    for d in ["projects/-w", "todos", "statsig", "debug", "plans", "file-history", "skills/a", "commands", "shell-snapshots"]:
+        os.makedirs(f"{c}/{d}")
+    for f, size in [("settings.json", 300), (".credentials.json", 400), ("history.jsonl", 2 << 20),
+                    ("stats-cache.json", 4000), ("CLAUDE.md", 2000), ("keybindings.json", 50)]:
+        open(f"{c}/{f}", "w").write("x" * size)
+    x = f"{home}/.codex"
+    for d in ["sessions/2026", "log", "skills/.system", "rules"]:
+        os.makedirs(f"{x}/{d}")
+    for f, size in [("config.toml", 200), ("auth.json", 500), ("history.jsonl", 1 << 20),
+                    ("state_5.sqlite", 4 << 20), ("logs_2.sqlite", 16 << 20), ("AGENTS.md", 100)]:
+        open(f"{x}/{f}", "w").write("x" * size)
 subprocess.run(["git", "init", "-q", ws], check=True)
 for r in range(1, 5):
     os.makedirs(f"{ws}/repo{r}"); subprocess.run(["git", "init", "-q", f"{ws}/repo{r}"], check=True)
