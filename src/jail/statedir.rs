@@ -384,6 +384,7 @@ pub(crate) fn prepare(
             .mode(0o700)
             .create(p)
     };
+    let t0 = std::time::Instant::now();
     let mut record = Record::default();
     for (sd, binds) in states {
         let real = home.join(sd.path);
@@ -475,7 +476,13 @@ pub(crate) fn prepare(
         record.dirs.push(r);
     }
     let text = serde_json::to_vec(&record).map_err(std::io::Error::other)?;
-    std::fs::write(session.state_record(), text)
+    std::fs::write(session.state_record(), text)?;
+    tracing::debug!(
+        ms = t0.elapsed().as_secs_f64() * 1e3,
+        n = states.len(),
+        "the jail's own state directories made"
+    );
+    Ok(())
 }
 
 /// Remove the jail store's stores that last one session (`runtimes::JailStore::fresh`).
