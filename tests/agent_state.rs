@@ -66,12 +66,7 @@ fn allowlist_in_a_real_jail(seal: Option<&str>) {
     write(&claude.join("skills/a/SKILL.md"), "# a\n");
     write(&claude.join("keybindings.json"), "{}\n");
     // This workspace's project (Claude Code's name for it); other projects are not in the jail.
-    let slug: String =
-        f.ws.to_str()
-            .unwrap()
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-            .collect();
+    let slug = f.claude_project();
     let project = claude.join("projects").join(slug);
     write(&project.join("s.jsonl"), "{}\n");
     write(&codex.join(".env"), "X=1\n");

@@ -178,12 +178,7 @@ fn auto_memory_is_read_only_and_transcripts_are_yours() {
     let mine = claude.join("projects/-somewhere-else");
     std::fs::create_dir_all(mine.join("memory")).unwrap();
     std::fs::write(mine.join("memory/MEMORY.md"), "yours\n").unwrap();
-    let slug: String =
-        f.ws.to_str()
-            .unwrap()
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-            .collect();
+    let slug = f.claude_project();
     let script = format!(
         "p=~/.claude/projects; echo s > $p/{slug}/session.jsonl && echo T; \
          mkdir -p $p/{slug}/memory/x 2>/dev/null || echo R1; \

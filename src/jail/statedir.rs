@@ -370,6 +370,32 @@ pub(crate) fn of_policy(policy: &super::policy::Policy) -> Vec<(&'static StateDi
         .collect()
 }
 
+/// Copy the file `from` (opened without following a link or blocking on a FIFO) to a new file `to`
+/// with its permission bits, at most `max` bytes, if it is a regular file of at most `max` bytes.
+/// Returns the metadata of both.
+pub(crate) fn copy_regular(
+    from: &Path,
+    to: &Path,
+    max: u64,
+) -> std::io::Result<(std::fs::Metadata, std::fs::Metadata)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let src = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(from)?;
+    let meta = src.metadata()?;
+    if !meta.is_file() || meta.len() > max {
+        return Err(std::io::Error::other("not a regular file of sane size"));
+    }
+    let mut dst = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(meta.mode() & 0o777)
+        .open(to)?;
+    std::io::copy(&mut std::io::Read::take(&src, max), &mut dst)?;
+    Ok((meta, dst.metadata()?))
+}
+
 /// Whether `name` is a lock or temporary name of the allowlist (never carried out, never alerted).
 pub(crate) fn is_scratch(sd: &StateDir, name: &OsStr) -> bool {
     name.to_str()

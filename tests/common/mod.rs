@@ -152,6 +152,17 @@ impl Fixture {
         ]
     }
 
+    /// Claude Code's directory name for the workspace's project (`~/.claude/projects/<name>`).
+    #[allow(dead_code)]
+    pub fn claude_project(&self) -> String {
+        self.ws
+            .to_str()
+            .unwrap()
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect()
+    }
+
     /// The fixture's stand-in for `/etc` (empty unless a test installs something there).
     pub fn etc(&self) -> PathBuf {
         self.root.join("etc")

@@ -321,16 +321,7 @@ fn copy_tree(from: &Path, to: &Path, budget: &mut Budget) -> std::io::Result<()>
     }
     if meta.is_file() {
         budget.bytes += meta.len();
-        let src = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(from)?;
-        let mut dst = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(meta.mode() & 0o777)
-            .open(to)?;
-        std::io::copy(&mut std::io::Read::take(&src, MAX_TREE_BYTES), &mut dst)?;
+        super::copy_regular(from, to, MAX_TREE_BYTES)?;
     }
     // Sockets, FIFOs, devices: not state.
     Ok(())

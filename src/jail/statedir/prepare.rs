@@ -4,7 +4,7 @@
 use super::{Copied, DirRecord, How, Record, Stamp, StateBind, MAX_COPY};
 use crate::entrypoints::Stub;
 use crate::runtimes::StateDir;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 
 fn mkdir(p: &Path) -> std::io::Result<()> {
@@ -74,22 +74,8 @@ fn empty_fresh(sd: &StateDir, dir: &Path) -> std::io::Result<()> {
 /// Copy the regular file `from` (not following a link) to `to`, with its permission bits; the
 /// stamps of the copy and of the original.
 fn copy_in(from: &Path, to: &Path) -> std::io::Result<(Stamp, Stamp)> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let src = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(from)?;
-    let meta = src.metadata()?;
-    if !meta.is_file() || meta.len() > MAX_COPY {
-        return Err(std::io::Error::other("not a regular file of sane size"));
-    }
-    let mut dst = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(meta.mode() & 0o777)
-        .open(to)?;
-    std::io::copy(&mut std::io::Read::take(&src, MAX_COPY), &mut dst)?;
-    Ok((Stamp::of(&dst.metadata()?), Stamp::of(&meta)))
+    let (yours, jail) = super::copy_regular(from, to, MAX_COPY)?;
+    Ok((Stamp::of(&jail), Stamp::of(&yours)))
 }
 
 /// Make one entry of the jail's own directory `own` (and what it needs in yours, `real`).
