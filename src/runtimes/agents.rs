@@ -1,0 +1,485 @@
+//! Each runtime's definition (`super::Runtime`): what was measured, and why each name is where it is.
+
+use super::*;
+use crate::entrypoints::{Catalogued, Stub};
+
+const fn ep(rel: &'static str, stub: Stub, runs: &'static str) -> StateEntry {
+    StateEntry { rel, stub, runs }
+}
+
+/// Always placeholdered when missing (`Catalogued::read_by` empty): the agent that reads it may
+/// run as an editor's extension, not from PATH.
+const fn project(name: &'static str, runs: &'static str) -> Catalogued {
+    Catalogued {
+        name,
+        stub: Stub::Dir,
+        runs,
+        read_by: &[],
+        jail_env: None,
+    }
+}
+
+/// An empty file where a missing instruction or environment file is expected: read as "nothing".
+const EMPTY: Stub = Stub::File("");
+/// An empty JSON object where a missing settings file is expected.
+const EMPTY_JSON: Stub = Stub::File("{}\n");
+
+pub(crate) const CLAUDE: Runtime = Runtime {
+    name: "Claude Code",
+    commands: &["claude"],
+    state: &[StateDir {
+        path: ".claude",
+        writable: Writable::Only {
+            measured: "2.1.197",
+            names: &[
+                // Sessions, history and their indexes.
+                "projects/",
+                "sessions/",
+                "history.jsonl",
+                "todos/",
+                "tasks/",
+                "teams/",
+                "jobs/",
+                "plans/",
+                "file-history/",
+                "session-env/",
+                "paste-cache/",
+                "image-cache/",
+                "shares/",
+                "uploads/",
+                "backups/",
+                // Credentials (saved by `<name>.tmp.<hex>` and rename) and their refresh lock.
+                ".credentials.json",
+                "hfi-auth.json",
+                "mcp-needs-auth-cache.json",
+                // Logs, telemetry, caches.
+                "statsig/",
+                "telemetry/",
+                "debug/",
+                "traces/",
+                "usage-data/",
+                "startup-perf/",
+                "feedback-bundles/",
+                "dump-prompts/",
+                "cache/",
+                "ide/",
+                "stats-cache.json",
+                "gh-pr-status-cache.json",
+                "daemon.log",
+                "daemon.status.json",
+                "daemon.scheduled.status.json",
+                ".last-cleanup",
+                ".last-update-result.json",
+                ".deep-link-register-failed",
+                // Locks (directories made by mkdir) and temporary files of atomic saves.
+                "*.lock",
+                "*.tmp.*",
+            ],
+        },
+        private: &["shell-snapshots"],
+        views: &[],
+        per_project: Some(PerProject {
+            dir: "projects",
+            slug: claude_project_slug,
+            sealed: &[(
+                "memory",
+                "Claude Code: auto memory, read by every later session in this project",
+            )],
+        }),
+        jail_store: None,
+        entry_points: &[
+            ep(
+                ".claude/settings.json",
+                EMPTY_JSON,
+                "Claude Code: user hooks, statusLine, apiKeyHelper",
+            ),
+            ep(
+                ".claude/settings.local.json",
+                EMPTY_JSON,
+                "Claude Code: user hooks",
+            ),
+            ep(
+                ".claude/CLAUDE.md",
+                EMPTY,
+                "Claude Code: the user's instructions, read by every session",
+            ),
+            ep(
+                ".claude/commands",
+                Stub::Dir,
+                "Claude Code: slash commands with !`cmd`",
+            ),
+            ep(".claude/agents", Stub::Dir, "Claude Code: subagents"),
+            ep(
+                ".claude/skills",
+                Stub::Dir,
+                "Claude Code: skills with shell execution",
+            ),
+            ep(
+                ".claude/plugins",
+                Stub::Dir,
+                "Claude Code: plugins (hooks, MCP servers)",
+            ),
+            ep(
+                ".claude/rules",
+                Stub::Dir,
+                "Claude Code: the user's rules (instructions)",
+            ),
+            ep(
+                ".claude/output-styles",
+                Stub::Dir,
+                "Claude Code: output styles (system prompt)",
+            ),
+            ep(
+                ".claude/hooks",
+                Stub::Dir,
+                "Claude Code: the usual place of hook scripts named by settings",
+            ),
+        ],
+    }],
+    project: &[
+        project(
+            ".claude",
+            "Claude Code: settings hooks, statusLine, commands, agents, skills",
+        ),
+        project(".mcp.json", "Claude Code: stdio MCP server commands"),
+    ],
+    hook_file: Some(".claude/settings.json"),
+    hosts: &[
+        "api.anthropic.com",
+        "statsig.anthropic.com",
+        "console.anthropic.com",
+        "claude.ai",
+    ],
+};
+
+pub(crate) const CODEX: Runtime = Runtime {
+    name: "Codex CLI",
+    commands: &["codex"],
+    state: &[StateDir {
+        path: ".codex",
+        writable: Writable::Only {
+            measured: "0.171.0",
+            names: &[
+                "auth.json",
+                "installation_id",
+                ".sandbox_migration",
+                ".personality_migration",
+                "sessions/",
+                "archived_sessions/",
+                "history.jsonl",
+                "thread-writer-locks/",
+                "log/",
+                "version.json",
+                "models_cache.json",
+                "cache/",
+                // Its own helpers (symlinks to its binary under a random name per process).
+                "tmp/",
+                "*.lock",
+                // Temporary files of atomic saves (`.tmpXXXXXX`).
+                ".tmp?*",
+            ],
+        },
+        // Shell snapshots are sourced into the shells it starts; `.tmp` holds the plugin
+        // marketplace it installs from.
+        private: &["shell_snapshots", ".tmp"],
+        // Its bundled skills, `skills/.system`, are removed and written anew at every start (measured:
+        // `remove_dir_all` first, so a read-only `skills/` makes it fail); your skills stay read-only.
+        views: &[View {
+            name: "skills",
+            fresh: &[".system"],
+        }],
+        per_project: None,
+        // Threads, logs, goals and memories (`memories_1.sqlite` steers later sessions): SQLite with
+        // WAL files made and removed beside each, which neither a copy nor a file bind keeps sound.
+        jail_store: Some(JailStore {
+            name: ".claude-sandbox-sqlite",
+            env: "CODEX_SQLITE_HOME",
+            fresh: &["memories_*"],
+        }),
+        entry_points: &[
+            ep(
+                ".codex/config.toml",
+                EMPTY,
+                "Codex CLI: mcp_servers, notify, project trust",
+            ),
+            ep(".codex/hooks.json", EMPTY_JSON, "Codex CLI: hooks"),
+            ep(
+                ".codex/AGENTS.md",
+                EMPTY,
+                "Codex CLI: the user's instructions, read by every session",
+            ),
+            ep(
+                ".codex/AGENTS.override.md",
+                EMPTY,
+                "Codex CLI: instructions read instead of AGENTS.md",
+            ),
+            ep(
+                ".codex/.env",
+                EMPTY,
+                "Codex CLI: environment of Codex and every process it starts (LD_PRELOAD)",
+            ),
+            ep(
+                ".codex/rules",
+                Stub::Dir,
+                "Codex CLI: execpolicy rules (commands allowed outside its sandbox)",
+            ),
+            ep(".codex/prompts", Stub::Dir, "Codex CLI: custom prompts"),
+            ep(".codex/agents", Stub::Dir, "Codex CLI: agent definitions"),
+            ep(".codex/plugins", Stub::Dir, "Codex CLI: installed plugins"),
+        ],
+    }],
+    project: &[project(
+        ".codex",
+        "Codex CLI: project config.toml (mcp_servers, notify), hooks.json",
+    )],
+    hook_file: Some(".codex/hooks.json"),
+    hosts: &["api.openai.com", "auth.openai.com", "chatgpt.com"],
+};
+
+pub(crate) const GEMINI: Runtime = Runtime {
+    name: "Gemini CLI",
+    commands: &["gemini"],
+    state: &[StateDir {
+        path: ".gemini",
+        writable: Writable::Only {
+            measured: "0.61.0",
+            names: &[
+                // Chats, logs, checkpoints and plans per project (`tmp/<project>/`), shell history.
+                "tmp/",
+                "history/",
+                // The project registry (saved by `<name>.<uuid>.tmp` and rename, under a lock).
+                "projects.json",
+                "installation_id",
+                "state.json",
+                // Sign-in and tokens.
+                "oauth_creds.json",
+                "google_accounts.json",
+                "mcp-oauth-tokens.json",
+                "a2a-oauth-tokens.json",
+                "browser-consent-acknowledged.txt",
+                ".extraction.lock",
+                ".extraction-state.json",
+                "*.lock",
+                "*.tmp",
+            ],
+        },
+        private: &[],
+        // `tmp/bin` holds the tools it downloads and runs (ripgrep): yours read-only, a new one the
+        // session's own.
+        views: &[View {
+            name: "tmp/bin",
+            fresh: &[],
+        }],
+        // `tmp/<project>/` holds chats, logs and plans, and `memory/` (the project's memory and
+        // the skills it saves there), read by every later session in that project.
+        per_project: Some(PerProject {
+            dir: "tmp",
+            slug: gemini_project_id,
+            sealed: &[(
+                "memory",
+                "Gemini CLI: the project's memory and saved skills, read by every later session there",
+            )],
+        }),
+        jail_store: None,
+        entry_points: &[
+            ep(
+                ".gemini/settings.json",
+                EMPTY_JSON,
+                "Gemini CLI: hooks, mcpServers, discoveryCommand",
+            ),
+            ep(
+                ".gemini/trustedFolders.json",
+                EMPTY_JSON,
+                "Gemini CLI: folder trust",
+            ),
+            ep(
+                ".gemini/trusted_hooks.json",
+                EMPTY_JSON,
+                "Gemini CLI: hooks trusted to run",
+            ),
+            ep(
+                ".gemini/.env",
+                EMPTY,
+                "Gemini CLI: GEMINI_CLI_TRUST_WORKSPACE, environment",
+            ),
+            ep(
+                ".gemini/GEMINI.md",
+                EMPTY,
+                "Gemini CLI: the user's instructions and memory, read by every session",
+            ),
+            ep(
+                ".gemini/system.md",
+                EMPTY,
+                "Gemini CLI: a system prompt that replaces its own (GEMINI_SYSTEM_MD)",
+            ),
+            ep(
+                ".gemini/commands",
+                Stub::Dir,
+                "Gemini CLI: commands with !{...}",
+            ),
+            ep(".gemini/extensions", Stub::Dir, "Gemini CLI: extensions"),
+            ep(".gemini/skills", Stub::Dir, "Gemini CLI: skills"),
+            ep(".gemini/agents", Stub::Dir, "Gemini CLI: subagents"),
+            ep(
+                ".gemini/policies",
+                Stub::Dir,
+                "Gemini CLI: policies (tools allowed without asking)",
+            ),
+        ],
+    }],
+    project: &[project(
+        ".gemini",
+        "Gemini CLI: settings.json hooks and mcpServers, commands, .env",
+    )],
+    hook_file: Some(".gemini/settings.json"),
+    hosts: &[
+        "generativelanguage.googleapis.com",
+        "cloudcode-pa.googleapis.com",
+        "oauth2.googleapis.com",
+    ],
+};
+
+pub(crate) const CURSOR: Runtime = Runtime {
+    name: "Cursor CLI",
+    commands: &["cursor-agent"],
+    state: &[StateDir {
+        path: ".cursor",
+        writable: Writable::Unmeasured,
+        private: &[],
+        views: &[],
+        per_project: None,
+        jail_store: None,
+        entry_points: &[
+            ep(".cursor/hooks.json", EMPTY_JSON, "Cursor: hooks"),
+            ep(
+                ".cursor/mcp.json",
+                EMPTY_JSON,
+                "Cursor: MCP server commands",
+            ),
+            ep(".cursor/rules", Stub::Dir, "Cursor: the user's rules"),
+        ],
+    }],
+    project: &[project(".cursor", "Cursor: hooks.json, mcp.json")],
+    hook_file: Some(".cursor/hooks.json"),
+    hosts: &["api2.cursor.sh", "api.cursor.com"],
+};
+
+pub(crate) const OPENCODE: Runtime = Runtime {
+    name: "OpenCode",
+    commands: &["opencode"],
+    // Its configuration and plugins are under `~/.config/opencode` (read-only in the jail, as all
+    // of `~/.config`); the tools it downloads under `~/.cache/opencode/bin` (a cache layer).
+    state: &[
+        StateDir {
+            path: ".local/share/opencode",
+            writable: Writable::Only {
+                measured: "1.18.33",
+                names: &[
+                    "auth.json",
+                    "mcp-auth.json",
+                    "opencode.db",
+                    "opencode.db-journal",
+                    "opencode.db-wal",
+                    "opencode.db-shm",
+                    "log/",
+                    "snapshot/",
+                    "storage/",
+                    "tool-output/",
+                    "worktree/",
+                    "repos/",
+                    "plans/",
+                    "*.lock",
+                    "*.tmp",
+                ],
+            },
+            private: &[],
+            views: &[],
+            per_project: None,
+            jail_store: None,
+            entry_points: &[],
+        },
+        StateDir {
+            path: ".local/state/opencode",
+            writable: Writable::Only {
+                measured: "1.18.33",
+                names: &[
+                    "model.json",
+                    "plugin-meta.json",
+                    "kv.json",
+                    "prompt-history.jsonl",
+                    "frecency.jsonl",
+                    "locks/",
+                    "*.lock",
+                    "*.tmp",
+                ],
+            },
+            private: &[],
+            views: &[],
+            per_project: None,
+            jail_store: None,
+            entry_points: &[],
+        },
+    ],
+    project: &[
+        project(".opencode", "OpenCode: plugins loaded at startup"),
+        project("opencode.json", "OpenCode: plugins and MCP commands"),
+        project("opencode.jsonc", "OpenCode: plugins and MCP commands"),
+    ],
+    hook_file: None,
+    hosts: &["opencode.ai", "models.dev"],
+};
+
+/// pi: no state directory known (its files under `$HOME` are read-only in the jail).
+pub(crate) const PI: Runtime = Runtime {
+    name: "pi",
+    commands: &["pi"],
+    state: &[],
+    project: &[],
+    hook_file: None,
+    hosts: &[],
+};
+
+/// Claude Code's directory name for a project (`~/.claude/projects/<slug>`): the working directory
+/// with every character but ASCII letters and digits made `-`; past 200 characters, the first 200,
+/// `-` and a base-36 hash of the whole (a 32-bit string hash over UTF-16 code units).
+#[allow(clippy::unnecessary_wraps)] // the shape of `PerProject::slug`
+pub(crate) fn claude_project_slug(cwd: &str, _state: &std::path::Path) -> Option<String> {
+    Some(claude_slug(cwd))
+}
+
+fn claude_slug(cwd: &str) -> String {
+    const MAX: usize = 200;
+    let slug: String = cwd
+        .encode_utf16()
+        .map(|u| match char::from_u32(u32::from(u)) {
+            Some(c) if c.is_ascii_alphanumeric() => c,
+            _ => '-',
+        })
+        .collect();
+    if slug.len() <= MAX {
+        return slug;
+    }
+    let mut h: i32 = 0;
+    for u in cwd.encode_utf16() {
+        h = h.wrapping_shl(5).wrapping_sub(h).wrapping_add(i32::from(u));
+    }
+    let mut n = h.unsigned_abs();
+    let mut digits = Vec::new();
+    while n > 0 || digits.is_empty() {
+        digits.push(char::from_digit(n % 36, 36).expect("a base-36 digit"));
+        n /= 36;
+    }
+    let hash: String = digits.iter().rev().collect();
+    format!("{}-{hash}", &slug[..MAX])
+}
+
+/// Gemini CLI's directory name for a project (`~/.gemini/tmp/<id>`): the short id its registry,
+/// `projects.json` (`{"projects": {"<root>": "<id>"}}`), gives the project's root; a root it
+/// has not seen yet gets one at its start.
+pub(crate) fn gemini_project_id(root: &str, state: &std::path::Path) -> Option<String> {
+    let text = std::fs::read(state.join("projects.json")).ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&text).ok()?;
+    let id = v.get("projects")?.get(root)?.as_str()?;
+    // A name of one path component, nothing else.
+    (!id.is_empty() && !id.contains('/') && id != "." && id != "..").then(|| id.to_string())
+}
