@@ -299,28 +299,13 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         ws.clone()
     };
     // The measured agent state directories at the top of `$HOME`: the jail's own (`statedir`).
-    for e in &mut home_entries {
-        if e.bind != HomeBind::Writable {
-            continue;
-        }
-        let Some(sd) = crate::runtimes::state_dirs()
-            .find(|s| s.own_top_level() && std::ffi::OsStr::new(s.path) == e.name)
-        else {
-            continue;
-        };
-        let real = home.join(sd.path);
-        let binds = super::statedir::classify(
-            sd,
-            &super::statedir::listing(&real),
-            &super::statedir::projects(sd, &home, &chdir, &ws),
-            &super::statedir::named_top_names(&home, sd),
-            super::statedir::store_path(&home, &input.env, sd).as_deref(),
-        );
-        if let Some(js) = &sd.jail_store {
-            setenv.push((js.env.into(), real.join(js.name).to_string_lossy().into()));
-        }
-        e.bind = HomeBind::State(binds);
-    }
+    super::statedir::own_top_levels(
+        &mut home_entries,
+        &home,
+        &[&chdir, &ws],
+        &input.env,
+        &mut setenv,
+    );
     let policy_home = home.clone();
     let policy = Policy {
         bwrap: input.bwrap.clone(),

@@ -105,6 +105,41 @@ pub(crate) fn listing(dir: &Path) -> Vec<(OsString, Kind)> {
     out
 }
 
+/// Turn the writable `$HOME` entries that are measured state directories into the jail's own top
+/// level (`HomeBind::State`), and name the jail's own stores to their runtimes in `setenv`.
+/// `roots`: the working directory and the workspace (their projects are bound).
+pub(crate) fn own_top_levels(
+    entries: &mut [super::policy::HomeEntry],
+    home: &Path,
+    roots: &[&Path],
+    env: &[(String, String)],
+    setenv: &mut Vec<(String, String)>,
+) {
+    use super::policy::HomeBind;
+    for e in entries {
+        if e.bind != HomeBind::Writable {
+            continue;
+        }
+        let Some(sd) = crate::runtimes::state_dirs()
+            .find(|s| s.own_top_level() && OsStr::new(s.path) == e.name)
+        else {
+            continue;
+        };
+        let real = home.join(sd.path);
+        let binds = classify(
+            sd,
+            &listing(&real),
+            &projects(sd, home, roots),
+            &named_top_names(home, sd),
+            store_path(home, env, sd).as_deref(),
+        );
+        if let Some(js) = &sd.jail_store {
+            setenv.push((js.env.into(), real.join(js.name).to_string_lossy().into()));
+        }
+        e.bind = HomeBind::State(binds);
+    }
+}
+
 /// The jail's top level for `sd`, given the human's listing, the projects of this session and the
 /// top-level names the sealed settings name as scripts. Pure.
 pub(crate) fn classify(
@@ -213,12 +248,12 @@ pub(crate) fn store_path(home: &Path, env: &[(String, String)], sd: &StateDir) -
 
 /// The projects this session's agent keeps transcripts under: the working directory's and the
 /// workspace's.
-pub(crate) fn projects(sd: &StateDir, home: &Path, chdir: &Path, workspace: &Path) -> Vec<String> {
+pub(crate) fn projects(sd: &StateDir, home: &Path, roots: &[&Path]) -> Vec<String> {
     let Some(pp) = &sd.per_project else {
         return Vec::new();
     };
     let state = home.join(sd.path);
-    let mut out: Vec<String> = [chdir, workspace]
+    let mut out: Vec<String> = roots
         .iter()
         .filter_map(|p| (pp.slug)(&p.to_string_lossy(), &state))
         .filter(|s| !in_project_dir(sd, s))
