@@ -12,14 +12,13 @@ use std::path::PathBuf;
 
 /// What the jail does not cover; printed by `explain` and kept in README.md.
 pub const NOT_COVERED: &[&str] = &[
-    "in network mode `host` (the default): network egress and abstract unix sockets (docs/network.md)",
-    "in network mode `allowlist`: what the allowed hosts accept (an API or registry can carry data)",
+    "network: in mode `host` (the default) egress and abstract unix sockets; in `allowlist` what the allowed hosts accept (docs/network.md)",
     "deleting or corrupting workspace data the agent may write (including .git objects and refs)",
     "writable PATH directories and new repositories' hooks: sealed only by the watcher",
     "entry points created below the workspace root (e.g. sub/.envrc); existing ones are sealed",
     "the jail's own layers (caches, tools' data) are the agent's: a tool inside the jail runs what an earlier session left there (never a tool outside)",
     "unix sockets made after launch outside ~/.ssh, ~/.gnupg and /run",
-    "a sealed workspace file replaced by rename outside during a session (an editor saving by rename): the jail sees the new one, writable",
+    "a sealed workspace file your editor replaces during a session: writable for ~2 ms until sealed again (alerted at the end)",
     "kernel exploits and a compromised image",
 ];
 

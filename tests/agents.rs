@@ -12,7 +12,7 @@ fn require(program: &str) {
         .args(["-c", &format!("command -v {program}")])
         .output()
         .unwrap();
-    assert!(found.status.success(), "\n*** {program} is not installed: npm install -g @anthropic-ai/claude-code @openai/codex @google/gemini-cli ***\n");
+    assert!(found.status.success(), "\n*** {program} is not installed: npm install -g @anthropic-ai/claude-code @openai/codex @google/gemini-cli opencode-ai ***\n");
 }
 
 /// PATH for the agents: the fixture's plus wherever npm put them.
@@ -319,4 +319,45 @@ fn gemini_keeps_its_state_and_your_settings_across_two_sessions() {
     );
     let a = alerts(&f);
     assert!(!a.contains("agent-state-not-allowed"), "{a}");
+}
+
+/// OpenCode starts in the jail in a project with its `opencode.json` and `opencode.jsonc`: it writes `.opencode/` and
+/// `~/.config/opencode/` at every start (views for the session: nothing of it reaches you); its
+/// database is kept in your state directory.
+#[test]
+#[ignore = "needs the real agents (npm): run with --ignored"]
+fn opencode_starts_and_keeps_its_state() {
+    require("opencode");
+    let f = Fixture::new();
+    // You have used it before: its state directories exist (made for it when it is the command).
+    std::fs::create_dir_all(f.home.join(".local/share/opencode")).unwrap();
+    std::fs::create_dir_all(f.home.join(".local/state/opencode")).unwrap();
+    // Without one, the placeholder directory stops it at its first request (docs/runtimes.md).
+    for name in ["opencode.json", "opencode.jsonc"] {
+        std::fs::write(f.ws.join(name), "{}\n").unwrap();
+    }
+    // No provider reachable: it starts a session, waits for the model, and is stopped.
+    let script = "timeout -s INT 8 opencode run hello </dev/null 2>&1; true";
+    let out = with_agents(&f, &["run", "--", "bash", "-c", script]);
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(out.status.success(), "{text}");
+    assert!(!text.contains("Unexpected error"), "{text}");
+    assert!(
+        f.home.join(".local/share/opencode/opencode.db").is_file(),
+        "no database kept: {text}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("opencode.json")).unwrap(),
+        "{}\n"
+    );
+    for leftover in [".opencode"] {
+        assert!(
+            !f.ws.join(leftover).exists(),
+            "{leftover} left in the workspace"
+        );
+    }
+    assert!(
+        !f.home.join(".config/opencode").exists(),
+        "its view's mount point left in ~/.config"
+    );
 }

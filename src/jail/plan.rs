@@ -196,28 +196,31 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
             holes.push(p);
         } else if !p.exists() && !is_symlink(&p) && owned {
             // Create each missing component, so all of them are removed if left empty.
-            let mut missing = vec![p.clone()];
-            let mut a = p.parent();
-            while let Some(dir) = a {
-                if dir == home || dir.exists() {
-                    break;
-                }
-                missing.push(dir.to_path_buf());
-                a = dir.parent();
-            }
-            for m in missing.into_iter().rev() {
-                placeholders.push(Placeholder {
-                    path: m,
-                    stub: Stub::Dir,
-                    state_dir: true,
-                });
-            }
+            placeholders.extend(missing_dirs(&p, &home).into_iter().map(|path| Placeholder {
+                path,
+                stub: Stub::Dir,
+                state_dir: true,
+            }));
             holes.push(p);
         }
     }
     // What an agent writes and runs later itself: a private tmpfs per session (`runtimes`).
-    let (state_private, state_views) =
+    let (state_private, mut state_views) =
         state_private(&home, &holes, &mut placeholders, &mut warnings);
+    for rel in present_runtimes(input, &home)
+        .iter()
+        .flat_map(|r| r.home_views)
+    {
+        let p = home.join(rel);
+        if !p.exists() && !is_symlink(&p) {
+            placeholders.extend(missing_dirs(&p, &home).into_iter().map(|path| Placeholder {
+                path,
+                stub: Stub::Dir,
+                state_dir: true,
+            }));
+        }
+        state_views.push((p.clone(), super::statedir::names_in(&p)));
+    }
     for extra in &input.config.writable {
         match std::fs::canonicalize(extra) {
             Ok(p) => holes.push(p),
@@ -391,7 +394,16 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
     }
     let search = readers::search_dirs(&input.path_env, &home);
     plan.unread = readers::unread(&mut findings, &ws, &search);
-    let (sealed, mut stubs, closed) = seal(findings, &writable_roots, &mut warnings);
+    let (mut sealed, mut stubs, closed) = seal(findings, &writable_roots, &mut warnings);
+    // What the launched runtime writes in the project at every start: a view for the session.
+    for view in project_views(input, &ws, &home) {
+        if sealed.iter().any(|s| s.path == view) {
+            sealed.retain(|s| s.path != view);
+            plan.policy
+                .state_views
+                .push((view.clone(), super::statedir::names_in(&view)));
+        }
+    }
     // A sealed directory that is also a private tmpfs's parent is made once, as agent state.
     stubs.retain(|s| !plan.placeholders.iter().any(|p| p.path == s.path));
     plan.placeholders.extend(stubs);
@@ -443,6 +455,33 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
     plan.warnings.extend(warnings);
     plan.repos = discovery.repos;
     plan.workspace_dirs = discovery.dirs;
+}
+
+/// The runtimes the session may run: the one launched, and every one installed (launcher's PATH and
+/// the conventional user bin directories), since an agent is often started by a script or a shell.
+fn present_runtimes(input: &PlanInput, home: &Path) -> Vec<&'static crate::runtimes::Runtime> {
+    let launched = input
+        .command
+        .first()
+        .and_then(|c| Path::new(c).file_name())
+        .and_then(|a| crate::runtimes::by_command(&a.to_string_lossy()));
+    let dirs = readers::search_dirs(&input.path_env, home);
+    crate::runtimes::ALL
+        .iter()
+        .copied()
+        .filter(|r| {
+            launched.is_some_and(|l| std::ptr::eq(l, *r))
+                || r.commands.iter().any(|c| readers::installed(c, &dirs))
+        })
+        .collect()
+}
+
+/// The project directories the session's runtimes write at every start (`Runtime::project_views`).
+fn project_views(input: &PlanInput, ws: &Path, home: &Path) -> Vec<PathBuf> {
+    present_runtimes(input, home)
+        .iter()
+        .flat_map(|r| r.project_views.iter().map(|n| ws.join(n)))
+        .collect()
 }
 
 /// The private tmpfs mount points and the views of the state directories that are holes, and
@@ -535,6 +574,17 @@ fn canonical(p: &Path) -> Result<PathBuf> {
             || format!("resolving {}", p.display()),
         )
     })
+}
+
+/// `p` and its missing ancestors below `top`, outermost first.
+fn missing_dirs(p: &Path, top: &Path) -> Vec<PathBuf> {
+    let mut missing: Vec<PathBuf> = p
+        .ancestors()
+        .take_while(|a| *a != top && !a.exists())
+        .map(Path::to_path_buf)
+        .collect();
+    missing.reverse();
+    missing
 }
 
 fn is_symlink(p: &Path) -> bool {

@@ -272,6 +272,15 @@ pub(crate) fn in_project_dir(sd: &StateDir, name: &str) -> bool {
     sd.private.contains(&rel.as_str()) || sd.views.iter().any(|v| v.name == rel)
 }
 
+/// The names in the directory `dir`, sorted (none when it is missing): what a view keeps of it.
+pub(crate) fn names_in(dir: &Path) -> Vec<OsString> {
+    let mut out: Vec<OsString> = std::fs::read_dir(dir)
+        .map(|rd| rd.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
 /// Host paths the jail can write through `binds` of the state directory `dir`.
 pub(crate) fn writable_paths(dir: &Path, binds: &[StateBind]) -> Vec<PathBuf> {
     let mut out = Vec::new();

@@ -150,6 +150,8 @@ pub(crate) const CLAUDE: Runtime = Runtime {
         "console.anthropic.com",
         "claude.ai",
     ],
+    project_views: &[],
+    home_views: &[],
 };
 
 pub(crate) const CODEX: Runtime = Runtime {
@@ -234,6 +236,8 @@ pub(crate) const CODEX: Runtime = Runtime {
     )],
     hook_file: Some(".codex/hooks.json"),
     hosts: &["api.openai.com", "auth.openai.com", "chatgpt.com"],
+    project_views: &[],
+    home_views: &[],
 };
 
 pub(crate) const GEMINI: Runtime = Runtime {
@@ -337,6 +341,8 @@ pub(crate) const GEMINI: Runtime = Runtime {
         "cloudcode-pa.googleapis.com",
         "oauth2.googleapis.com",
     ],
+    project_views: &[],
+    home_views: &[],
 };
 
 pub(crate) const CURSOR: Runtime = Runtime {
@@ -362,6 +368,8 @@ pub(crate) const CURSOR: Runtime = Runtime {
     project: &[project(".cursor", "Cursor: hooks.json, mcp.json")],
     hook_file: Some(".cursor/hooks.json"),
     hosts: &["api2.cursor.sh", "api.cursor.com"],
+    project_views: &[],
+    home_views: &[],
 };
 
 pub(crate) const OPENCODE: Runtime = Runtime {
@@ -422,11 +430,20 @@ pub(crate) const OPENCODE: Runtime = Runtime {
     ],
     project: &[
         project(".opencode", "OpenCode: plugins loaded at startup"),
+        // While missing, a placeholder directory, which OpenCode 1.18.33 cannot read at its first
+        // request ("EISDIR ... opencode.json"): a project with both files (`{}`) runs; a file
+        // placeholder would show in `git status` and be taken by `git add -A` (docs/runtimes.md).
         project("opencode.json", "OpenCode: plugins and MCP commands"),
         project("opencode.jsonc", "OpenCode: plugins and MCP commands"),
     ],
     hook_file: None,
     hosts: &["opencode.ai", "models.dev"],
+    // At every start it writes `.opencode/.gitignore` and its plugins' dependencies there
+    // (measured with 1.18.33: "FileSystem.writeFile (.../.opencode/.gitignore)" on a read-only one).
+    project_views: &[".opencode"],
+    // Its configuration and plugins, where it installs the plugins' dependencies at every start
+    // (1.18.33: "EROFS: read-only file system, mkdir '~/.config/opencode'").
+    home_views: &[".config/opencode"],
 };
 
 /// pi: no state directory known (its files under `$HOME` are read-only in the jail).
@@ -437,6 +454,8 @@ pub(crate) const PI: Runtime = Runtime {
     project: &[],
     hook_file: None,
     hosts: &[],
+    project_views: &[],
+    home_views: &[],
 };
 
 /// Claude Code's directory name for a project (`~/.claude/projects/<slug>`): the working directory

@@ -32,7 +32,7 @@ pub(crate) fn search_dirs(path_env: &OsStr, home: &Path) -> Vec<PathBuf> {
 }
 
 /// An executable regular file `name` in one of `dirs`.
-fn installed(name: &str, dirs: &[PathBuf]) -> bool {
+pub(crate) fn installed(name: &str, dirs: &[PathBuf]) -> bool {
     dirs.iter().any(|d| {
         std::fs::metadata(d.join(name))
             .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
