@@ -337,7 +337,7 @@ fn opencode_starts_and_keeps_its_state() {
         std::fs::write(f.ws.join(name), "{}\n").unwrap();
     }
     // No provider reachable: it starts a session, waits for the model, and is stopped.
-    let script = "timeout -s INT 8 opencode run hello </dev/null 2>&1; true";
+    let script = "timeout -s INT -k 5 8 opencode run hello </dev/null 2>&1; true";
     let out = with_agents(&f, &["run", "--", "bash", "-c", script]);
     let text = format!("{}{}", stdout(&out), stderr(&out));
     assert!(out.status.success(), "{text}");
