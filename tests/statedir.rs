@@ -246,3 +246,70 @@ fn codex_keeps_its_sqlite_stores_in_the_jails_own_directory() {
     );
     assert!(!codex.join("state_5.sqlite-wal").exists());
 }
+
+/// A script your sealed settings run, below an allowlisted directory you do not have yet
+/// (`~/.claude/cache/`, `~/.codex/tmp/`, `~/.gemini/history/`): the agent makes the directory and the
+/// script in it (a file, a link to its own script, or a link in its stead at a directory on the way),
+/// and the end of the session must not carry it to you, where your agent would run it outside.
+#[test]
+fn a_script_your_settings_run_never_comes_out_of_a_new_allowlisted_directory() {
+    let f = Fixture::new();
+    let h = f.home.display().to_string();
+    for d in [".claude", ".codex", ".gemini"] {
+        std::fs::create_dir_all(f.home.join(d)).unwrap();
+    }
+    std::fs::write(
+        f.home.join(".claude/settings.json"),
+        format!(
+            "{{\"hooks\":{{\"Stop\":[{{\"hooks\":[{{\"type\":\"command\",\
+             \"command\":\"{h}/.claude/cache/hook.sh\"}}]}}]}}}}\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        f.home.join(".codex/config.toml"),
+        format!("notify = [\"{h}/.codex/tmp/notify.sh\"]\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        f.home.join(".gemini/settings.json"),
+        format!(
+            "{{\"hooks\":{{\"AfterAgent\":[{{\"hooks\":[{{\"type\":\"command\",\
+             \"command\":\"{h}/.gemini/history/x/hook.sh\"}}]}}]}}}}\n"
+        ),
+    )
+    .unwrap();
+    let script = "mkdir -p ~/.claude/cache ~/.codex/tmp ~/.gemini/history evil && \
+         echo 'echo PWNED' > evil/hook.sh && chmod +x evil/hook.sh && \
+         cp evil/hook.sh ~/.claude/cache/hook.sh && echo ok > ~/.claude/cache/changelog.md && \
+         ln -s $PWD/evil/hook.sh ~/.codex/tmp/notify.sh && echo ok > ~/.codex/tmp/t && \
+         ln -s $PWD/evil ~/.gemini/history/x && echo ok > ~/.gemini/history/h && echo PLANTED";
+    let out = f.jail(script);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "PLANTED\n");
+    for named in [
+        ".claude/cache/hook.sh",
+        ".codex/tmp/notify.sh",
+        ".gemini/history/x",
+    ] {
+        assert!(
+            f.home.join(named).symlink_metadata().is_err(),
+            "~/{named} reached you: your agent runs it outside the jail"
+        );
+    }
+    for state in [
+        ".claude/cache/changelog.md",
+        ".codex/tmp/t",
+        ".gemini/history/h",
+    ] {
+        assert_eq!(
+            std::fs::read_to_string(f.home.join(state)).unwrap(),
+            "ok\n",
+            "the rest of the new directory comes out"
+        );
+    }
+    let alerts = stdout(&f.cmd(["alerts", "--json"]).output().unwrap());
+    for named in ["cache/hook.sh", "tmp/notify.sh", "history/x"] {
+        assert!(alerts.contains(named), "{named}: {alerts}");
+    }
+}

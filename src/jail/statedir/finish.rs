@@ -65,10 +65,11 @@ fn finish_one(
     };
     let mut names: Vec<OsString> = rd.flatten().map(|e| e.file_name()).collect();
     names.sort();
+    let named = named_scripts(sd, d);
     for name in names {
         let copied = d.copied.iter().find(|c| c.name == name);
         if let Some((pname, slugs)) = d.projects.as_ref().filter(|(p, _)| *p == name) {
-            finish_projects(session_dir, sd, d, &own.join(pname), slugs, notes);
+            finish_projects(session_dir, sd, d, &own.join(pname), slugs, &named, notes);
             continue;
         }
         if copied.is_none() && d.made.contains(&name) {
@@ -92,6 +93,7 @@ fn finish_one(
             }
             (Some(Allowed::Dir), Some(m)) if m.is_dir() && d.made.contains(&name) => {}
             (Some(Allowed::Dir), Some(m)) if m.is_dir() => {
+                quarantine_named(session_dir, &from, &to, &named, notes);
                 let mut budget = Budget::default();
                 if let Err(e) = copy_tree(&from, &to, &mut budget) {
                     notes.push(format!("{}: not all carried out: {e}", to.display()));
@@ -110,6 +112,7 @@ fn finish_projects(
     d: &DirRecord,
     own: &Path,
     slugs: &[String],
+    named: &[PathBuf],
     notes: &mut Vec<String>,
 ) {
     let Some(pp) = &sd.per_project else { return };
@@ -138,12 +141,73 @@ fn finish_projects(
                 );
             }
         }
+        quarantine_named(session_dir, &project, &real.join(&name), named, notes);
         let mut budget = Budget::default();
         if let Err(e) = copy_tree(&project, &real.join(&name), &mut budget) {
             notes.push(format!(
                 "{}: not all carried out: {e}",
                 real.join(&name).display()
             ));
+        }
+    }
+}
+
+/// The scripts your settings of `sd` name as commands now (host paths), as `entrypoints` finds
+/// them: the end of the session must never create one.
+fn named_scripts(sd: &StateDir, d: &DirRecord) -> Vec<PathBuf> {
+    let depth = Path::new(&d.rel).components().count();
+    match d.real.ancestors().nth(depth) {
+        Some(home) => crate::entrypoints::state_scripts(home, sd),
+        None => Vec::new(),
+    }
+}
+
+/// Quarantine what the jail's new tree `from` (bound for your `to`) holds on the way to a script
+/// your settings run (`named`): carried out, your agent would run it outside the jail. A file or a
+/// link in the stead of a directory on the way counts too (your agent would follow the link).
+fn quarantine_named(
+    session_dir: &Path,
+    from: &Path,
+    to: &Path,
+    named: &[PathBuf],
+    notes: &mut Vec<String>,
+) {
+    use std::path::Component;
+    for script in named {
+        let Ok(rel) = script.strip_prefix(to) else {
+            continue;
+        };
+        let parts: Vec<Component> = rel.components().collect();
+        if parts.is_empty() || parts.iter().any(|c| !matches!(c, Component::Normal(_))) {
+            // The tree itself, or a path with `..` (not followed lexically: a link on the way
+            // changes where it leads): the whole top entry on the way stays out.
+            let (Some(dir), Some(name)) = (from.parent(), from.file_name()) else {
+                continue;
+            };
+            let first = parts.first().filter(|c| matches!(c, Component::Normal(_)));
+            match first {
+                Some(c) if from.join(c).symlink_metadata().is_ok() => {
+                    quarantine(session_dir, from, c.as_os_str(), &to.join(c), notes)
+                }
+                Some(_) => {}
+                None => quarantine(session_dir, dir, name, to, notes),
+            }
+            continue;
+        }
+        let (mut dir, mut shown) = (from.to_path_buf(), to.to_path_buf());
+        for (i, c) in parts.iter().enumerate() {
+            let next = dir.join(c);
+            match next.symlink_metadata() {
+                Err(_) => break,
+                Ok(m) if m.is_dir() && i + 1 < parts.len() => {
+                    dir = next;
+                    shown.push(c);
+                }
+                Ok(_) => {
+                    quarantine(session_dir, &dir, c.as_os_str(), &shown.join(c), notes);
+                    break;
+                }
+            }
         }
     }
 }
