@@ -313,3 +313,37 @@ fn a_script_your_settings_run_never_comes_out_of_a_new_allowlisted_directory() {
         assert!(alerts.contains(named), "{named}: {alerts}");
     }
 }
+
+/// Dotfiles kept in the workspace (stow, chezmoi): `~/.claude/settings.json`, `CLAUDE.md` and
+/// `commands/` are links into it. The files your agent reads outside must stay read-only in the jail
+/// however the agent reaches them.
+#[test]
+fn entry_points_linked_into_the_workspace_stay_read_only() {
+    let f = Fixture::new();
+    let dot = f.ws.join("dot");
+    std::fs::create_dir_all(dot.join("commands")).unwrap();
+    std::fs::write(dot.join("settings.json"), "{}\n").unwrap();
+    std::fs::write(dot.join("CLAUDE.md"), "yours\n").unwrap();
+    let claude = f.home.join(".claude");
+    std::fs::create_dir_all(&claude).unwrap();
+    for n in ["settings.json", "CLAUDE.md", "commands"] {
+        std::os::unix::fs::symlink(dot.join(n), claude.join(n)).unwrap();
+    }
+    let script = "echo '{\"hooks\":1}' > ~/.claude/settings.json 2>/dev/null && echo W1; \
+         echo plant >> ~/.claude/CLAUDE.md 2>/dev/null && echo W2; \
+         echo '!`id`' > ~/.claude/commands/x.md 2>/dev/null && echo W3; \
+         echo '{\"hooks\":1}' > dot/settings.json 2>/dev/null && echo W4; \
+         echo plant >> dot/CLAUDE.md 2>/dev/null && echo W5; \
+         echo '!`id`' > dot/commands/y.md 2>/dev/null && echo W6; echo END";
+    let out = f.jail(script);
+    assert_eq!(stdout(&out), "END\n", "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(dot.join("settings.json")).unwrap(),
+        "{}\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dot.join("CLAUDE.md")).unwrap(),
+        "yours\n"
+    );
+    assert_eq!(std::fs::read_dir(dot.join("commands")).unwrap().count(), 0);
+}

@@ -375,9 +375,29 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
     warnings.append(&mut discovery.warnings);
     let mut findings = std::mem::take(&mut discovery.findings);
     findings.extend(entrypoints::discover_state(&home, &plan.holes));
+    // A state directory with a top level of the jail's own is no hole as a whole: only its
+    // writable binds are (its links lead where your agent reads outside: `links`).
+    let own_state: Vec<PathBuf> = plan
+        .policy
+        .home_entries
+        .iter()
+        .filter(|e| matches!(e.bind, HomeBind::State(_)))
+        .map(|e| home.join(&e.name))
+        .collect();
+    let link_holes: Vec<PathBuf> = plan
+        .holes
+        .iter()
+        .filter(|h| !own_state.contains(h))
+        .chain(
+            writable_roots
+                .iter()
+                .filter(|r| own_state.iter().any(|s| r.starts_with(s))),
+        )
+        .cloned()
+        .collect();
     findings.extend(super::links::home_link_targets(
         &home,
-        &plan.holes,
+        &link_holes,
         &writable_roots,
     ));
     findings.extend(super::links::global_git_targets(
