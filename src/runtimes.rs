@@ -367,7 +367,6 @@ pub(crate) const GEMINI: Runtime = Runtime {
             names: &[
                 // Chats, logs, checkpoints and plans per project (`tmp/<project>/`), shell history.
                 "tmp/",
-                "history/",
                 // The project registry (saved by `<name>.<uuid>.tmp` and rename, under a lock).
                 "projects.json",
                 "installation_id",
@@ -384,7 +383,10 @@ pub(crate) const GEMINI: Runtime = Runtime {
                 "*.tmp",
             ],
         },
-        private: &[],
+        // `history/<project>/` are the shadow git repositories of its checkpoints: your Gemini CLI
+        // runs `git add` and `git commit` in them (GIT_DIR), so a hook or `core.fsmonitor` written
+        // there would run outside the jail. The session's own, empty.
+        private: &["history"],
         // `tmp/bin` holds the tools it downloads and runs (ripgrep): yours read-only, a new one the
         // session's own.
         views: &[View {

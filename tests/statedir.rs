@@ -248,7 +248,7 @@ fn codex_keeps_its_sqlite_stores_in_the_jails_own_directory() {
 }
 
 /// A script your sealed settings run, below an allowlisted directory you do not have yet
-/// (`~/.claude/cache/`, `~/.codex/tmp/`, `~/.gemini/history/`): the agent makes the directory and the
+/// (`~/.claude/cache/`, `~/.codex/tmp/`, `~/.gemini/tmp/`): the agent makes the directory and the
 /// script in it (a file, a link to its own script, or a link in its stead at a directory on the way),
 /// and the end of the session must not carry it to you, where your agent would run it outside.
 #[test]
@@ -275,22 +275,22 @@ fn a_script_your_settings_run_never_comes_out_of_a_new_allowlisted_directory() {
         f.home.join(".gemini/settings.json"),
         format!(
             "{{\"hooks\":{{\"AfterAgent\":[{{\"hooks\":[{{\"type\":\"command\",\
-             \"command\":\"{h}/.gemini/history/x/hook.sh\"}}]}}]}}}}\n"
+             \"command\":\"{h}/.gemini/tmp/x/hook.sh\"}}]}}]}}}}\n"
         ),
     )
     .unwrap();
-    let script = "mkdir -p ~/.claude/cache ~/.codex/tmp ~/.gemini/history evil && \
+    let script = "mkdir -p ~/.claude/cache ~/.codex/tmp ~/.gemini/tmp evil && \
          echo 'echo PWNED' > evil/hook.sh && chmod +x evil/hook.sh && \
          cp evil/hook.sh ~/.claude/cache/hook.sh && echo ok > ~/.claude/cache/changelog.md && \
          ln -s $PWD/evil/hook.sh ~/.codex/tmp/notify.sh && echo ok > ~/.codex/tmp/t && \
-         ln -s $PWD/evil ~/.gemini/history/x && echo ok > ~/.gemini/history/h && echo PLANTED";
+         ln -s $PWD/evil ~/.gemini/tmp/x && echo ok > ~/.gemini/tmp/h && echo PLANTED";
     let out = f.jail(script);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out), "PLANTED\n");
     for named in [
         ".claude/cache/hook.sh",
         ".codex/tmp/notify.sh",
-        ".gemini/history/x",
+        ".gemini/tmp/x",
     ] {
         assert!(
             f.home.join(named).symlink_metadata().is_err(),
@@ -300,7 +300,7 @@ fn a_script_your_settings_run_never_comes_out_of_a_new_allowlisted_directory() {
     for state in [
         ".claude/cache/changelog.md",
         ".codex/tmp/t",
-        ".gemini/history/h",
+        ".gemini/tmp/h",
     ] {
         assert_eq!(
             std::fs::read_to_string(f.home.join(state)).unwrap(),
@@ -309,7 +309,7 @@ fn a_script_your_settings_run_never_comes_out_of_a_new_allowlisted_directory() {
         );
     }
     let alerts = stdout(&f.cmd(["alerts", "--json"]).output().unwrap());
-    for named in ["cache/hook.sh", "tmp/notify.sh", "history/x"] {
+    for named in ["cache/hook.sh", "tmp/notify.sh", "tmp/x"] {
         assert!(alerts.contains(named), "{named}: {alerts}");
     }
 }
@@ -346,4 +346,30 @@ fn entry_points_linked_into_the_workspace_stay_read_only() {
         "yours\n"
     );
     assert_eq!(std::fs::read_dir(dot.join("commands")).unwrap().count(), 0);
+}
+
+/// Gemini CLI's checkpoints are shadow git repositories (`~/.gemini/history/<project>/.git`) in which
+/// your Gemini CLI runs `git add` and `git commit`: a hook or `core.fsmonitor` the agent wrote there
+/// would run outside the jail. They are the session's own.
+#[test]
+fn gemini_checkpoint_repositories_are_the_sessions_own() {
+    let f = Fixture::new();
+    let repo = f.home.join(".gemini/history/abc");
+    std::fs::create_dir_all(&repo).unwrap();
+    f.git(&repo, &["init", "-q"]);
+    let config = std::fs::read_to_string(repo.join(".git/config")).unwrap();
+    let script =
+        "g=~/.gemini/history/abc/.git; mkdir -p $g/hooks ~/.gemini/history/new/.git/hooks; \
+         echo 'echo PWNED' > $g/hooks/pre-commit 2>/dev/null && echo W1; \
+         git config -f $g/config core.fsmonitor 'echo PWNED' 2>/dev/null && echo W2; \
+         echo x > ~/.gemini/history/new/.git/hooks/pre-commit && echo NEW";
+    let out = f.jail(script);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "W1\nW2\nNEW\n", "the session's own, writable");
+    assert!(!repo.join(".git/hooks/pre-commit").exists());
+    assert_eq!(
+        std::fs::read_to_string(repo.join(".git/config")).unwrap(),
+        config
+    );
+    assert!(!f.home.join(".gemini/history/new").exists());
 }
