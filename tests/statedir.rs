@@ -373,3 +373,38 @@ fn gemini_checkpoint_repositories_are_the_sessions_own() {
     );
     assert!(!f.home.join(".gemini/history/new").exists());
 }
+
+/// Sparse files cost the agent nothing in the jail and are written out in full: what the end of a
+/// session carries out of new directories is bounded for the whole session (512 MiB), and a file
+/// over what is left is not carried out at all, never as a truncated copy.
+#[test]
+fn what_new_directories_carry_out_is_bounded_for_the_whole_session() {
+    let f = Fixture::new();
+    std::fs::create_dir_all(f.home.join(".claude")).unwrap();
+    let script = "cd ~/.claude && mkdir debug projects/-a projects/-b && \
+         truncate -s 600M debug/huge && truncate -s 300M projects/-a/s.jsonl && \
+         truncate -s 300M projects/-b/s.jsonl && echo PLANTED";
+    let out = f.jail(script);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "PLANTED\n");
+    let claude = f.home.join(".claude");
+    assert!(
+        !claude.join("debug/huge").exists(),
+        "a file over the bound came out (truncated)"
+    );
+    let sizes: Vec<u64> = ["projects/-a/s.jsonl", "projects/-b/s.jsonl"]
+        .iter()
+        .filter_map(|p| std::fs::metadata(claude.join(p)).ok())
+        .map(|m| m.len())
+        .collect();
+    assert_eq!(
+        sizes,
+        vec![300 << 20],
+        "one project's file comes out whole, the other is over the bound"
+    );
+    assert!(
+        stderr(&out).contains("not all carried out"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -12,8 +12,9 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-/// The most entries and bytes carried out of one new directory (a session's transcripts are far
-/// below; a larger tree is the agent filling your disk, and is left in the quarantine's stead).
+/// The most entries and bytes carried out of the new directories of one session, all together (a
+/// session's transcripts are far below; more is the agent filling your disk: a sparse file costs it
+/// nothing in the jail and is written out in full). What is over is not carried out, with a note.
 const MAX_TREE_ENTRIES: usize = 20_000;
 const MAX_TREE_BYTES: u64 = 512 << 20;
 
@@ -29,12 +30,13 @@ pub(crate) fn finish(session_dir: &Path) -> Vec<String> {
         Err(e) => return vec![format!("the state directories' record is unreadable: {e}")],
     };
     let mut notes = Vec::new();
+    let mut budget = Budget::default();
     for d in &record.dirs {
         let Some(sd) = runtimes::state_dirs().find(|s| s.path == d.rel) else {
             continue;
         };
         let own = session.home().join(&d.rel);
-        finish_one(session_dir, sd, d, &own, &mut notes);
+        finish_one(session_dir, sd, d, &own, &mut budget, &mut notes);
         for c in d.created.iter().rev() {
             let _ = std::fs::remove_dir(c); // only if left empty
         }
@@ -47,6 +49,7 @@ fn finish_one(
     sd: &StateDir,
     d: &DirRecord,
     own: &Path,
+    budget: &mut Budget,
     notes: &mut Vec<String>,
 ) {
     match std::fs::symlink_metadata(own) {
@@ -69,7 +72,7 @@ fn finish_one(
     for name in names {
         let copied = d.copied.iter().find(|c| c.name == name);
         if let Some((pname, slugs)) = d.projects.as_ref().filter(|(p, _)| *p == name) {
-            finish_projects(session_dir, sd, d, &own.join(pname), slugs, &named, notes);
+            finish_projects(session_dir, sd, d, &own.join(pname), slugs, budget, notes);
             continue;
         }
         if copied.is_none() && d.made.contains(&name) {
@@ -94,8 +97,7 @@ fn finish_one(
             (Some(Allowed::Dir), Some(m)) if m.is_dir() && d.made.contains(&name) => {}
             (Some(Allowed::Dir), Some(m)) if m.is_dir() => {
                 quarantine_named(session_dir, &from, &to, &named, notes);
-                let mut budget = Budget::default();
-                if let Err(e) = copy_tree(&from, &to, &mut budget) {
+                if let Err(e) = copy_tree(&from, &to, budget) {
                     notes.push(format!("{}: not all carried out: {e}", to.display()));
                 }
             }
@@ -112,11 +114,12 @@ fn finish_projects(
     d: &DirRecord,
     own: &Path,
     slugs: &[String],
-    named: &[PathBuf],
+    budget: &mut Budget,
     notes: &mut Vec<String>,
 ) {
     let Some(pp) = &sd.per_project else { return };
     let real = d.real.join(pp.dir);
+    let named = named_scripts(sd, d);
     let Ok(rd) = std::fs::read_dir(own) else {
         return;
     };
@@ -141,9 +144,8 @@ fn finish_projects(
                 );
             }
         }
-        quarantine_named(session_dir, &project, &real.join(&name), named, notes);
-        let mut budget = Budget::default();
-        if let Err(e) = copy_tree(&project, &real.join(&name), &mut budget) {
+        quarantine_named(session_dir, &project, &real.join(&name), &named, notes);
+        if let Err(e) = copy_tree(&project, &real.join(&name), budget) {
             notes.push(format!(
                 "{}: not all carried out: {e}",
                 real.join(&name).display()
@@ -392,6 +394,14 @@ fn copy_tree(from: &Path, to: &Path, budget: &mut Budget) -> std::io::Result<()>
         return std::os::unix::fs::symlink(std::fs::read_link(from)?, to);
     }
     if meta.is_file() {
+        // Checked before the copy: a file over what is left is not carried out at all (never a
+        // truncated copy of it).
+        if meta.len() > MAX_TREE_BYTES.saturating_sub(budget.bytes) {
+            return Err(std::io::Error::other(format!(
+                "more than {} MiB in all",
+                MAX_TREE_BYTES >> 20
+            )));
+        }
         budget.bytes += meta.len();
         let src = std::fs::OpenOptions::new()
             .read(true)
@@ -402,7 +412,7 @@ fn copy_tree(from: &Path, to: &Path, budget: &mut Budget) -> std::io::Result<()>
             .create_new(true)
             .mode(meta.mode() & 0o777)
             .open(to)?;
-        std::io::copy(&mut std::io::Read::take(&src, MAX_TREE_BYTES), &mut dst)?;
+        std::io::copy(&mut std::io::Read::take(&src, meta.len()), &mut dst)?;
     }
     // Sockets, FIFOs, devices: not state.
     Ok(())
