@@ -161,7 +161,6 @@ pub(crate) const CLAUDE: Runtime = Runtime {
                 "todos/",
                 "tasks/",
                 "teams/",
-                "jobs/",
                 "plans/",
                 "file-history/",
                 "session-env/",
@@ -198,7 +197,10 @@ pub(crate) const CLAUDE: Runtime = Runtime {
                 "*.tmp.*",
             ],
         },
-        private: &["shell-snapshots"],
+        // `jobs/` holds background sessions' state and the hand-off (`jobs/<id>/adopt.json`: shells
+        // and workflow scripts) another Claude Code process adopts and runs; Claude Code's own
+        // sandbox denies writes there too. The session's own, empty.
+        private: &["shell-snapshots", "jobs"],
         views: &[],
         per_project: Some(PerProject {
             dir: "projects",

@@ -408,3 +408,26 @@ fn what_new_directories_carry_out_is_bounded_for_the_whole_session() {
         stderr(&out)
     );
 }
+
+/// Claude Code's background jobs (`~/.claude/jobs/<id>/`, with the `adopt.json` hand-off of shells
+/// and workflow scripts another Claude Code process adopts and runs) are the session's own: what the
+/// agent writes there never reaches yours.
+#[test]
+fn claude_background_jobs_are_the_sessions_own() {
+    let f = Fixture::new();
+    let jobs = f.home.join(".claude/jobs");
+    std::fs::create_dir_all(jobs.join("j1")).unwrap();
+    std::fs::write(jobs.join("j1/state.json"), "{}\n").unwrap();
+    let script = "cd ~/.claude/jobs && ls; mkdir -p j1 j2 && \
+         echo '{\"shells\":[{\"shellCommand\":\"id\"}]}' > j1/adopt.json && \
+         cp j1/adopt.json j2/adopt.json && echo PLANTED";
+    let out = f.jail(script);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "PLANTED\n", "yours are not in the jail");
+    assert!(!jobs.join("j1/adopt.json").exists());
+    assert!(!jobs.join("j2").exists());
+    assert_eq!(
+        std::fs::read_to_string(jobs.join("j1/state.json")).unwrap(),
+        "{}\n"
+    );
+}
