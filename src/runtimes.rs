@@ -163,7 +163,6 @@ pub(crate) const CLAUDE: Runtime = Runtime {
                 "teams/",
                 "plans/",
                 "file-history/",
-                "session-env/",
                 "paste-cache/",
                 "image-cache/",
                 "shares/",
@@ -200,7 +199,10 @@ pub(crate) const CLAUDE: Runtime = Runtime {
         // `jobs/` holds background sessions' state and the hand-off (`jobs/<id>/adopt.json`: shells
         // and workflow scripts) another Claude Code process adopts and runs; Claude Code's own
         // sandbox denies writes there too. The session's own, empty.
-        private: &["shell-snapshots", "jobs"],
+        // `session-env/<session>/*-hook-<n>.sh` (what hooks export through CLAUDE_ENV_FILE) is
+        // joined into the script Claude Code runs before every Bash command of that session — also
+        // when you resume the session outside the jail (resuming keeps its id).
+        private: &["shell-snapshots", "jobs", "session-env"],
         views: &[],
         per_project: Some(PerProject {
             dir: "projects",
