@@ -312,6 +312,11 @@ fn a_script_your_settings_run_never_comes_out_of_a_new_allowlisted_directory() {
     for named in ["cache/hook.sh", "tmp/notify.sh", "tmp/x"] {
         assert!(alerts.contains(named), "{named}: {alerts}");
     }
+    assert_eq!(
+        alerts.matches("\"kind\": \"agent-state-script\"").count(),
+        3,
+        "said why: {alerts}"
+    );
 }
 
 /// Dotfiles kept in the workspace (stow, chezmoi): `~/.claude/settings.json`, `CLAUDE.md` and

@@ -189,10 +189,10 @@ fn quarantine_named(
             let first = parts.first().filter(|c| matches!(c, Component::Normal(_)));
             match first {
                 Some(c) if from.join(c).symlink_metadata().is_ok() => {
-                    quarantine(session_dir, from, c.as_os_str(), &to.join(c), notes)
+                    quarantine_why(session_dir, from, c.as_os_str(), &to.join(c), true, notes)
                 }
                 Some(_) => {}
-                None => quarantine(session_dir, dir, name, to, notes),
+                None => quarantine_why(session_dir, dir, name, to, true, notes),
             }
             continue;
         }
@@ -206,7 +206,8 @@ fn quarantine_named(
                     shown.push(c);
                 }
                 Ok(_) => {
-                    quarantine(session_dir, &dir, c.as_os_str(), &shown.join(c), notes);
+                    let shown = shown.join(c);
+                    quarantine_why(session_dir, &dir, c.as_os_str(), &shown, true, notes);
                     break;
                 }
             }
@@ -216,15 +217,41 @@ fn quarantine_named(
 
 /// Move `dir/name` to the quarantine, recorded as `shown` (where `restore` puts it), and alert.
 fn quarantine(session_dir: &Path, dir: &Path, name: &OsStr, shown: &Path, notes: &mut Vec<String>) {
+    quarantine_why(session_dir, dir, name, shown, false, notes)
+}
+
+/// `quarantine`, for a path your settings run (`script`) or for a name not on the allowlist.
+fn quarantine_why(
+    session_dir: &Path,
+    dir: &Path,
+    name: &OsStr,
+    shown: &Path,
+    script: bool,
+    notes: &mut Vec<String>,
+) {
     let session = crate::runtime::SessionDir::at(session_dir.to_path_buf());
     let Some((runtime, id)) = session.runtime_and_id() else {
         return;
     };
-    let reason = format!(
-        "written by the agent in the jail's own {}, not agent state on the writable allowlist \
-         (docs/runtimes.md): it never reached yours; restore it if you want it there",
-        shown.parent().unwrap_or(shown).display()
-    );
+    let (kind, reason) = if script {
+        (
+            "agent-state-script",
+            "written by the agent in the jail where your settings name a command (a hook, \
+             statusLine, notify): carried out, your agent would run it outside the jail; it never \
+             reached yours"
+                .to_string(),
+        )
+    } else {
+        (
+            "agent-state-not-allowed",
+            format!(
+                "written by the agent in the jail's own {}, not agent state on the writable \
+                 allowlist (docs/runtimes.md): it never reached yours; restore it if you want it \
+                 there",
+                shown.parent().unwrap_or(shown).display()
+            ),
+        )
+    };
     let qid = match crate::quarantine::quarantine_as(runtime.root(), dir, name, shown, &reason) {
         Ok(Some(rec)) => Some(rec.id),
         Ok(None) => return,
@@ -237,7 +264,7 @@ fn quarantine(session_dir: &Path, dir: &Path, name: &OsStr, shown: &Path, notes:
         id: crate::alerts::new_id("a"),
         time: crate::alerts::now_rfc3339(),
         severity: crate::alerts::Severity::High,
-        kind: "agent-state-not-allowed".into(),
+        kind: kind.into(),
         path: shown.to_path_buf(),
         detail: reason,
         action: if qid.is_some() {
@@ -249,11 +276,7 @@ fn quarantine(session_dir: &Path, dir: &Path, name: &OsStr, shown: &Path, notes:
         quarantine_id: qid,
         sha256: None,
         session: id.to_string_lossy().into_owned(),
-        fingerprint: format!(
-            "agent-state-not-allowed:{}:{}",
-            shown.display(),
-            id.to_string_lossy()
-        ),
+        fingerprint: format!("{kind}:{}:{}", shown.display(), id.to_string_lossy()),
     };
     if let Err(e) = crate::alerts::Store::new(runtime.root()).add(&alert) {
         notes.push(format!("recording an alert for {}: {e}", shown.display()));
