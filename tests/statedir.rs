@@ -454,3 +454,28 @@ fn claude_session_environment_scripts_are_the_sessions_own() {
     assert!(!env.join("4f1c/sessionstart-hook-0.sh").exists());
     assert!(!env.join("new").exists());
 }
+
+/// A project of yours that this session was not given is not the agent's to write: a transcript it
+/// adds there is what your `claude --continue` in that project resumes, outside the jail.
+#[test]
+fn a_transcript_planted_in_another_project_of_yours_stays_out() {
+    let f = Fixture::new();
+    let other = f.home.join(".claude/projects/-home-you-other");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("old.jsonl"), "yours\n").unwrap();
+    let script = "p=~/.claude/projects/-home-you-other; ls $p 2>/dev/null; mkdir -p $p && \
+         echo '{\"type\":\"user\"}' > $p/newest.jsonl && echo PLANTED";
+    let out = f.jail(script);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "PLANTED\n");
+    assert!(
+        !other.join("newest.jsonl").exists(),
+        "the planted transcript reached you"
+    );
+    assert_eq!(
+        std::fs::read_to_string(other.join("old.jsonl")).unwrap(),
+        "yours\n"
+    );
+    let alerts = stdout(&f.cmd(["alerts", "--json"]).output().unwrap());
+    assert!(alerts.contains("-home-you-other"), "{alerts}");
+}

@@ -107,7 +107,8 @@ fn finish_one(
 }
 
 /// New projects the agent wrote under the per-project directory: carried out but for their sealed
-/// entries (auto memory), which are quarantined.
+/// entries (auto memory), which are quarantined; what it wrote under a project of yours that this
+/// session was not given is quarantined whole.
 fn finish_projects(
     session_dir: &Path,
     sd: &StateDir,
@@ -129,7 +130,11 @@ fn finish_projects(
             continue; // yours, bound: written in place
         }
         let project = own.join(&name);
-        if !project.symlink_metadata().is_ok_and(|m| m.is_dir()) {
+        // Not a directory, or a project of yours this session was not given (your `claude --continue`
+        // there resumes its newest transcript): it stays out whole.
+        if !project.symlink_metadata().is_ok_and(|m| m.is_dir())
+            || real.join(&name).symlink_metadata().is_ok()
+        {
             quarantine(session_dir, own, &name, &real.join(&name), notes);
             continue;
         }
