@@ -291,9 +291,15 @@ fn agent_state_writes_are_denied_by_the_allowlist_with_the_reason() {
     // ~/.codex/.env.
     let env = format!("{home}/.codex/.env");
     assert!(write(&env).1.contains("LD_PRELOAD"));
+    // Auto memory: read-only in the jail (`jail::statedir`), denied with the reason.
+    let memory = format!("{home}/.claude/projects/p/memory/MEMORY.md");
+    let (_, out, _) = write(&memory);
+    assert!(
+        out.contains("permissionDecision\":\"deny") && out.contains("auto memory"),
+        "{out}"
+    );
     // The agent's own state, and what is private to the session: no opinion.
     for path in [
-        format!("{home}/.claude/projects/p/memory/MEMORY.md"),
         format!("{home}/.claude/todos/t.json"),
         format!("{home}/.codex/sessions/r.jsonl"),
         format!("{home}/.codex/skills/new/SKILL.md"),
