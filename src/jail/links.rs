@@ -19,7 +19,8 @@ use std::path::{Path, PathBuf};
 const SCAN_BUDGET: usize = 20_000;
 
 /// Where links to dotfiles live, with how many levels are read below each: the top of `$HOME`,
-/// `~/.config`, `~/.ssh`, `~/.gnupg`, and every top-level `*.d` directory (`~/.bashrc.d`).
+/// `~/.config`, `~/.ssh`, `~/.gnupg`, every top-level `*.d` directory (`~/.bashrc.d`) and the
+/// agents' state directories with a top level of the jail's own.
 fn scan_roots(home: &Path) -> Vec<(PathBuf, usize)> {
     let mut roots = vec![
         (home.to_path_buf(), 1),
@@ -35,6 +36,12 @@ fn scan_roots(home: &Path) -> Vec<(PathBuf, usize)> {
                 roots.push((e.path(), 2));
             }
         }
+    }
+    // The agents' state directories whose top level is the jail's own (`jail::statedir`): read-only
+    // there but for the allowlisted binds (holes, skipped), and a link at the top or in a read-only
+    // directory (`settings.json`, `CLAUDE.md`, `commands/x.md`) is what your agent reads outside.
+    for sd in crate::runtimes::state_dirs().filter(|s| s.own_top_level()) {
+        roots.push((home.join(sd.path), 2));
     }
     roots
 }

@@ -368,9 +368,10 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
     warnings.append(&mut discovery.warnings);
     let mut findings = std::mem::take(&mut discovery.findings);
     findings.extend(entrypoints::discover_state(&home, &plan.holes));
+    let link_holes = link_holes(plan, &home, &writable_roots);
     findings.extend(super::links::home_link_targets(
         &home,
-        &plan.holes,
+        &link_holes,
         &writable_roots,
     ));
     findings.extend(super::links::global_git_targets(
@@ -473,6 +474,28 @@ fn present_runtimes(input: &PlanInput, home: &Path) -> Vec<&'static crate::runti
             launched.is_some_and(|l| std::ptr::eq(l, *r))
                 || r.commands.iter().any(|c| readers::installed(c, &dirs))
         })
+        .collect()
+}
+
+/// The holes whose links `links` follows: a state directory with a top level of the jail's own is
+/// no hole as a whole, only its writable binds are (its links lead where your agent reads outside).
+fn link_holes(plan: &Plan, home: &Path, writable_roots: &[PathBuf]) -> Vec<PathBuf> {
+    let own_state: Vec<PathBuf> = plan
+        .policy
+        .home_entries
+        .iter()
+        .filter(|e| matches!(e.bind, HomeBind::State(_)))
+        .map(|e| home.join(&e.name))
+        .collect();
+    plan.holes
+        .iter()
+        .filter(|h| !own_state.contains(h))
+        .chain(
+            writable_roots
+                .iter()
+                .filter(|r| own_state.iter().any(|s| r.starts_with(s))),
+        )
+        .cloned()
         .collect()
 }
 

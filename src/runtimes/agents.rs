@@ -39,10 +39,8 @@ pub(crate) const CLAUDE: Runtime = Runtime {
                 "todos/",
                 "tasks/",
                 "teams/",
-                "jobs/",
                 "plans/",
                 "file-history/",
-                "session-env/",
                 "paste-cache/",
                 "image-cache/",
                 "shares/",
@@ -76,7 +74,13 @@ pub(crate) const CLAUDE: Runtime = Runtime {
                 "*.tmp.*",
             ],
         },
-        private: &["shell-snapshots"],
+        // `jobs/` holds background sessions' state and the hand-off (`jobs/<id>/adopt.json`: shells
+        // and workflow scripts) another Claude Code process adopts and runs; Claude Code's own
+        // sandbox denies writes there too. The session's own, empty.
+        // `session-env/<session>/*-hook-<n>.sh` (what hooks export through CLAUDE_ENV_FILE) is
+        // joined into the script Claude Code runs before every Bash command of that session — also
+        // when you resume the session outside the jail (resuming keeps its id).
+        private: &["shell-snapshots", "jobs", "session-env"],
         views: &[],
         per_project: Some(PerProject {
             dir: "projects",
@@ -250,7 +254,6 @@ pub(crate) const GEMINI: Runtime = Runtime {
             names: &[
                 // Chats, logs, checkpoints and plans per project (`tmp/<project>/`), shell history.
                 "tmp/",
-                "history/",
                 // The project registry (saved by `<name>.<uuid>.tmp` and rename, under a lock).
                 "projects.json",
                 "installation_id",
@@ -267,7 +270,10 @@ pub(crate) const GEMINI: Runtime = Runtime {
                 "*.tmp",
             ],
         },
-        private: &[],
+        // `history/<project>/` are the shadow git repositories of its checkpoints: your Gemini CLI
+        // runs `git add` and `git commit` in them (GIT_DIR), so a hook or `core.fsmonitor` written
+        // there would run outside the jail. The session's own, empty.
+        private: &["history"],
         // `tmp/bin` holds the tools it downloads and runs (ripgrep): yours read-only, a new one the
         // session's own.
         views: &[View {

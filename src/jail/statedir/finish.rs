@@ -12,8 +12,9 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-/// The most entries and bytes carried out of one new directory (a session's transcripts are far
-/// below; a larger tree is the agent filling your disk, and is left in the quarantine's stead).
+/// The most entries and bytes carried out of the new directories of one session, all together (a
+/// session's transcripts are far below; more is the agent filling your disk: a sparse file costs it
+/// nothing in the jail and is written out in full). What is over is not carried out, with a note.
 const MAX_TREE_ENTRIES: usize = 20_000;
 const MAX_TREE_BYTES: u64 = 512 << 20;
 
@@ -29,12 +30,13 @@ pub(crate) fn finish(session_dir: &Path) -> Vec<String> {
         Err(e) => return vec![format!("the state directories' record is unreadable: {e}")],
     };
     let mut notes = Vec::new();
+    let mut budget = Budget::default();
     for d in &record.dirs {
         let Some(sd) = runtimes::state_dirs().find(|s| s.path == d.rel) else {
             continue;
         };
         let own = session.home().join(&d.rel);
-        finish_one(session_dir, sd, d, &own, &mut notes);
+        finish_one(session_dir, sd, d, &own, &mut budget, &mut notes);
         for c in d.created.iter().rev() {
             let _ = std::fs::remove_dir(c); // only if left empty
         }
@@ -47,6 +49,7 @@ fn finish_one(
     sd: &StateDir,
     d: &DirRecord,
     own: &Path,
+    budget: &mut Budget,
     notes: &mut Vec<String>,
 ) {
     match std::fs::symlink_metadata(own) {
@@ -65,10 +68,11 @@ fn finish_one(
     };
     let mut names: Vec<OsString> = rd.flatten().map(|e| e.file_name()).collect();
     names.sort();
+    let scripts = named_scripts(sd, d);
     for name in names {
         let copied = d.copied.iter().find(|c| c.name == name);
         if let Some((pname, slugs)) = d.projects.as_ref().filter(|(p, _)| *p == name) {
-            finish_projects(session_dir, sd, d, &own.join(pname), slugs, notes);
+            finish_projects(session_dir, sd, d, &own.join(pname), slugs, budget, notes);
             continue;
         }
         if copied.is_none() && d.made.contains(&name) {
@@ -92,8 +96,8 @@ fn finish_one(
             }
             (Some(Allowed::Dir), Some(m)) if m.is_dir() && d.made.contains(&name) => {}
             (Some(Allowed::Dir), Some(m)) if m.is_dir() => {
-                let mut budget = Budget::default();
-                if let Err(e) = copy_tree(&from, &to, &mut budget) {
+                quarantine_named(session_dir, &from, &to, &scripts, notes);
+                if let Err(e) = copy_tree(&from, &to, budget) {
                     notes.push(format!("{}: not all carried out: {e}", to.display()));
                 }
             }
@@ -103,17 +107,20 @@ fn finish_one(
 }
 
 /// New projects the agent wrote under the per-project directory: carried out but for their sealed
-/// entries (auto memory), which are quarantined.
+/// entries (auto memory), which are quarantined; what it wrote under a project of yours that this
+/// session was not given is quarantined whole.
 fn finish_projects(
     session_dir: &Path,
     sd: &StateDir,
     d: &DirRecord,
     own: &Path,
     slugs: &[String],
+    budget: &mut Budget,
     notes: &mut Vec<String>,
 ) {
     let Some(pp) = &sd.per_project else { return };
     let real = d.real.join(pp.dir);
+    let scripts = named_scripts(sd, d);
     let Ok(rd) = std::fs::read_dir(own) else {
         return;
     };
@@ -126,8 +133,14 @@ fn finish_projects(
             continue; // a view or a private directory: the session's
         }
         let project = own.join(&name);
-        if !project.symlink_metadata().is_ok_and(|m| m.is_dir()) {
-            quarantine(session_dir, own, &name, &real.join(&name), notes);
+        // Not a directory, or a project of yours this session was not given (your `claude --continue`
+        // there resumes its newest transcript): it stays out whole.
+        if !project.symlink_metadata().is_ok_and(|m| m.is_dir())
+            || real.join(&name).symlink_metadata().is_ok()
+        {
+            let shown = real.join(&name);
+            let runs = scripts.iter().any(|s| s.starts_with(&shown));
+            quarantine_why(session_dir, own, &name, &shown, runs, notes);
             continue;
         }
         for (sealed, _) in pp.sealed {
@@ -141,9 +154,9 @@ fn finish_projects(
                 );
             }
         }
-        let mut budget = Budget::default();
+        quarantine_named(session_dir, &project, &real.join(&name), &scripts, notes);
         let copied = std::fs::create_dir_all(&real)
-            .and_then(|()| copy_tree(&project, &real.join(&name), &mut budget));
+            .and_then(|()| copy_tree(&project, &real.join(&name), budget));
         if let Err(e) = copied {
             notes.push(format!(
                 "{}: not all carried out: {e}",
@@ -153,17 +166,104 @@ fn finish_projects(
     }
 }
 
+/// The scripts your settings of `sd` name as commands now (host paths), as `entrypoints` finds
+/// them: the end of the session must never create one.
+fn named_scripts(sd: &StateDir, d: &DirRecord) -> Vec<PathBuf> {
+    let depth = Path::new(&d.rel).components().count();
+    match d.real.ancestors().nth(depth) {
+        Some(home) => crate::entrypoints::state_scripts(home, sd),
+        None => Vec::new(),
+    }
+}
+
+/// Quarantine what the jail's new tree `from` (bound for your `to`) holds on the way to a script
+/// your settings run (`named`): carried out, your agent would run it outside the jail. A file or a
+/// link in the stead of a directory on the way counts too (your agent would follow the link).
+fn quarantine_named(
+    session_dir: &Path,
+    from: &Path,
+    to: &Path,
+    named: &[PathBuf],
+    notes: &mut Vec<String>,
+) {
+    use std::path::Component;
+    for script in named {
+        let Ok(rel) = script.strip_prefix(to) else {
+            continue;
+        };
+        let parts: Vec<Component> = rel.components().collect();
+        if parts.is_empty() || parts.iter().any(|c| !matches!(c, Component::Normal(_))) {
+            // The tree itself, or a path with `..` (not followed lexically: a link on the way
+            // changes where it leads): the whole top entry on the way stays out.
+            let (Some(dir), Some(name)) = (from.parent(), from.file_name()) else {
+                continue;
+            };
+            let first = parts.first().filter(|c| matches!(c, Component::Normal(_)));
+            match first {
+                Some(c) if from.join(c).symlink_metadata().is_ok() => {
+                    quarantine_why(session_dir, from, c.as_os_str(), &to.join(c), true, notes);
+                }
+                Some(_) => {}
+                None => quarantine_why(session_dir, dir, name, to, true, notes),
+            }
+            continue;
+        }
+        let (mut dir, mut shown) = (from.to_path_buf(), to.to_path_buf());
+        for (i, c) in parts.iter().enumerate() {
+            let next = dir.join(c);
+            match next.symlink_metadata() {
+                Err(_) => break,
+                Ok(m) if m.is_dir() && i + 1 < parts.len() => {
+                    dir = next;
+                    shown.push(c);
+                }
+                Ok(_) => {
+                    let shown = shown.join(c);
+                    quarantine_why(session_dir, &dir, c.as_os_str(), &shown, true, notes);
+                    break;
+                }
+            }
+        }
+    }
+}
+
 /// Move `dir/name` to the quarantine, recorded as `shown` (where `restore` puts it), and alert.
 fn quarantine(session_dir: &Path, dir: &Path, name: &OsStr, shown: &Path, notes: &mut Vec<String>) {
+    quarantine_why(session_dir, dir, name, shown, false, notes);
+}
+
+/// `quarantine`, for a path your settings run (`script`) or for a name not on the allowlist.
+fn quarantine_why(
+    session_dir: &Path,
+    dir: &Path,
+    name: &OsStr,
+    shown: &Path,
+    script: bool,
+    notes: &mut Vec<String>,
+) {
     let session = crate::runtime::SessionDir::at(session_dir.to_path_buf());
     let Some((runtime, id)) = session.runtime_and_id() else {
         return;
     };
-    let reason = format!(
-        "written by the agent in the jail's own {}, not agent state on the writable allowlist \
-         (docs/runtimes.md): it never reached yours; restore it if you want it there",
-        shown.parent().unwrap_or(shown).display()
-    );
+    let (kind, reason) = if script {
+        (
+            "agent-state-script",
+            "written by the agent in the jail where your settings name a command (a hook, \
+             statusLine, notify): carried out, your agent would run it outside the jail; it never \
+             reached yours"
+                .to_string(),
+        )
+    } else {
+        (
+            "agent-state-not-allowed",
+            format!(
+                "written by the agent in the jail's own {}, not agent state on the writable \
+                 allowlist (docs/runtimes.md): it never reached yours; restore it if you want it \
+                 there",
+                shown.parent().unwrap_or(shown).display()
+            ),
+        )
+    };
     let qid = match crate::quarantine::quarantine_as(runtime.root(), dir, name, shown, &reason) {
         Ok(Some(rec)) => Some(rec.id),
         Ok(None) => return,
@@ -176,7 +276,7 @@ fn quarantine(session_dir: &Path, dir: &Path, name: &OsStr, shown: &Path, notes:
         id: crate::alerts::new_id("a"),
         time: crate::alerts::now_rfc3339(),
         severity: crate::alerts::Severity::High,
-        kind: "agent-state-not-allowed".into(),
+        kind: kind.into(),
         path: shown.to_path_buf(),
         detail: reason,
         action: if qid.is_some() {
@@ -188,11 +288,7 @@ fn quarantine(session_dir: &Path, dir: &Path, name: &OsStr, shown: &Path, notes:
         quarantine_id: qid,
         sha256: None,
         session: id.to_string_lossy().into_owned(),
-        fingerprint: format!(
-            "agent-state-not-allowed:{}:{}",
-            shown.display(),
-            id.to_string_lossy()
-        ),
+        fingerprint: format!("{kind}:{}:{}", shown.display(), id.to_string_lossy()),
     };
     if let Err(e) = crate::alerts::Store::new(runtime.root()).add(&alert) {
         notes.push(format!("recording an alert for {}: {e}", shown.display()));
@@ -320,8 +416,16 @@ fn copy_tree(from: &Path, to: &Path, budget: &mut Budget) -> std::io::Result<()>
         return std::os::unix::fs::symlink(std::fs::read_link(from)?, to);
     }
     if meta.is_file() {
+        // Checked before the copy: a file over what is left is not carried out at all (never a
+        // truncated copy of it).
+        if meta.len() > MAX_TREE_BYTES.saturating_sub(budget.bytes) {
+            return Err(std::io::Error::other(format!(
+                "more than {} MiB in all",
+                MAX_TREE_BYTES >> 20
+            )));
+        }
         budget.bytes += meta.len();
-        super::copy_regular(from, to, MAX_TREE_BYTES)?;
+        super::copy_regular(from, to, meta.len())?;
     }
     // Sockets, FIFOs, devices: not state.
     Ok(())
