@@ -412,25 +412,45 @@ fn execute(
             .collect();
         // Two things before the gate opens, side by side: the watcher (baseline and watches), and
         // the jail's seals (their placeholders and git configs first, then the mounts, once bwrap
-        // is ready).
+        // is ready). The git copies are made beside the placeholders: both mostly wait on the disk
+        // (new inodes), neither touches what the other makes.
         let (held, started, copied) = std::thread::scope(|scope| {
-            let sealing = scope.spawn(|| -> (Result<Held>, Option<Vec<_>>) {
-                if !for_sealer.is_empty() {
-                    if let Err(e) = make_placeholders(&for_sealer) {
-                        return (Err(e), None);
-                    }
-                }
-                let copied = to_copy.map(|mut copies| {
+            let copying = to_copy.map(|mut copies| {
+                let (session_dir, home) = (&session_dir, &plan.policy.session_home);
+                scope.spawn(move || {
                     let t_git = std::time::Instant::now();
-                    let home = &plan.policy.session_home;
-                    super::gitcopy::prepare(&session_dir, home, session, &mut copies);
+                    let warnings = super::gitcopy::prepare(session_dir, home, session, &mut copies);
                     tracing::debug!(
                         ms = t_git.elapsed().as_secs_f64() * 1e3,
                         n = copies.len(),
                         "git configs copied and diverted"
                     );
-                    copies
-                });
+                    (copies, warnings)
+                })
+            });
+            let sealing = scope.spawn(|| -> (Result<Held>, Option<Vec<_>>) {
+                let made = match for_sealer.is_empty() {
+                    true => Ok(()),
+                    false => make_placeholders(&for_sealer),
+                };
+                // Joined before anything fails: the copies' diversions are withdrawn with them.
+                let copied = match copying.map(|c| c.join()).transpose() {
+                    Ok(c) => c,
+                    Err(_) => {
+                        return (
+                            Err(Error::Jail("copying git configs panicked".into())),
+                            None,
+                        )
+                    }
+                };
+                let (copied, warnings) = copied.map_or((None, Vec::new()), |(c, w)| (Some(c), w));
+                if let Err(e) = made {
+                    return (Err(e), copied);
+                }
+                // Shown only now: a launch stopped above says one line, its error.
+                for w in warnings {
+                    tracing::warn!("{w}");
+                }
                 let copies = copied.as_deref().unwrap_or(&plan.policy.git_copies);
                 let ops = seal::seal_ops(&plan.policy, copies);
                 (Ok(jail.hold_and_seal(&ops, t0)), copied)
