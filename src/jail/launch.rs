@@ -412,12 +412,18 @@ fn execute(
             .collect();
         // Two things before the gate opens, side by side: the watcher (baseline and watches), and
         // the jail's seals (their placeholders and git configs first, then the mounts, once bwrap
-        // is ready). The git copies are made beside the placeholders: both mostly wait on the disk
-        // (new inodes), neither touches what the other makes.
+        // is ready). The git copies and the mount points in the session's `$HOME` are made beside
+        // the placeholders: all mostly wait on the disk (new inodes), none touches what the others
+        // make, and all are done before the sealer runs.
         let (held, started, copied) = std::thread::scope(|scope| {
             let copying = to_copy.map(|mut copies| {
                 let (session_dir, home) = (&session_dir, &plan.policy.session_home);
+                let policy = &plan.policy;
                 scope.spawn(move || {
+                    if sealing == Sealing::ByLauncher {
+                        let n = seal::premake_mount_points(policy);
+                        tracing::debug!(n, "mount points made in the session's $HOME");
+                    }
                     let t_git = std::time::Instant::now();
                     let warnings = super::gitcopy::prepare(session_dir, home, session, &mut copies);
                     tracing::debug!(

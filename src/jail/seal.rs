@@ -687,5 +687,9 @@ fn set_attrs(
     Ok(())
 }
 
+mod points;
+
+pub(crate) use points::premake as premake_mount_points;
+
 #[cfg(test)]
 mod tests;
