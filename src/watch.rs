@@ -47,6 +47,11 @@ use table::{DirId, PathPos, RepoId, Role, Table};
 pub(crate) const ENV_MODE: &str = "CLAUDE_SANDBOX_WATCH";
 /// The sweep interval.
 pub(crate) const TICK: Duration = Duration::from_secs(1);
+/// How often the lazy inotify instance is read at most (`table::Table::lazy`): a repository made
+/// inside a tree declared generated during the session is found within this (plus the time to
+/// look), not within milliseconds; its hooks and config are looked at once found, as any new
+/// repository's are.
+pub(crate) const LAZY_TICK: Duration = Duration::from_millis(100);
 /// At most this many watches for discovering new repositories in the workspace tree.
 pub(crate) const TREE_BUDGET: usize = 8192;
 
@@ -237,7 +242,7 @@ impl Watcher {
             w.add_tree(&ws);
         } else {
             for dir in std::mem::take(&mut w.cfg.tree_dirs) {
-                if !w.watch_tree_dir(dir) {
+                if !w.watch_tree_dir(dir, false) {
                     break;
                 }
             }
@@ -374,7 +379,7 @@ fn git_markers(root: &Path, cache: &mut HashMap<PathBuf, Listing>, before: i64) 
 /// A watcher thread for `run`: set up synchronously, then run until stopped.
 pub struct Running {
     stop: Option<OwnedFd>,
-    thread: Option<std::thread::JoinHandle<Option<Inotify>>>,
+    thread: Option<std::thread::JoinHandle<Vec<Inotify>>>,
 }
 
 /// The inotify instance of a finished watcher, its watches already removed. Closing an instance
@@ -383,7 +388,7 @@ pub struct Running {
 /// Removing the watches at the end of the final sweep and closing after the clean-up gave the slow
 /// case in 41 of 100 launches here, closing with the watches in place in 75 of 100
 /// (docs/performance.md, "The end of a session").
-pub struct Closing(#[allow(dead_code)] Option<Inotify>);
+pub struct Closing(#[allow(dead_code)] Vec<Inotify>);
 
 impl Running {
     /// # Errors
@@ -408,7 +413,12 @@ impl Running {
     #[must_use]
     pub fn finish(mut self) -> Closing {
         self.stop.take(); // closing the write end makes the read end readable (POLLHUP)
-        Closing(self.thread.take().and_then(|t| t.join().ok().flatten()))
+        Closing(
+            self.thread
+                .take()
+                .and_then(|t| t.join().ok())
+                .unwrap_or_default(),
+        )
     }
 }
 

@@ -138,6 +138,30 @@ fn a_hard_link_and_a_path_dir_created_during_the_session() {
     }
 }
 
+/// A build tree the agent tags during the session (`CACHEDIR.TAG`, as cargo's `target/`) is watched
+/// lazily (its files do not wake the watcher each), not left out: a repository made deep inside it
+/// after a build's worth of files still has its hook quarantined while the session runs.
+#[test]
+fn a_hook_in_a_repository_inside_a_tree_tagged_during_the_session_is_quarantined_live() {
+    for mode in MODES {
+        let f = Fixture::new();
+        let script = format!(
+            "mkdir target && printf 'Signature: 8a477f597d28d172789f06886806bc55\\n' > target/CACHEDIR.TAG && \
+             for d in $(seq 20); do mkdir -p target/debug/d$d; for i in $(seq 50); do echo x > target/debug/d$d/f$i; done; done && \
+             git init -q target/debug/build/dep && printf '#!/bin/sh\\nexit 0\\n' > target/debug/build/dep/.git/hooks/pre-commit && \
+             chmod +x target/debug/build/dep/.git/hooks/pre-commit; {}",
+            wait_gone("target/debug/build/dep/.git/hooks/pre-commit"),
+        );
+        let out = ok(&jail_in(&f, mode, &[], &script));
+        assert!(out.lines().any(|l| l == "GONE"), "[{mode}] {out}");
+        let hook = f.ws.join("target/debug/build/dep/.git/hooks/pre-commit");
+        let all = alerts(&f);
+        let a = alerts_for(&all, &hook);
+        assert_eq!(a.len(), 1, "[{mode}] {all:#?}");
+        assert_eq!(a[0]["kind"], "git-hook");
+    }
+}
+
 #[test]
 fn hooks_and_exec_config_in_new_and_cloned_repositories() {
     for mode in MODES {

@@ -119,21 +119,25 @@ pub(crate) fn choose(
 }
 
 /// Make the copies (and keep the launch-time bytes for the merge). A config that cannot be read
-/// as a regular file is dropped from `copies`: it keeps its read-only seal.
+/// as a regular file is dropped from `copies`: it keeps its read-only seal. Returns a warning for
+/// each, shown by the caller if the launch goes on (the copies are made beside other set-up that
+/// may stop it, whose one-line error then stands alone).
+#[must_use]
 pub(crate) fn prepare(
     session_dir: &Path,
     session_home: &Path,
     session: &super::placeholders::SessionId,
     copies: &mut Vec<GitCopy>,
-) {
+) -> Vec<String> {
+    let mut warnings = Vec::new();
     let dirs = std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(base_dir(session_dir));
     if let Err(e) = dirs {
-        tracing::warn!("git configs keep their read-only seal: {e}");
+        warnings.push(format!("git configs keep their read-only seal: {e}"));
         copies.clear();
-        return;
+        return warnings;
     }
     copies.retain(|c| {
         match copy_one(session_dir, session_home, c).and_then(|()| {
@@ -145,7 +149,10 @@ pub(crate) fn prepare(
         }) {
             Ok(()) => true,
             Err(e) => {
-                tracing::warn!("{}: keeps its read-only seal: {e}", c.real.display());
+                warnings.push(format!(
+                    "{}: keeps its read-only seal: {e}",
+                    c.real.display()
+                ));
                 false
             }
         }
@@ -158,9 +165,10 @@ pub(crate) fn prepare(
         .map_err(std::io::Error::other)
         .and_then(|b| std::fs::write(base_dir(session_dir).join(MAP), b));
     if let Err(e) = written {
-        tracing::warn!("git configs keep their read-only seal: {e}");
+        warnings.push(format!("git configs keep their read-only seal: {e}"));
         copies.clear();
     }
+    warnings
 }
 
 fn copy_one(session_dir: &Path, session_home: &Path, c: &GitCopy) -> std::io::Result<()> {

@@ -19,6 +19,9 @@
 //! tmpfs), per user, 0700, no tool reads it, and it is hidden in the jail (nothing in the jail may
 //! change an upper or work directory behind the overlay's back).
 
+mod overlay;
+
+pub(crate) use overlay::Making;
 use serde::Serialize;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -221,96 +224,6 @@ pub(crate) fn seal_ops(layers: &[Layer]) -> Vec<super::seal::SealOp> {
             },
         })
         .collect()
-}
-
-/// The sealer's part (`seal::SealOp::Overlay`): mount these overlays, in threads of their own,
-/// from inside the jail, a wave per depth (one inside another needs its parent mounted first).
-/// Paths are given relative to `stage` (the host's tree; the kernel resolves
-/// them from the working directory), so the jail's mount table does not name the staging tree,
-/// which is gone before the command runs. `overlay_possible` kept `,` `:` `\` and newlines out.
-pub(crate) fn mount_overlays(
-    ops: &[super::seal::SealOp],
-    stage: &str,
-) -> Result<(), super::seal::SealError> {
-    use super::seal::{SealError, SealOp};
-    use rustix::mount::{mount, MountFlags};
-    let fail = |dst: &Path, what: &'static str, err: std::io::Error| SealError::Mount {
-        path: dst.to_path_buf(),
-        what,
-        err,
-    };
-    let mut todo = Vec::new();
-    for op in ops {
-        let SealOp::Overlay {
-            lower,
-            upper,
-            work,
-            dst,
-        } = op
-        else {
-            continue;
-        };
-        let rel = |p: &Path| p.strip_prefix("/").unwrap_or(p).display().to_string();
-        let options = std::ffi::CString::new(format!(
-            "lowerdir={},upperdir={},workdir={},userxattr",
-            rel(lower),
-            rel(upper),
-            rel(work)
-        ))
-        .map_err(|_| {
-            fail(
-                dst,
-                "the overlay's options",
-                std::io::ErrorKind::InvalidInput.into(),
-            )
-        })?;
-        todo.push((dst.as_path(), options));
-    }
-    let mut depths: Vec<usize> = todo.iter().map(|(d, _)| d.components().count()).collect();
-    depths.sort_unstable();
-    depths.dedup();
-    for depth in depths {
-        let wave: Vec<_> = todo
-            .iter()
-            .filter(|(d, _)| d.components().count() == depth)
-            .collect();
-        for (dst, _) in &wave {
-            if std::fs::symlink_metadata(dst).is_err() {
-                std::fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o755)
-                    .create(dst)
-                    .map_err(|e| fail(dst, "making the mount point", e))?;
-            }
-        }
-        std::env::set_current_dir(stage)
-            .map_err(|e| fail(Path::new(stage), "entering the host's tree", e))?;
-        let results: Vec<rustix::io::Result<()>> = std::thread::scope(|s| {
-            let handles: Vec<_> = wave
-                .iter()
-                .map(|(dst, options)| {
-                    s.spawn(move || {
-                        mount(
-                            "overlay",
-                            *dst,
-                            "overlay",
-                            MountFlags::NOSUID | MountFlags::NODEV,
-                            options.as_c_str(),
-                        )
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or(Err(rustix::io::Errno::IO)))
-                .collect()
-        });
-        let _ = std::env::set_current_dir("/");
-        for ((dst, _), r) in wave.iter().zip(results) {
-            r.map_err(|e| fail(dst, "mounting the layer's overlay", e.into()))?;
-        }
-    }
-    Ok(())
 }
 
 /// What the launcher holds for the session: the store in use, and (in overlay mode) the upper

@@ -10,6 +10,7 @@ impl Watcher {
         let mut last_sweep = started;
         let resolve_from = Instant::now() + self.cfg.resolve_delay;
         let hash_from = Instant::now() + HASH_DELAY;
+        let mut lazy_read: Option<Instant> = None;
         loop {
             self.take_login_path(false, started);
             let mut wait = TICK.saturating_sub(last_sweep.elapsed());
@@ -22,12 +23,25 @@ impl Watcher {
             if !self.deferred.unhashed.is_empty() {
                 wait = wait.min(hash_from.saturating_duration_since(Instant::now()));
             }
-            let (ino_ready, stop_ready) = self.table.wait(stop, wait);
+            // The lazy instance is looked at once per `LAZY_TICK` at most: between two looks its
+            // events queue up in the kernel and are read together.
+            let since_lazy = lazy_read.map_or(LAZY_TICK, |t| t.elapsed());
+            let lazy_due = since_lazy >= LAZY_TICK;
+            if self.table.has_lazy() && !lazy_due {
+                wait = wait.min(LAZY_TICK.saturating_sub(since_lazy));
+            }
+            let (ino_ready, lazy_ready, stop_ready) = self.table.wait(stop, wait, lazy_due);
             if stop_ready {
                 break;
             }
             if ino_ready {
-                self.drain();
+                let (dirty, overflow) = self.table.read_events();
+                self.dispatch(dirty, overflow);
+            }
+            if lazy_ready {
+                let (dirty, overflow) = self.table.read_lazy_events();
+                self.dispatch(dirty, overflow);
+                lazy_read = Some(Instant::now());
             }
             if last_sweep.elapsed() >= TICK {
                 self.sweep_polled();
@@ -42,9 +56,11 @@ impl Watcher {
         self.final_sweep();
     }
 
-    /// Read every queued event and act on it.
+    /// Read every queued event, of both instances, and act on it.
     pub(super) fn drain(&mut self) {
         let (dirty, overflow) = self.table.read_events();
+        self.dispatch(dirty, overflow);
+        let (dirty, overflow) = self.table.read_lazy_events();
         self.dispatch(dirty, overflow);
     }
 
@@ -82,6 +98,13 @@ impl Watcher {
                 _ => {}
             },
             Role::Tree => {
+                // A file that is no repository marker: only a configured `hidden` glob could make
+                // it news (a build writes thousands of these).
+                let file = !mask.contains(EventMask::ISDIR)
+                    && name.as_deref().is_some_and(|n| n != ".git" && n != "HEAD");
+                if file && self.cfg.hidden_globs.is_empty() {
+                    return;
+                }
                 let dir = self.table[idx].path.clone();
                 if name
                     .as_deref()
@@ -98,15 +121,21 @@ impl Watcher {
                     Some(n) if mask.contains(EventMask::ISDIR) => {
                         let sub = dir.join(n);
                         // A cache or a virtual environment (its tag may come after the directory:
-                        // cargo makes `target/` first) is not walked, as at launch (`walk`: not
-                        // for a tag made during the session).
-                        let trust = crate::walk::Trust::Before(self.since.declared_before());
-                        if (dir != self.cfg.workspace && crate::walk::skips(&dir, trust))
-                            || crate::walk::skips(&sub, trust)
+                        // cargo makes `target/` first) is not walked, as at launch (`walk`), if
+                        // declared before the session. One declared since is walked (the agent may
+                        // have tagged it), lazily: a build's thousands of files do not wake the
+                        // watcher each (`table::Table::lazy`).
+                        let before = crate::walk::Trust::Before(self.since.declared_before());
+                        let declared = |p: &Path| crate::walk::skips(p, crate::walk::Trust::Any);
+                        let in_declared = dir != self.cfg.workspace && declared(&dir);
+                        let sub_declared = declared(&sub);
+                        if (in_declared && crate::walk::skips(&dir, before))
+                            || (sub_declared && crate::walk::skips(&sub, before))
                         {
                             return;
                         }
-                        self.add_tree(&sub);
+                        let lazy = self.table[idx].lazy || in_declared || sub_declared;
+                        self.add_tree_in(&sub, lazy);
                         self.discover_repos(&sub);
                     }
                     _ => {}

@@ -23,27 +23,48 @@ impl Watcher {
 
     /// Watch the workspace tree (not `.git`, not `node_modules`) for new repositories.
     pub(super) fn add_tree(&mut self, root: &Path) {
+        self.add_tree_in(root, false);
+    }
+
+    /// `add_tree`, through the lazy instance when `lazy` (`root` lies in a tree declared generated
+    /// during the session). A declaration older than the session is honoured (not walked); one
+    /// made since is not, but what lies under it is watched lazily (`table::Table::lazy`).
+    pub(super) fn add_tree_in(&mut self, root: &Path, lazy: bool) {
         if !self.table.has_inotify() {
             return; // the sweep walks the tree instead
         }
-        let since = crate::walk::Trust::Before(self.since.declared_before());
-        let walker = walkdir::WalkDir::new(root)
-            .follow_links(false)
-            .into_iter()
-            .filter_entry(|e| {
-                e.file_type().is_dir()
-                    && !crate::walk::pruned(e.file_name())
-                    && (e.depth() == 0 || !crate::walk::skips(e.path(), since))
-            });
-        for e in walker.flatten() {
-            if !self.watch_tree_dir(e.path().to_path_buf()) {
+        let before = crate::walk::Trust::Before(self.since.declared_before());
+        let mut lazy_roots: Vec<PathBuf> = Vec::new();
+        let mut walker = walkdir::WalkDir::new(root).follow_links(false).into_iter();
+        while let Some(e) = walker.next() {
+            let Ok(e) = e else { continue };
+            if !e.file_type().is_dir() {
+                continue;
+            }
+            if e.depth() > 0 {
+                if crate::walk::pruned(e.file_name()) {
+                    walker.skip_current_dir();
+                    continue;
+                }
+                let declared = crate::walk::skips(e.path(), crate::walk::Trust::Any);
+                if declared && crate::walk::skips(e.path(), before) {
+                    walker.skip_current_dir();
+                    continue;
+                }
+                if declared {
+                    lazy_roots.push(e.path().to_path_buf());
+                }
+            }
+            let lazy = lazy || lazy_roots.iter().any(|r| e.path().starts_with(r));
+            if !self.watch_tree_dir(e.path().to_path_buf(), lazy) {
                 return;
             }
         }
     }
 
-    /// Watch one workspace directory for new repositories; false once the budget is spent.
-    pub(super) fn watch_tree_dir(&mut self, dir: PathBuf) -> bool {
+    /// Watch one workspace directory for new repositories (through the lazy instance when
+    /// `lazy`); false once the budget is spent.
+    pub(super) fn watch_tree_dir(&mut self, dir: PathBuf, lazy: bool) -> bool {
         if !self.table.has_inotify() {
             return false;
         }
@@ -53,7 +74,11 @@ impl Watcher {
             return false;
         }
         self.tree_watches += 1;
-        self.table.add(dir, Role::Tree, BTreeMap::new());
+        if lazy {
+            self.table.add_lazy_tree(dir);
+        } else {
+            self.table.add(dir, Role::Tree, BTreeMap::new());
+        }
         true
     }
 }

@@ -86,6 +86,8 @@ pub(crate) struct Watched {
     pub(super) listed_at: Option<super::DirStamp>,
     /// Sweep mode: ticks so far, to spread the baseline's executables over `ROLL` ticks.
     pub(super) turn: usize,
+    /// Watched through the lazy instance (`Table::lazy`).
+    pub(super) lazy: bool,
 }
 
 /// Filesystems whose inotify events cannot be trusted (`statfs` `f_type`).
@@ -156,6 +158,11 @@ pub(super) type Event = (DirId, Option<String>, EventMask);
 #[derive(Debug)]
 pub(crate) struct Table {
     inotify: Option<Inotify>,
+    /// A second instance, read at most every `super::LAZY_TICK` (`events`), for the workspace
+    /// directories inside a tree declared generated during the session (a `CACHEDIR.TAG` the agent
+    /// may have made: not trusted, so still watched for new repositories). A build writes thousands
+    /// of files there; read one by one, each woke the watcher. Made when first needed.
+    lazy: Option<Inotify>,
     /// Why inotify is not used at all (every directory is swept).
     inotify_error: Option<String>,
     dirs: Vec<Watched>,
@@ -189,6 +196,7 @@ impl Table {
         };
         Table {
             inotify,
+            lazy: None,
             inotify_error,
             dirs: Vec::new(),
             by_wd: HashMap::new(),
@@ -207,9 +215,18 @@ impl Table {
         self.inotify.is_some()
     }
 
-    /// The instance, taken to be closed as late as possible (`super::Closing`).
-    pub(super) fn take_inotify(&mut self) -> Option<Inotify> {
-        self.inotify.take()
+    /// The instances, taken to be closed as late as possible (`super::Closing`).
+    pub(super) fn take_inotify(&mut self) -> Vec<Inotify> {
+        self.inotify
+            .take()
+            .into_iter()
+            .chain(self.lazy.take())
+            .collect()
+    }
+
+    /// Whether the lazy instance exists (some directory was watched through it).
+    pub(super) fn has_lazy(&self) -> bool {
+        self.lazy.is_some()
     }
 
     /// Every directory id so far (directories added later are not included).
@@ -236,7 +253,37 @@ impl Table {
         role: Role,
         state: BTreeMap<String, Entry>,
     ) -> DirId {
-        let (mode, wd) = self.watch(&path, &role);
+        self.add_in(path, role, state, false)
+    }
+
+    /// A workspace directory inside a tree declared generated during the session: watched through
+    /// the lazy instance (the ordinary one if that cannot be made).
+    pub(super) fn add_lazy_tree(&mut self, path: PathBuf) -> DirId {
+        let lazy = self.has_lazy() || self.make_lazy();
+        self.add_in(path, Role::Tree, BTreeMap::new(), lazy)
+    }
+
+    fn make_lazy(&mut self) -> bool {
+        if self.inotify.is_none() || self.inotify_error.is_some() {
+            return false;
+        }
+        match Inotify::init() {
+            Ok(i) => self.lazy = Some(i),
+            Err(e) => {
+                tracing::info!("a second inotify instance: {e}; build trees wake the watcher");
+            }
+        }
+        self.lazy.is_some()
+    }
+
+    fn add_in(
+        &mut self,
+        path: PathBuf,
+        role: Role,
+        state: BTreeMap<String, Entry>,
+        lazy: bool,
+    ) -> DirId {
+        let (mode, wd) = self.watch(&path, &role, lazy);
         let id = DirId(self.dirs.len());
         // Only a PATH directory's names are ever deferred (see `rescan`).
         let dir_id = matches!(role, Role::PathDir { .. })
@@ -266,12 +313,13 @@ impl Table {
             dir_id,
             listed_at: None,
             turn: 0,
+            lazy,
         });
         id
     }
 
     /// Add an inotify watch, or say why this directory is swept instead.
-    fn watch(&mut self, path: &Path, role: &Role) -> (Mode, Option<WatchDescriptor>) {
+    fn watch(&mut self, path: &Path, role: &Role, lazy: bool) -> (Mode, Option<WatchDescriptor>) {
         if let Some(reason) = &self.inotify_error {
             return (Mode::Poll(reason.clone()), None);
         }
@@ -281,7 +329,12 @@ impl Table {
                 None,
             );
         }
-        let Some(ino) = self.inotify.as_mut() else {
+        let ino = if lazy {
+            self.lazy.as_mut()
+        } else {
+            self.inotify.as_mut()
+        };
+        let Some(ino) = ino else {
             return (Mode::Poll("no inotify".into()), None);
         };
         match ino.watches().add(path, mask_for(role)) {
@@ -293,7 +346,7 @@ impl Table {
     /// Watch a directory again under its path (after it was replaced).
     pub(super) fn rewatch(&mut self, id: DirId) {
         let (path, role) = (self[id].path.clone(), self[id].role.clone());
-        let (mode, wd) = self.watch(&path, &role);
+        let (mode, wd) = self.watch(&path, &role, self[id].lazy);
         if let Some(wd) = &wd {
             self.by_wd.entry(wd.clone()).or_default().push(id);
         }
@@ -307,8 +360,12 @@ impl Table {
                 list.retain(|i| *i != id);
                 if list.is_empty() {
                     self.by_wd.remove(&wd);
-                    if let Some(ino) = self.inotify.as_mut() {
-                        let _ = ino.watches().remove(wd);
+                    // Only the instance the descriptor belongs to removes it.
+                    for ino in [self.inotify.as_mut(), self.lazy.as_mut()]
+                        .into_iter()
+                        .flatten()
+                    {
+                        let _ = ino.watches().remove(wd.clone());
                     }
                 }
             }
@@ -322,38 +379,51 @@ impl Table {
         self[id].role = Role::Retired;
     }
 
-    /// Wait for an event or for `stop`: (inotify readable, stop readable).
-    pub(super) fn wait(&self, stop: &OwnedFd, timeout: Duration) -> (bool, bool) {
+    /// Wait for an event or for `stop`, the lazy instance's too when `lazy` says it is due:
+    /// (inotify readable, lazy instance readable, stop readable).
+    pub(super) fn wait(&self, stop: &OwnedFd, timeout: Duration, lazy: bool) -> (bool, bool, bool) {
         use rustix::event::{PollFd, PollFlags};
         let ts = rustix::event::Timespec {
             tv_sec: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
             tv_nsec: i64::from(timeout.subsec_nanos()),
         };
-        if let Some(ino) = &self.inotify {
-            let fd = ino.as_fd();
-            let mut fds = [
-                PollFd::new(&fd, PollFlags::IN),
-                PollFd::new(stop, PollFlags::IN),
-            ];
-            let _ = rustix::event::poll(&mut fds, Some(&ts));
-            (!fds[0].revents().is_empty(), !fds[1].revents().is_empty())
-        } else {
-            let mut fds = [PollFd::new(stop, PollFlags::IN)];
-            let _ = rustix::event::poll(&mut fds, Some(&ts));
-            (false, !fds[0].revents().is_empty())
-        }
+        let lazy = self.lazy.as_ref().filter(|_| lazy).map(|i| i.as_fd());
+        let main = self.inotify.as_ref().map(|i| i.as_fd());
+        let mut fds = vec![PollFd::new(stop, PollFlags::IN)];
+        fds.extend(main.iter().map(|fd| PollFd::new(fd, PollFlags::IN)));
+        fds.extend(lazy.iter().map(|fd| PollFd::new(fd, PollFlags::IN)));
+        let _ = rustix::event::poll(&mut fds, Some(&ts));
+        let ready = |i: usize| !fds[i].revents().is_empty();
+        let main_ready = main.is_some() && ready(1);
+        let lazy_ready = lazy.is_some() && ready(fds.len() - 1);
+        (main_ready, lazy_ready, ready(0))
     }
 
     /// Read every queued event (one read returns one buffer's worth: loop until it would block):
     /// (directory, name, mask) for each, and whether the queue overflowed.
     pub(super) fn read_events(&mut self) -> (Vec<Event>, bool) {
+        self.read_events_of(false)
+    }
+
+    /// `read_events` of the lazy instance (nothing when there is none).
+    pub(super) fn read_lazy_events(&mut self) -> (Vec<Event>, bool) {
+        self.read_events_of(true)
+    }
+
+    fn read_events_of(&mut self, lazy: bool) -> (Vec<Event>, bool) {
         let mut dirty: Vec<Event> = Vec::new();
         let mut overflow = false;
         let mut buf = std::mem::take(&mut self.event_buf);
         if buf.is_empty() {
             buf = vec![0u8; 64 * 1024];
         }
-        while let Some(ino) = self.inotify.as_mut() {
+        loop {
+            let ino = if lazy {
+                self.lazy.as_mut()
+            } else {
+                self.inotify.as_mut()
+            };
+            let Some(ino) = ino else { break };
             let events = match ino.read_events(&mut buf) {
                 Ok(ev) => ev,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
@@ -371,8 +441,8 @@ impl Table {
                     continue;
                 }
                 let name = ev.name.and_then(|n| n.to_str()).map(String::from);
-                for id in self.by_wd.get(&ev.wd).cloned().unwrap_or_default() {
-                    dirty.push((id, name.clone(), ev.mask));
+                for id in self.by_wd.get(&ev.wd).into_iter().flatten() {
+                    dirty.push((*id, name.clone(), ev.mask));
                 }
             }
             if !any {
@@ -385,11 +455,13 @@ impl Table {
 
     /// Remove every watch (the session is over); the instance itself is closed by the caller.
     pub(super) fn release_watches(&mut self) {
-        let Some(ino) = self.inotify.as_mut() else {
-            return;
-        };
         for wd in std::mem::take(&mut self.by_wd).into_keys() {
-            let _ = ino.watches().remove(wd);
+            for ino in [self.inotify.as_mut(), self.lazy.as_mut()]
+                .into_iter()
+                .flatten()
+            {
+                let _ = ino.watches().remove(wd.clone());
+            }
         }
         for d in &mut self.dirs {
             d.wd = None;

@@ -100,6 +100,66 @@ fn a_cache_tagged_during_the_session_is_walked() {
     }
 }
 
+/// Inside a tree tagged during the session the files a build writes do not wake the watcher: they
+/// are read from the lazy instance (`table::Table::lazy`), not the one every event of a PATH
+/// directory comes through; a repository made there is still found from those events.
+#[test]
+fn a_tree_tagged_during_the_session_is_watched_lazily() {
+    let t = tempfile::tempdir().unwrap();
+    let ws = t.path().join("ws");
+    let runtime = t.path().join("rt");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::create_dir(&runtime).unwrap();
+    let path_env = std::env::join_paths([PathBuf::from("/usr/bin")]).unwrap();
+    let base = baseline::take("s", &path_env, &ws, &|_| false, &[], baseline::Depth::Names);
+    let mut w = Watcher::new(config(&ws, runtime), &base);
+    assert!(w.table.inotify_open(), "this test needs inotify");
+    // As cargo does: the directory, then its tag, then the build's directories.
+    std::fs::create_dir(ws.join("target")).unwrap();
+    w.drain();
+    std::fs::write(
+        ws.join("target/CACHEDIR.TAG"),
+        "Signature: 8a477f597d28d172789f06886806bc55\n",
+    )
+    .unwrap();
+    std::fs::create_dir(ws.join("target/debug")).unwrap();
+    std::fs::create_dir(ws.join("build-out")).unwrap();
+    w.drain();
+    for dir in ["target/debug", "build-out"] {
+        for i in 0..20 {
+            std::fs::write(ws.join(dir).join(format!("f{i}")), "x").unwrap();
+        }
+    }
+    let names = |events: Vec<table::Event>| -> Vec<String> {
+        events.into_iter().filter_map(|(_, n, _)| n).collect()
+    };
+    let main = names(w.table.read_events().0);
+    let lazy = names(w.table.read_lazy_events().0);
+    assert_eq!(
+        main.len(),
+        20,
+        "an untagged tree's files come through the main instance: {main:?}"
+    );
+    assert_eq!(
+        lazy.len(),
+        20,
+        "the tagged tree's files come through the lazy one: {lazy:?}"
+    );
+    // A repository planted inside the lazily watched tree is found from its events.
+    let repo = ws.join("target/debug/build/dep");
+    for sub in ["hooks", "objects", "refs"] {
+        std::fs::create_dir_all(repo.join(".git").join(sub)).unwrap();
+    }
+    std::fs::write(repo.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    w.drain();
+    let git_dir = std::fs::canonicalize(repo.join(".git")).unwrap();
+    assert!(
+        w.repos.git_dirs().contains(&git_dir.as_path()),
+        "a repository in a lazily watched tree was missed: {:?}",
+        w.repos.git_dirs()
+    );
+}
+
 /// Sweep mode looks for `.git`/`HEAD` markers the same way: not inside a tagged cache.
 #[test]
 fn the_sweep_does_not_look_for_repositories_inside_a_cache() {

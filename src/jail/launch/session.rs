@@ -159,24 +159,47 @@ impl BeforeGate<'_> {
         start_watcher_too: bool,
     ) -> Sealed {
         let (plan, launch, session_dir) = (self.plan, self.launch, self.session_dir);
+        // The git copies and the mount points in the session's `$HOME` are made beside the
+        // placeholders: all mostly wait on the disk (new inodes), none touches what the others make,
+        // and all are done before the sealer runs. (A copy exists only when the launcher seals.)
         std::thread::scope(|scope| {
-            let sealing = scope.spawn(|| -> (Result<Held>, Option<Vec<_>>) {
-                if !for_sealer.is_empty() {
-                    if let Err(e) = make_placeholders(launch, for_sealer) {
-                        return (Err(e), None);
-                    }
-                }
-                let copied = to_copy.map(|mut copies| {
+            let copying = to_copy.map(|mut copies| {
+                scope.spawn(move || {
+                    let n = seal::premake_mount_points(&plan.policy);
+                    tracing::debug!(n, "mount points made in the session's $HOME");
                     let t_git = std::time::Instant::now();
                     let home = &plan.policy.session_home;
-                    gitcopy::prepare(session_dir, home, launch.session, &mut copies);
+                    let warnings = gitcopy::prepare(session_dir, home, launch.session, &mut copies);
                     tracing::debug!(
                         ms = t_git.elapsed().as_secs_f64() * 1e3,
                         n = copies.len(),
                         "git configs copied and diverted"
                     );
-                    copies
-                });
+                    (copies, warnings)
+                })
+            });
+            let sealing = scope.spawn(|| -> (Result<Held>, Option<Vec<_>>) {
+                let made = if for_sealer.is_empty() {
+                    Ok(())
+                } else {
+                    make_placeholders(launch, for_sealer)
+                };
+                // Joined before anything fails: the copies' diversions are withdrawn with them.
+                let Ok(copied) = copying.map(std::thread::ScopedJoinHandle::join).transpose()
+                else {
+                    return (
+                        Err(Error::Jail("copying git configs panicked".into())),
+                        None,
+                    );
+                };
+                let (copied, warnings) = copied.map_or((None, Vec::new()), |(c, w)| (Some(c), w));
+                if let Err(e) = made {
+                    return (Err(e), copied);
+                }
+                // Shown only now: a launch stopped above says one line, its error.
+                for w in warnings {
+                    tracing::warn!("{w}");
+                }
                 let git_copies = copied.as_deref().unwrap_or(&plan.policy.git_copies);
                 let ops = seal::seal_ops(&plan.policy, git_copies);
                 (Ok(jail.hold_and_seal(&ops, self.t0)), copied)
