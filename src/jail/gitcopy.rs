@@ -30,6 +30,46 @@
 mod divert;
 mod merge;
 
+/// What went wrong with the jail's own copy of a config, and what to do (shown to the human).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum GitCopyError {
+    #[error(
+        "{} is in use by another session and bwrap alone cannot seal it; end that session or run \
+         again once it has ended",
+        paths(.0)
+    )]
+    InUseElsewhere(Vec<PathBuf>),
+    #[error(
+        "{} is in use by a session sealed from outside, and bwrap alone cannot seal it; end that \
+         session, or run without CLAUDE_SANDBOX_SEAL=bwrap",
+        paths(.0)
+    )]
+    HeldBySealedSession(Vec<PathBuf>),
+    #[error(
+        "{config} was replaced during the session by something other than git; your config as it \
+         was is kept in {}", .aside.display(), config = .config.display()
+    )]
+    ReplacedOutside { config: PathBuf, aside: PathBuf },
+    #[error("{}: {source}", .path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("running git: {0}")]
+    Git(std::io::Error),
+    #[error("git config: {0}")]
+    GitRefused(String),
+    #[error("{}: {what}", .config.display())]
+    NotMerged { config: PathBuf, what: String },
+}
+
+fn paths(p: &[PathBuf]) -> String {
+    p.iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 pub(crate) use divert::dir as diverted_dir;
 use divert::{divert, human_file, is_diverted, release};
 
@@ -192,7 +232,7 @@ fn copy_one(session_dir: &Path, session_home: &Path, c: &GitCopy) -> std::io::Re
 /// The sealer failed and bwrap will make the mounts: it cannot pin a symlink, so the diversions of
 /// this session are released (the configs get the read-only seal). Fails when a config stays
 /// diverted for another live session: its symlink could not be pinned in this jail.
-pub(crate) fn withdraw(session_dir: &Path, copies: &mut Vec<GitCopy>) -> Result<(), String> {
+pub(crate) fn withdraw(session_dir: &Path, copies: &mut Vec<GitCopy>) -> Result<(), GitCopyError> {
     let name = session_name(session_dir);
     let _ = std::fs::remove_file(base_dir(session_dir).join(MAP));
     let mut still = Vec::new();
@@ -208,38 +248,29 @@ pub(crate) fn withdraw(session_dir: &Path, copies: &mut Vec<GitCopy>) -> Result<
     for c in copies.drain(..).filter(|c| c.divert) {
         let _ = release(&c.real, &name);
         if is_diverted(&c.real) {
-            still.push(c.real.display().to_string());
+            still.push(c.real.clone());
         }
     }
     if still.is_empty() {
         Ok(())
     } else {
-        Err(format!(
-            "{} is in use by another session and bwrap alone cannot seal it; end that session or \
-             run again once it has ended",
-            still.join(", ")
-        ))
+        Err(GitCopyError::InUseElsewhere(still))
     }
 }
 
 /// bwrap makes every mount (`CLAUDE_SANDBOX_SEAL=bwrap`): a config another session keeps diverted
 /// is a symlink bwrap cannot pin, which the agent could replace with a file the human's git then
 /// reads. Refused, with the way out.
-pub(crate) fn refuse_unpinnable(repos: &[crate::entrypoints::Repo]) -> Result<(), String> {
-    let held: Vec<String> = repos
+pub(crate) fn refuse_unpinnable(repos: &[crate::entrypoints::Repo]) -> Result<(), GitCopyError> {
+    let held: Vec<PathBuf> = repos
         .iter()
         .map(|r| r.common_dir.join("config"))
         .filter(|c| is_diverted(c))
-        .map(|c| c.display().to_string())
         .collect();
     if held.is_empty() {
         return Ok(());
     }
-    Err(format!(
-        "{} is in use by a session sealed from outside, and bwrap alone cannot seal it; end that \
-         session, or run without CLAUDE_SANDBOX_SEAL=bwrap",
-        held.join(", ")
-    ))
+    Err(GitCopyError::HeldBySealedSession(held))
 }
 
 fn session_name(session_dir: &Path) -> String {
@@ -261,13 +292,14 @@ pub(crate) fn finish(session_dir: &Path) -> Vec<String> {
     for (index, (real, diverted)) in reals.iter().enumerate() {
         let copy = copies.join(index.to_string()).join("config");
         let file = human_file(real);
-        if let Err(note) = finish_one(session_dir, &base.join(index.to_string()), &copy, &file) {
-            notes.push(note);
+        if let Err(e) = finish_one(session_dir, &base.join(index.to_string()), &copy, &file) {
+            notes.push(e.to_string());
         }
         if !diverted {
             continue;
         }
         if let Err(e) = release(real, &session_name(session_dir)) {
+            let e = e.to_string();
             super::home::alert(session_dir, real, "git-config-diversion", &e);
             notes.push(e);
         }
@@ -275,26 +307,35 @@ pub(crate) fn finish(session_dir: &Path) -> Vec<String> {
     notes
 }
 
-fn finish_one(session_dir: &Path, base: &Path, copy: &Path, real: &Path) -> Result<(), String> {
+fn finish_one(
+    session_dir: &Path,
+    base: &Path,
+    copy: &Path,
+    real: &Path,
+) -> Result<(), GitCopyError> {
+    let not_merged = |what: String| GitCopyError::NotMerged {
+        config: real.to_path_buf(),
+        what,
+    };
     let refuse = |detail: String| {
-        let detail = format!("{}: {detail}; your config is unchanged", real.display());
-        super::home::alert(session_dir, real, "git-config-refused", &detail);
-        detail
+        let detail = format!("{detail}; your config is unchanged");
+        let e = not_merged(detail);
+        super::home::alert(session_dir, real, "git-config-refused", &e.to_string());
+        e
     };
     let parse = |p: &Path| -> Result<Vec<Key>, String> {
         let (bytes, _) = super::home::read_regular(p).map_err(|e| e.to_string())?;
         gitconfig::parse(&bytes).map_err(|e| e.to_string())
     };
-    let base = parse(base).map_err(|e| format!("{}: no launch-time copy: {e}", real.display()))?;
+    let base = parse(base).map_err(|e| not_merged(format!("no launch-time copy: {e}")))?;
     let jail = match parse(copy) {
         Ok(k) => k,
         Err(e) => return Err(refuse(format!("the jail's copy was not merged back: {e}"))),
     };
     let human = parse(real).map_err(|e| {
-        format!(
-            "{}: the jail's changes were not merged: your config: {e}",
-            real.display()
-        )
+        not_merged(format!(
+            "the jail's changes were not merged: your config: {e}"
+        ))
     })?;
     let m = merge::merge(&base, &jail, &human);
     if !m.kept.is_empty() {
@@ -334,10 +375,9 @@ fn finish_one(session_dir: &Path, base: &Path, copy: &Path, real: &Path) -> Resu
     if problems.is_empty() {
         Ok(())
     } else {
-        Err(format!(
-            "{}: not carried out from the jail: {}",
-            real.display(),
+        Err(not_merged(format!(
+            "not carried out from the jail: {}",
             problems.join("; ")
-        ))
+        )))
     }
 }

@@ -102,7 +102,8 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         let mut plan = plan(&input)?;
         refuse_masked_command(&plan, cmd, &resolved)?;
         if runtime.is_some() {
-            super::gitcopy::refuse_unpinnable(&plan.repos).map_err(Error::Jail)?;
+            super::gitcopy::refuse_unpinnable(&plan.repos)
+                .map_err(|e| Error::Jail(e.to_string()))?;
             super::hardlinks::apply(&mut plan, &input.runtime_dir, &session.id);
         }
         plan

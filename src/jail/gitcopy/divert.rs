@@ -191,12 +191,15 @@ fn register(dir: &Path, session: &SessionId) -> std::io::Result<()> {
 /// Unregister `session`; the last session puts the human's file back at `config` and removes the
 /// directory. `Err` says what the human must know (the diversion was replaced from outside: the
 /// diverted file is kept aside, never deleted).
-pub(crate) fn release(config: &Path, session: &str) -> Result<(), String> {
+pub(crate) fn release(config: &Path, session: &str) -> Result<(), super::GitCopyError> {
     let dir = dir(config);
     if !is_real_dir(&dir) {
         return Ok(());
     }
-    let show = |e: std::io::Error| format!("{}: {e}", dir.display());
+    let show = |source: std::io::Error| super::GitCopyError::Io {
+        path: dir.clone(),
+        source,
+    };
     let registry = registry_lock(&dir).map_err(show)?;
     let _ = std::fs::remove_file(dir.join("sessions").join(session));
     if !live_sessions(&dir.join("sessions")).is_empty() {
@@ -216,11 +219,9 @@ pub(crate) fn release(config: &Path, session: &str) -> Result<(), String> {
     std::fs::remove_dir_all(&dir).map_err(show)?;
     match kept_aside {
         None => Ok(()),
-        Some(aside) => Err(format!(
-            "{} was replaced during the session by something other than git; your config as it \
-             was is kept in {}",
-            config.display(),
-            aside.display()
-        )),
+        Some(aside) => Err(super::GitCopyError::ReplacedOutside {
+            config: config.to_path_buf(),
+            aside,
+        }),
     }
 }

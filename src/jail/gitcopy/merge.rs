@@ -156,7 +156,8 @@ pub(crate) fn apply(
     real: &std::path::Path,
     name: &str,
     vals: &[Option<Vec<u8>>],
-) -> Result<(), String> {
+) -> Result<(), super::GitCopyError> {
+    use super::GitCopyError;
     use std::os::unix::ffi::OsStrExt;
     let git = |args: &[&std::ffi::OsStr]| {
         std::process::Command::new("git")
@@ -167,13 +168,15 @@ pub(crate) fn apply(
             .env_remove("GIT_CONFIG_PARAMETERS")
             .stdin(std::process::Stdio::null())
             .output()
-            .map_err(|e| format!("running git: {e}"))
+            .map_err(GitCopyError::Git)
     };
     // `--`: a section named `-x` or a value starting with `-` is never read as an option.
     let unset = git(&["--unset-all".as_ref(), "--".as_ref(), name.as_ref()])?;
     // 5: the key was not there.
     if !unset.status.success() && unset.status.code() != Some(5) {
-        return Err(String::from_utf8_lossy(&unset.stderr).trim().to_string());
+        return Err(GitCopyError::GitRefused(
+            String::from_utf8_lossy(&unset.stderr).trim().to_string(),
+        ));
     }
     for v in vals {
         let v = v.as_deref().unwrap_or(b"true");
@@ -184,7 +187,9 @@ pub(crate) fn apply(
             std::ffi::OsStr::from_bytes(v),
         ])?;
         if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+            return Err(GitCopyError::GitRefused(
+                String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            ));
         }
     }
     Ok(())

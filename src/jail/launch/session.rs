@@ -327,7 +327,7 @@ pub(super) fn execute(
                 );
                 jail.abort();
                 gitcopy::withdraw(&session_dir, &mut plan.policy.git_copies)
-                    .map_err(Error::Jail)?;
+                    .map_err(|e| Error::Jail(e.to_string()))?;
                 sealing = Sealing::InBwrap;
             }
             Gate::SetupFailed(jail) => {
