@@ -31,7 +31,7 @@ pub(crate) struct Runtime {
     /// Its API and sign-in hosts (in the network allow list's defaults: `net`).
     pub hosts: &'static [&'static str],
     /// Directories of a project it writes at every start although they hold what it runs (a
-    /// sealed entry point): when it is launched or installed, a view for the session (yours in it
+    /// sealed entry point): when it is the command launched, a view for the session (yours in it
     /// read-only, what it writes there the session's own).
     pub project_views: &'static [&'static str],
     /// The same for directories under `$HOME` (relative to it).

@@ -2,7 +2,10 @@
 //! bwrap, alternating: the cache layers (overlays over the human's `~/.cache`, `~/.npm`,
 //! `~/.cargo/registry`, `~/.local/share/pnpm`), the network allowlist (the proxy), the jail's own
 //! copy of each repository's `.git/config` (five repositories, each diverted for the session), and
-//! agent state directories (`~/.claude`, `~/.codex`).
+//! agent state directories (`~/.claude`, `~/.codex`). The runtime directory is beside the scene (on
+//! the bench's disk) in the first rows; a last row puts it on a tmpfs, as it is in use (`/run` for
+//! root, `$XDG_RUNTIME_DIR` for a user), where the jail's own state directories and the session's
+//! `$HOME` cost no disk.
 
 use super::{
     bare_probe, difference_row, fixture, launch_of, ms, pct, split_run, Command, Table, PROBE,
@@ -44,13 +47,31 @@ pub(crate) fn launch_every_feature() {
         );
         c
     };
-    let (mut b, mut p, mut f) = (Vec::new(), Vec::new(), Vec::new());
+    // A runtime directory on tmpfs (0700, the launcher checks its owner and mode).
+    let shm = tempfile::Builder::new()
+        .prefix("cs-bench-rt-")
+        .tempdir_in("/dev/shm")
+        .ok();
+    let tmpfs_run = || {
+        let mut c = full_run();
+        if let Some(d) = &shm {
+            c.env("CLAUDE_SANDBOX_RUNTIME_DIR", d.path().join("rt"));
+        }
+        c
+    };
+    let (mut b, mut p, mut f, mut t) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for round in 0..23 {
-        let runs = (split(bare()), split(plain_run()), split(full_run()));
+        let runs = (
+            split(bare()),
+            split(plain_run()),
+            split(full_run()),
+            split(tmpfs_run()),
+        );
         if round >= 3 {
             b.push(runs.0);
             p.push(runs.1);
             f.push(runs.2);
+            t.push(runs.3);
         }
     }
     let half = |v: &[(f64, f64)], second: bool| -> Vec<f64> {
@@ -71,7 +92,15 @@ pub(crate) fn launch_every_feature() {
             "every feature on (layers, allowlist, git copies, agent state)",
             &f,
         ),
+        (
+            "same, runtime directory on tmpfs (as /run is)",
+            &t,
+        ),
     ] {
+        if std::ptr::eq(v, &t) && shm.is_none() {
+            println!("  {label}: skipped (no /dev/shm here)");
+            continue;
+        }
         difference_row(
             &format!("  {label}: until the command starts, + vs bare"),
             &half(&b, false),

@@ -10,6 +10,8 @@ A, B = sys.argv[1], sys.argv[2]
 n = int(sys.argv[3]) if len(sys.argv) > 3 else 3
 dirs = sys.argv[4:] or ["target", "build-out", "node_modules/.pkg"]
 root = tempfile.mkdtemp(prefix="cs-abc-", dir="/var/tmp")
+import atexit, shutil
+atexit.register(shutil.rmtree, root, True)  # also when a run fails
 ws, home = f"{root}/ws", f"{root}/home"
 os.makedirs(f"{home}/.local/bin"); os.makedirs(ws)
 subprocess.run(["git", "init", "-q", ws], check=True)

@@ -9,6 +9,8 @@ import os, subprocess, sys, tempfile, time, statistics
 A, B = sys.argv[1], sys.argv[2]
 n = int(sys.argv[3]) if len(sys.argv) > 3 else 40
 root = tempfile.mkdtemp(prefix="cs-abf-", dir="/var/tmp")
+import atexit, shutil
+atexit.register(shutil.rmtree, root, True)  # also when a run fails
 ws, home = f"{root}/ws", f"{root}/home"
 os.makedirs(f"{home}/.local/bin"); os.makedirs(ws)
 for d in [".cache/pip", ".npm/_cacache", ".cargo/registry/index", ".local/share/pnpm/store",

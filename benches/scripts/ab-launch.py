@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """A/B launch time of two claude-sandbox binaries, alternating, on the bench's fixture (5 repos,
 10 PATH dirs of 200 executables in the workspace, a home with ~/.local/bin; AB_CACHE=1 adds a
-~/.cache; AB_STATE=1 a lived-in ~/.claude and ~/.codex). Prints medians and the median of the pairs' differences.
+~/.cache; AB_STATE=1 a lived-in ~/.claude and ~/.codex; AB_RT=DIR the runtime directories there,
+e.g. on tmpfs as /run is). Prints medians and the median of the pairs' differences.
 usage: ab-launch.py BINARY_A BINARY_B [N]"""
 import os, subprocess, sys, tempfile, time, statistics
 A, B = sys.argv[1], sys.argv[2]
 n = int(sys.argv[3]) if len(sys.argv) > 3 else 40
 root = tempfile.mkdtemp(prefix="cs-ab-", dir="/var/tmp")
+import atexit, shutil
+atexit.register(shutil.rmtree, root, True)  # also when a run fails
 ws, home = f"{root}/ws", f"{root}/home"
 os.makedirs(f"{home}/.local/bin"); os.makedirs(ws)
 if os.environ.get("AB_CACHE"): os.makedirs(f"{home}/.cache/tool"); open(f"{home}/.cache/tool/x", "w").write("x")
@@ -34,7 +37,7 @@ for i in range(10):
 path.append("/usr/local/bin:/usr/bin:/bin")
 subprocess.run(["sync"])
 def env(tag):
-    return {"HOME": home, "PATH": ":".join(path), "CLAUDE_SANDBOX_RUNTIME_DIR": f"{root}/rt-{tag}",
+    return {"HOME": home, "PATH": ":".join(path), "CLAUDE_SANDBOX_RUNTIME_DIR": f"{os.environ.get('AB_RT', root)}/rt-{tag}",
             "CLAUDE_SANDBOX_LAYERS_DIR": f"{root}/layers-{tag}"}
 def run(b, tag):
     t = time.perf_counter()

@@ -209,10 +209,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
     // What an agent writes and runs later itself: a private tmpfs per session (`runtimes`).
     let (state_private, mut state_views) =
         state_private(&home, &holes, &mut placeholders, &mut warnings);
-    for rel in present_runtimes(input, &home)
-        .iter()
-        .flat_map(|r| r.home_views)
-    {
+    for rel in present_runtimes(input).iter().flat_map(|r| r.home_views) {
         let p = home.join(rel);
         if !p.exists() && !is_symlink(&p) {
             placeholders.extend(missing_dirs(&p, &home).into_iter().map(|path| Placeholder {
@@ -399,7 +396,7 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
     plan.unread = readers::unread(&mut findings, &ws, &search);
     let (mut sealed, mut stubs, closed) = seal(findings, &writable_roots, &mut warnings);
     // What the launched runtime writes in the project at every start: a view for the session.
-    for view in project_views(input, &ws, &home) {
+    for view in project_views(input, &ws) {
         if sealed.iter().any(|s| s.path == view) {
             sealed.retain(|s| s.path != view);
             plan.policy

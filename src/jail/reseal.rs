@@ -42,11 +42,12 @@ pub(crate) struct Resealer {
 }
 
 impl Drop for Resealer {
+    /// The thread sees the pipe's end and returns; not joined: closing its inotify instance waits
+    /// for the kernel (an SRCU grace period, 10-20 ms at times), which then overlaps the end of the
+    /// session instead of adding to it.
     fn drop(&mut self) {
-        drop(self.stop.take()); // the thread sees the pipe's end
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        drop(self.stop.take());
+        drop(self.thread.take());
     }
 }
 

@@ -37,8 +37,17 @@ struct SessionHome {
     armed: bool,
 }
 
+/// The jail's own agent state directories (`statedir`), in the session directory `dir`.
+fn make_state_dirs(plan: &Plan, dir: &Path) -> Result<()> {
+    let states = crate::jail::statedir::of_policy(&plan.policy);
+    crate::jail::statedir::prepare(dir, &plan.policy.home, &states)
+        .map_err(|e| Error::io("making the jail's own agent state directories", e))
+}
+
 impl SessionHome {
-    fn prepare(plan: &Plan, launch: &Launch) -> Result<SessionHome> {
+    /// `states_now`: also make the jail's own state directories (when bwrap mounts `$HOME`; the
+    /// sealer's thread makes them otherwise, beside the placeholders).
+    fn prepare(plan: &Plan, launch: &Launch, states_now: bool) -> Result<SessionHome> {
         let session = launch.session;
         let dir = home::session_dir(launch.runtime, &session.id);
         let record = serde_json::json!({
@@ -52,9 +61,9 @@ impl SessionHome {
             workspace: plan.policy.workspace.clone(),
             armed: true,
         };
-        let states = crate::jail::statedir::of_policy(&plan.policy);
-        crate::jail::statedir::prepare(&made.dir, &plan.policy.home, &states)
-            .map_err(|e| Error::io("making the jail's own agent state directories", e))?;
+        if states_now {
+            make_state_dirs(plan, &made.dir)?;
+        }
         Ok(made)
     }
 
@@ -165,6 +174,7 @@ impl BeforeGate<'_> {
         std::thread::scope(|scope| {
             let copying = to_copy.map(|mut copies| {
                 scope.spawn(move || {
+                    let states = make_state_dirs(plan, session_dir);
                     let n = seal::premake_mount_points(&plan.policy);
                     tracing::debug!(n, "mount points made in the session's $HOME");
                     let t_git = std::time::Instant::now();
@@ -175,7 +185,7 @@ impl BeforeGate<'_> {
                         n = copies.len(),
                         "git configs copied and diverted"
                     );
-                    (copies, warnings)
+                    (copies, warnings, states)
                 })
             });
             let sealing = scope.spawn(|| -> (Result<Held>, Option<Vec<_>>) {
@@ -192,8 +202,9 @@ impl BeforeGate<'_> {
                         None,
                     );
                 };
-                let (copied, warnings) = copied.map_or((None, Vec::new()), |(c, w)| (Some(c), w));
-                if let Err(e) = made {
+                let (copied, warnings, states) =
+                    copied.map_or((None, Vec::new(), Ok(())), |(c, w, s)| (Some(c), w, s));
+                if let Err(e) = made.and(states) {
                     return (Err(e), copied);
                 }
                 // Shown only now: a launch stopped above says one line, its error.
@@ -249,7 +260,10 @@ pub(super) fn execute(
     let exists = |p: &Path| std::fs::symlink_metadata(p).is_ok();
     let (runtime, session) = (launch.runtime, launch.session);
     let mut sealing = launch.knobs.sealing;
-    let session_home = SessionHome::prepare(&plan, launch)?;
+    // With the launcher sealing, the jail's own state directories are made beside the placeholders
+    // while bwrap starts (`BeforeGate::seal_and_watch`); bwrap needs them before it starts.
+    let states_now = sealing == Sealing::InBwrap || pending.is_none();
+    let session_home = SessionHome::prepare(&plan, launch, states_now)?;
     let session_dir = session_home.dir.clone();
     // Allowlist mode: the proxy's socket is bound now (bwrap binds its directory into the jail) and
     // served once bwrap has started (the sealer is forked while the launcher has one thread).

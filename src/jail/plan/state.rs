@@ -4,25 +4,15 @@
 
 use super::*;
 
-/// The runtimes the session may run: the one launched, and every one installed (launcher's PATH and
-/// the conventional user bin directories), since an agent is often started by a script or a shell.
-pub(super) fn present_runtimes(
-    input: &PlanInput,
-    home: &Path,
-) -> Vec<&'static crate::runtimes::Runtime> {
-    let launched = input
+/// The runtime launched, if the command is one (the views it needs cost mounts and placeholders:
+/// made for it only).
+pub(super) fn present_runtimes(input: &PlanInput) -> Vec<&'static crate::runtimes::Runtime> {
+    input
         .command
         .first()
         .and_then(|c| Path::new(c).file_name())
-        .and_then(|a| crate::runtimes::by_command(&a.to_string_lossy()));
-    let dirs = readers::search_dirs(&input.path_env, home);
-    crate::runtimes::ALL
-        .iter()
-        .copied()
-        .filter(|r| {
-            launched.is_some_and(|l| std::ptr::eq(l, *r))
-                || r.commands.iter().any(|c| readers::installed(c, &dirs))
-        })
+        .and_then(|a| crate::runtimes::by_command(&a.to_string_lossy()))
+        .into_iter()
         .collect()
 }
 
@@ -49,8 +39,8 @@ pub(super) fn link_holes(plan: &Plan, home: &Path, writable_roots: &[PathBuf]) -
 }
 
 /// The project directories the session's runtimes write at every start (`Runtime::project_views`).
-pub(super) fn project_views(input: &PlanInput, ws: &Path, home: &Path) -> Vec<PathBuf> {
-    present_runtimes(input, home)
+pub(super) fn project_views(input: &PlanInput, ws: &Path) -> Vec<PathBuf> {
+    present_runtimes(input)
         .iter()
         .flat_map(|r| r.project_views.iter().map(|n| ws.join(n)))
         .collect()

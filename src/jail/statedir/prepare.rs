@@ -21,6 +21,9 @@ pub(crate) fn prepare(
     home: &Path,
     states: &[(&'static StateDir, &[StateBind])],
 ) -> std::io::Result<()> {
+    if states.is_empty() {
+        return Ok(()); // no record: `finish` has nothing to do
+    }
     let session = crate::runtime::SessionDir::at(session_dir.to_path_buf());
     let session_home = session.home();
     let t0 = std::time::Instant::now();
