@@ -329,19 +329,31 @@ fn gemini_keeps_its_state_and_your_settings_across_two_sessions() {
 fn opencode_starts_and_keeps_its_state() {
     require("opencode");
     let f = Fixture::new();
-    // You have used it before: its state directories exist (made for it when it is the command).
-    std::fs::create_dir_all(f.home.join(".local/share/opencode")).unwrap();
-    std::fs::create_dir_all(f.home.join(".local/state/opencode")).unwrap();
     // Without one, the placeholder directory stops it at its first request (docs/runtimes.md).
     for name in ["opencode.json", "opencode.jsonc"] {
         std::fs::write(f.ws.join(name), "{}\n").unwrap();
     }
-    // No provider reachable: it starts a session, waits for the model, and is stopped.
-    let script = "timeout -s INT -k 5 8 opencode run hello </dev/null 2>&1; true";
-    let out = with_agents(&f, &["run", "--", "bash", "-c", script]);
+    // Launched as the command (its views and state directories are made for it). No provider is
+    // reachable: it starts a session and waits for the model until it is interrupted; the
+    // launcher forwards the interrupt and ends the session as usual.
+    let path = format!(
+        "{}:/usr/local/bin:/usr/bin:/bin",
+        f.home.join(".local/bin").display()
+    );
+    let out = std::process::Command::new("timeout")
+        .args(["-s", "INT", "-k", "10", "8"])
+        .arg(bin())
+        .args(["run", "--", "opencode", "run", "hello"])
+        .current_dir(&f.ws)
+        .env_clear()
+        .envs(f.env())
+        .env("PATH", path)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
     let text = format!("{}{}", stdout(&out), stderr(&out));
-    assert!(out.status.success(), "{text}");
     assert!(!text.contains("Unexpected error"), "{text}");
+    assert!(text.contains("> build"), "it did not start: {text}");
     assert!(
         f.home.join(".local/share/opencode/opencode.db").is_file(),
         "no database kept: {text}"
