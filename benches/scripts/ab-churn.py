@@ -5,29 +5,19 @@ workspace (DIR tagged with CACHEDIR.TAG for `target`). The guard's CPU is the la
 utime + stime (read from /proc while it is an unreaped zombie) less that of an empty launch; the
 work's CPU is bare bwrap's (without a PID namespace, so that it reaches us).
 usage: ab-churn.py BINARY_A BINARY_B [N] [DIR...]   (default DIRs: target build-out node_modules/.pkg)"""
-import os, resource, subprocess, sys, tempfile, statistics, time
+import os, resource, subprocess, sys, statistics, time
+import abscene
 A, B = sys.argv[1], sys.argv[2]
 n = int(sys.argv[3]) if len(sys.argv) > 3 else 3
 dirs = sys.argv[4:] or ["target", "build-out", "node_modules/.pkg"]
-root = tempfile.mkdtemp(prefix="cs-abc-", dir="/var/tmp")
-import atexit, shutil
-atexit.register(shutil.rmtree, root, True)  # also when a run fails
-ws, home = f"{root}/ws", f"{root}/home"
-os.makedirs(f"{home}/.local/bin"); os.makedirs(ws)
-subprocess.run(["git", "init", "-q", ws], check=True)
-path = []
-for i in range(2):
-    d = f"{ws}/tools{i}/bin"; os.makedirs(d); path.append(d)
-    for j in range(50):
-        p = f"{d}/t{i}-{j}"; open(p, "w").write("#!/bin/sh\nexit 0\n"); os.chmod(p, 0o755)
-path.append("/usr/local/bin:/usr/bin:/bin")
+root, ws, home, path = abscene.scene("cs-abc-", repos=1, dirs=2, exes=50)
 subprocess.run(["sync"])
 def script(d):
     tag = f"printf 'Signature: 8a477f597d28d172789f06886806bc55\\n' > {d}/CACHEDIR.TAG; " if d == "target" else ""
     return (f"mkdir -p {d}; {tag}for d in $(seq 200); do mkdir {d}/d$d; "
             f"for f in $(seq 100); do echo a > {d}/d$d/f$f; echo b >> {d}/d$d/f$f; done; done; rm -rf {d}")
 def guarded(b, tag, s):
-    env = {"HOME": home, "PATH": ":".join(path), "CLAUDE_SANDBOX_RUNTIME_DIR": f"{root}/rt-{tag}"}
+    env = {"HOME": home, "PATH": path, "CLAUDE_SANDBOX_RUNTIME_DIR": f"{root}/rt-{tag}"}
     p = subprocess.Popen([b, "run", "--", "bash", "-c", s], cwd=ws, env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)

@@ -5,33 +5,21 @@ allowlist with its proxy, the jail's git-config copies, ~/.claude and ~/.codex),
 bare bwrap alternating. Each runs `sh -c 'date +%s%N'`: the time until the command starts is
 split from the rest. Prints medians and the median of the pairs' differences (B - A).
 usage: ab-features.py BINARY_A BINARY_B [N]     (AB_VV=1: print one `-vv` launch of each)"""
-import os, subprocess, sys, tempfile, time, statistics
+import os, subprocess, sys, time, statistics
+import abscene
 A, B = sys.argv[1], sys.argv[2]
 n = int(sys.argv[3]) if len(sys.argv) > 3 else 40
-root = tempfile.mkdtemp(prefix="cs-abf-", dir="/var/tmp")
-import atexit, shutil
-atexit.register(shutil.rmtree, root, True)  # also when a run fails
-ws, home = f"{root}/ws", f"{root}/home"
-os.makedirs(f"{home}/.local/bin"); os.makedirs(ws)
+root, ws, home, path = abscene.scene("cs-abf-")
 for d in [".cache/pip", ".npm/_cacache", ".cargo/registry/index", ".local/share/pnpm/store",
           ".claude/projects", ".codex/sessions", ".config/claude-sandbox"]:
     os.makedirs(f"{home}/{d}")
 open(f"{home}/.claude/settings.json", "w").write("{}\n")
 open(f"{home}/.config/claude-sandbox/config.toml", "w").write(
     '[network]\nmode = "allowlist"\nallow = ["registry.npmjs.org"]\n')
-subprocess.run(["git", "init", "-q", ws], check=True)
-for r in range(1, 5):
-    os.makedirs(f"{ws}/repo{r}"); subprocess.run(["git", "init", "-q", f"{ws}/repo{r}"], check=True)
-path = []
-for i in range(10):
-    d = f"{ws}/tools{i}/bin"; os.makedirs(d); path.append(d)
-    for j in range(200):
-        p = f"{d}/t{i}-{j}"; open(p, "w").write("#!/bin/sh\nexit 0\n"); os.chmod(p, 0o755)
-path.append("/usr/local/bin:/usr/bin:/bin")
 subprocess.run(["sync"])
 PROBE = ["sh", "-c", "date +%s%N"]
 def env(tag):
-    return {"HOME": home, "PATH": ":".join(path), "CLAUDE_SANDBOX_RUNTIME_DIR": f"{root}/rt-{tag}",
+    return {"HOME": home, "PATH": path, "CLAUDE_SANDBOX_RUNTIME_DIR": f"{root}/rt-{tag}",
             "CLAUDE_SANDBOX_LAYERS_DIR": f"{root}/layers-{tag}"}
 def timed(cmd, **kw):
     t0 = time.time_ns()

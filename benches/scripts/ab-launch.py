@@ -4,14 +4,11 @@
 ~/.cache; AB_STATE=1 a lived-in ~/.claude and ~/.codex; AB_RT=DIR the runtime directories there,
 e.g. on tmpfs as /run is). Prints medians and the median of the pairs' differences.
 usage: ab-launch.py BINARY_A BINARY_B [N]"""
-import os, subprocess, sys, tempfile, time, statistics
+import os, subprocess, sys, time, statistics
+import abscene
 A, B = sys.argv[1], sys.argv[2]
 n = int(sys.argv[3]) if len(sys.argv) > 3 else 40
-root = tempfile.mkdtemp(prefix="cs-ab-", dir="/var/tmp")
-import atexit, shutil
-atexit.register(shutil.rmtree, root, True)  # also when a run fails
-ws, home = f"{root}/ws", f"{root}/home"
-os.makedirs(f"{home}/.local/bin"); os.makedirs(ws)
+root, ws, home, path = abscene.scene("cs-ab-")
 if os.environ.get("AB_CACHE"): os.makedirs(f"{home}/.cache/tool"); open(f"{home}/.cache/tool/x", "w").write("x")
 if os.environ.get("AB_STATE"):
     c = f"{home}/.claude"
@@ -26,18 +23,9 @@ if os.environ.get("AB_STATE"):
     for f, size in [("config.toml", 200), ("auth.json", 500), ("history.jsonl", 1 << 20),
                     ("state_5.sqlite", 4 << 20), ("logs_2.sqlite", 16 << 20), ("AGENTS.md", 100)]:
         open(f"{x}/{f}", "w").write("x" * size)
-subprocess.run(["git", "init", "-q", ws], check=True)
-for r in range(1, 5):
-    os.makedirs(f"{ws}/repo{r}"); subprocess.run(["git", "init", "-q", f"{ws}/repo{r}"], check=True)
-path = []
-for i in range(10):
-    d = f"{ws}/tools{i}/bin"; os.makedirs(d); path.append(d)
-    for j in range(200):
-        p = f"{d}/t{i}-{j}"; open(p, "w").write("#!/bin/sh\nexit 0\n"); os.chmod(p, 0o755)
-path.append("/usr/local/bin:/usr/bin:/bin")
 subprocess.run(["sync"])
 def env(tag):
-    return {"HOME": home, "PATH": ":".join(path), "CLAUDE_SANDBOX_RUNTIME_DIR": f"{os.environ.get('AB_RT', root)}/rt-{tag}",
+    return {"HOME": home, "PATH": path, "CLAUDE_SANDBOX_RUNTIME_DIR": f"{os.environ.get('AB_RT', root)}/rt-{tag}",
             "CLAUDE_SANDBOX_LAYERS_DIR": f"{root}/layers-{tag}"}
 def run(b, tag):
     t = time.perf_counter()
