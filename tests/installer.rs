@@ -256,12 +256,15 @@ fn a_wrapper_finds_its_agent_when_it_runs_and_runs_it_in_the_jail() {
 fn a_nested_run_inside_the_jail_runs_the_command_directly() {
     let f = Fixture::new();
     // The outer launcher is a copy (the jail masks the binary that launched it); the inner `run` is
-    // the binary under test, reachable in the jail.
+    // another copy in the fixture, reachable in the jail wherever the build is (a checkout under
+    // /tmp is not: the jail's /tmp is its own).
     let outer = f.root.join("outer-claude-sandbox");
     std::fs::copy(bin(), &outer).unwrap();
+    let inner = f.root.join("inner-claude-sandbox");
+    std::fs::copy(bin(), &inner).unwrap();
     let script = format!(
         "{} run -- sh -c 'echo nested sandbox=$CLAUDE_SANDBOX'; echo status=$?",
-        bin().display()
+        inner.display()
     );
     let out = Command::new(&outer)
         .args(["run", "--", "sh", "-c", &script])
