@@ -53,8 +53,9 @@ const CARGO: &[&str] = &["cargo", "rustup", "rustc"];
 /// npm reads a `.npmrc` in the directory it runs in even without a `package.json`.
 const NODE_PMS: &[&str] = &["npm", "npx", "pnpm", "yarn", "bun", "corepack"];
 
-/// Always placeholdered when missing.
-const fn dir(name: &'static str, runs: &'static str) -> Catalogued {
+/// Always placeholdered when missing (also the agents' project names, `runtimes`: the agent that
+/// reads one may run as an editor's extension, not from PATH).
+pub(crate) const fn dir(name: &'static str, runs: &'static str) -> Catalogued {
     Catalogued {
         name,
         stub: Stub::Dir,

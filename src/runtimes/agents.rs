@@ -1,22 +1,10 @@
 //! Each runtime's definition (`super::Runtime`): what was measured, and why each name is where it is.
 
 use super::*;
-use crate::entrypoints::{Catalogued, Stub};
+use crate::entrypoints::{dir, Stub};
 
 const fn ep(rel: &'static str, stub: Stub, runs: &'static str) -> StateEntry {
     StateEntry { rel, stub, runs }
-}
-
-/// Always placeholdered when missing (`Catalogued::read_by` empty): the agent that reads it may
-/// run as an editor's extension, not from PATH.
-const fn project(name: &'static str, runs: &'static str) -> Catalogued {
-    Catalogued {
-        name,
-        stub: Stub::Dir,
-        runs,
-        read_by: &[],
-        jail_env: None,
-    }
 }
 
 /// An empty file where a missing instruction or environment file is expected: read as "nothing".
@@ -141,11 +129,11 @@ pub(crate) const CLAUDE: Runtime = Runtime {
         ],
     }],
     project: &[
-        project(
+        dir(
             ".claude",
             "Claude Code: settings hooks, statusLine, commands, agents, skills",
         ),
-        project(".mcp.json", "Claude Code: stdio MCP server commands"),
+        dir(".mcp.json", "Claude Code: stdio MCP server commands"),
     ],
     hook_file: Some(".claude/settings.json"),
     hosts: &[
@@ -234,7 +222,7 @@ pub(crate) const CODEX: Runtime = Runtime {
             ep(".codex/plugins", Stub::Dir, "Codex CLI: installed plugins"),
         ],
     }],
-    project: &[project(
+    project: &[dir(
         ".codex",
         "Codex CLI: project config.toml (mcp_servers, notify), hooks.json",
     )],
@@ -337,7 +325,7 @@ pub(crate) const GEMINI: Runtime = Runtime {
             ),
         ],
     }],
-    project: &[project(
+    project: &[dir(
         ".gemini",
         "Gemini CLI: settings.json hooks and mcpServers, commands, .env",
     )],
@@ -371,7 +359,7 @@ pub(crate) const CURSOR: Runtime = Runtime {
             ep(".cursor/rules", Stub::Dir, "Cursor: the user's rules"),
         ],
     }],
-    project: &[project(".cursor", "Cursor: hooks.json, mcp.json")],
+    project: &[dir(".cursor", "Cursor: hooks.json, mcp.json")],
     hook_file: Some(".cursor/hooks.json"),
     hosts: &["api2.cursor.sh", "api.cursor.com"],
     project_views: &[],
@@ -435,12 +423,12 @@ pub(crate) const OPENCODE: Runtime = Runtime {
         },
     ],
     project: &[
-        project(".opencode", "OpenCode: plugins loaded at startup"),
+        dir(".opencode", "OpenCode: plugins loaded at startup"),
         // While missing, a placeholder directory, which OpenCode 1.18.33 cannot read at its first
         // request ("EISDIR ... opencode.json"): a project with both files (`{}`) runs; a file
         // placeholder would show in `git status` and be taken by `git add -A` (docs/runtimes.md).
-        project("opencode.json", "OpenCode: plugins and MCP commands"),
-        project("opencode.jsonc", "OpenCode: plugins and MCP commands"),
+        dir("opencode.json", "OpenCode: plugins and MCP commands"),
+        dir("opencode.jsonc", "OpenCode: plugins and MCP commands"),
     ],
     hook_file: None,
     hosts: &["opencode.ai", "models.dev"],

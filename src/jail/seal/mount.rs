@@ -131,7 +131,7 @@ fn bind_from_host(
     writable: bool,
 ) -> Result<(), SealError> {
     use rustix::fs::{Mode, OFlags, ResolveFlags};
-    use rustix::mount::{MoveMountFlags, OpenTreeFlags};
+    use rustix::mount::OpenTreeFlags;
     let fail = |what: &'static str| {
         move |e: rustix::io::Errno| SealError::Mount {
             path: dst.to_path_buf(),
@@ -184,20 +184,13 @@ fn bind_from_host(
             .map_err(fail("making the mount point"))?;
         }
     }
-    rustix::mount::move_mount(
-        &tree,
-        "",
-        rustix::fs::CWD,
-        dst,
-        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
-    )
-    .map_err(fail("attaching the copy (move_mount)"))
+    attach(&tree, dst).map_err(fail("attaching the copy (move_mount)"))
 }
 
 /// `SealOp::LinkOver`: make the link in the jail's private `/tmp`, take it as a mount of its own
 /// (not following it), and attach that over `dst` (not following `dst` either).
 fn link_over(target: &Path, dst: &Path) -> Result<(), SealError> {
-    use rustix::mount::{MoveMountFlags, OpenTreeFlags};
+    use rustix::mount::OpenTreeFlags;
     let fail = |what: &'static str| {
         move |e: rustix::io::Errno| SealError::Mount {
             path: dst.to_path_buf(),
@@ -221,14 +214,7 @@ fn link_over(target: &Path, dst: &Path) -> Result<(), SealError> {
         what: "setting nosuid, nodev and read-only (mount_setattr)",
         err,
     })?;
-    rustix::mount::move_mount(
-        &tree,
-        "",
-        rustix::fs::CWD,
-        dst,
-        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
-    )
-    .map_err(fail("attaching the link (move_mount)"))?;
+    attach(&tree, dst).map_err(fail("attaching the link (move_mount)"))?;
     // Only now: a mount whose root was unlinked cannot be attached (ENOENT).
     let _ = std::fs::remove_file(link);
     Ok(())
@@ -316,4 +302,15 @@ fn set_attrs(
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Attach the detached mount `tree` (from `open_tree`) at `dst`.
+fn attach(tree: &OwnedFd, dst: &Path) -> rustix::io::Result<()> {
+    rustix::mount::move_mount(
+        tree,
+        "",
+        rustix::fs::CWD,
+        dst,
+        rustix::mount::MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
+    )
 }
