@@ -141,10 +141,8 @@ pub(crate) struct Report {
 pub(crate) fn protect(roots: &[PathBuf], budget: usize, cache: Option<&Path>) -> Report {
     let euid = rustix::process::geteuid().as_raw();
     let known = cache.map(scan::load).unwrap_or_default();
-    let found = scan(roots, budget, &known);
-    if let Some(file) =
-        cache.filter(|_| !found.truncated && scan::worth_saving(&known, &found.clean))
-    {
+    let found = scan(roots, budget, known);
+    if let Some(file) = cache.filter(|_| !found.truncated && scan::worth_saving(found.changes)) {
         if let Err(e) = scan::save(file, &found.clean) {
             tracing::info!("{}: {e}", file.display());
         }
