@@ -456,6 +456,13 @@ pub fn npm_tarball(root: &Path, says: &str) -> PathBuf {
         format!("#!/usr/bin/env node\nconsole.log('{says}')\n"),
     )
     .unwrap();
+    // Executable, as `npm pack` publishes a bin: pnpm 12 copies a bin it must chmod instead of
+    // linking it from its store.
+    std::fs::set_permissions(
+        pkg.join("bin.js"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
     let tgz = root.join("hello-cs-1.0.0.tgz");
     let made = Command::new("tar")
         .arg("czf")
