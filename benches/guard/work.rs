@@ -86,26 +86,6 @@ fn guarded(scene: &Path, ws: &Path, path: &str, script: &str, env: &[(&str, &str
 /// (wall ms, CPU s) of each run.
 type Runs = Vec<(f64, f64)>;
 
-/// Alternate bare and guarded runs `n` times each; returns ((wall, cpu) bare, (wall, cpu) guarded).
-fn pairs(
-    n: usize,
-    scene: &Path,
-    ws: &Path,
-    path: &str,
-    script: &str,
-    env: &[(&str, &str)],
-) -> (Runs, Runs) {
-    let (mut b, mut g) = (Vec::new(), Vec::new());
-    // One pair to warm the page cache and the tools' own caches, not counted.
-    measure(bare(ws, script, env));
-    measure_own(guarded(scene, ws, path, script, env));
-    for _ in 0..n {
-        b.push(measure(bare(ws, script, env)));
-        g.push(measure_own(guarded(scene, ws, path, script, env)));
-    }
-    (b, g)
-}
-
 /// Where a script run by `pairs` leaves the time its work took, measured inside (`timed_inside`).
 const INSIDE: &str = ".bench-inside-ns";
 
@@ -115,34 +95,41 @@ fn timed_inside(work: &str) -> String {
     format!("s=$(date +%s%N) && {work} && e=$(date +%s%N) && echo $((e - s)) > {INSIDE}")
 }
 
-/// `pairs` of a `timed_inside` script: also each run's time measured inside, in ms.
-fn pairs_inside(
+/// Each run's (wall ms, CPU s), and with `inside` the time a `timed_inside` script measured (ms).
+type Sample = (Runs, Vec<f64>);
+
+/// Alternate bare and guarded runs `n` times each, after one pair to warm the page cache and the
+/// tools' own caches (not counted); returns bare's sample, then guarded's.
+fn pairs(
     n: usize,
     scene: &Path,
     ws: &Path,
     path: &str,
     script: &str,
     env: &[(&str, &str)],
-) -> ((Runs, Vec<f64>), (Runs, Vec<f64>)) {
-    let inside = || -> f64 {
+    inside: bool,
+) -> (Sample, Sample) {
+    let timed = |to: &mut Vec<f64>| {
         let file = ws.join(INSIDE);
-        let ns: f64 = std::fs::read_to_string(&file)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        std::fs::remove_file(&file).unwrap();
-        ns / 1e6
+        if inside {
+            let ns: f64 = std::fs::read_to_string(&file)
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            to.push(ns / 1e6);
+        }
+        let _ = std::fs::remove_file(&file);
     };
-    let (mut b, mut g) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
+    let (mut b, mut g): (Sample, Sample) = Default::default();
     measure(bare(ws, script, env));
     measure_own(guarded(scene, ws, path, script, env));
-    let _ = std::fs::remove_file(ws.join(INSIDE));
+    timed(&mut Vec::new());
     for _ in 0..n {
         b.0.push(measure(bare(ws, script, env)));
-        b.1.push(inside());
+        timed(&mut b.1);
         g.0.push(measure_own(guarded(scene, ws, path, script, env)));
-        g.1.push(inside());
+        timed(&mut g.1);
     }
     (b, g)
 }
@@ -168,8 +155,7 @@ fn churn_script(dir: &str, tag: bool) -> String {
 
 pub(super) fn churn_rows() {
     let (d, ws, path) = fixture(1, 2, 50);
-    let (eb, eg) = pairs(5, d.path(), &ws, &path, "true", &[]);
-    drop(eb);
+    let (_, (eg, _)) = pairs(5, d.path(), &ws, &path, "true", &[], false);
     let empty = median(eg.iter().map(|r| r.1));
     for (label, dir, tag) in [
         ("churn 20k files, untagged dir", "build-out", false),
@@ -177,7 +163,7 @@ pub(super) fn churn_rows() {
         ("churn 20k files, tagged target/", "target", true),
     ] {
         let script = churn_script(dir, tag);
-        let (b, g) = pairs(3, d.path(), &ws, &path, &script, &[]);
+        let ((b, _), (g, _)) = pairs(3, d.path(), &ws, &path, &script, &[], false);
         let (bc, gc) = (median(b.iter().map(|r| r.1)), median(g.iter().map(|r| r.1)));
         let guard = gc - empty;
         Table::row(
@@ -246,7 +232,7 @@ pub(super) fn real_work_rows() {
             let script =
                 timed_inside("rm -rf node_modules && npm ci --prefer-offline --no-audit --no-fund");
             let env = [("PATH", full_path.as_str()), ("HOME", home)];
-            let (b, g) = pairs_inside(5, d.path(), &ws, &full_path, &script, &env);
+            let (b, g) = pairs(5, d.path(), &ws, &full_path, &script, &env, true);
             wall_rows(&format!("npm ci, {packages} packages"), &b, &g);
         }
     }
@@ -269,12 +255,12 @@ pub(super) fn real_work_rows() {
     let env = [("PATH", cpath.as_str()), ("HOME", home)];
     // 15 pairs, not 5: rustc's parallel codegen now and then takes ~2.05 s instead of ~1.37 s, bare
     // or guarded alike (a busy second core), and a median of 5 moved by 1 % with it.
-    let (b, g) = pairs_inside(15, d.path(), &ws, &cpath, &script, &env);
+    let (b, g) = pairs(15, d.path(), &ws, &cpath, &script, &env, true);
     wall_rows("cargo build, small crate (release)", &b, &g);
 }
 
 /// Two rows: the whole session's wall time (guarded, bare, ratio) and the work's alone.
-fn wall_rows(label: &str, b: &(Runs, Vec<f64>), g: &(Runs, Vec<f64>)) {
+fn wall_rows(label: &str, b: &Sample, g: &Sample) {
     let (bw, gw) = (
         median(b.0.iter().map(|r| r.0)),
         median(g.0.iter().map(|r| r.0)),
