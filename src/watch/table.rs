@@ -337,7 +337,13 @@ impl Table {
         let Some(ino) = ino else {
             return (Mode::Poll("no inotify".into()), None);
         };
-        match ino.watches().add(path, mask_for(role)) {
+        // Added to whatever this inode is already watched for: one directory can have two roles
+        // (a workspace directory on PATH is also part of the workspace tree), and a plain add would
+        // replace the first role's events with the second's.
+        match ino
+            .watches()
+            .add(path, mask_for(role) | WatchMask::MASK_ADD)
+        {
             Ok(wd) => (Mode::Inotify, Some(wd)),
             Err(e) => (Mode::Poll(watch_failure(&e)), None),
         }
@@ -492,5 +498,43 @@ mod tests {
         assert!(watch_failure(&mfile).contains("max_user_instances"));
         let other = std::io::Error::from_raw_os_error(libc::EACCES);
         assert!(watch_failure(&other).starts_with("inotify_add_watch failed"));
+    }
+
+    /// A workspace directory on PATH is watched twice, as a PATH directory and as part of the
+    /// workspace tree (`run` passes every directory its walk found). One inode has one watch per
+    /// instance: the second role must add to its events, not replace them, or the PATH directory
+    /// stops hearing of writes, mode changes and removals.
+    #[test]
+    fn a_directory_watched_in_two_roles_hears_every_event_either_needs() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().to_path_buf();
+        let mut table = Table::new(false);
+        let path_dir = table.add(
+            dir.clone(),
+            Role::PathDir {
+                pos: super::super::PathPos(0),
+            },
+            BTreeMap::new(),
+        );
+        table.add(dir.clone(), Role::Tree, BTreeMap::new());
+        let f = dir.join("tool");
+        std::fs::write(&f, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::remove_file(&f).unwrap();
+        let (events, _) = table.read_events();
+        let heard = |what: EventMask| {
+            events.iter().any(|(id, name, m)| {
+                *id == path_dir && name.as_deref() == Some("tool") && m.contains(what)
+            })
+        };
+        for what in [
+            EventMask::CREATE,
+            EventMask::CLOSE_WRITE,
+            EventMask::ATTRIB,
+            EventMask::DELETE,
+        ] {
+            assert!(heard(what), "{what:?} not heard: {events:?}");
+        }
     }
 }
