@@ -52,8 +52,9 @@ pub struct Case {
     /// Run the session in a real terminal (tmux) with an outer shell that reads what follows it.
     #[serde(default)]
     pub tty: bool,
-    /// PATH for everything the case runs instead of the scene's (`~/` is the scene's home): a
-    /// human whose current PATH lacks a directory their next login shell will have.
+    /// PATH for everything the case runs instead of the scene's (`~/` is the scene's home, `$WS/`
+    /// its workspace): a human whose current PATH lacks a directory their next login shell will
+    /// have, or has one of the workspace's.
     #[serde(default)]
     pub path: Option<String>,
     /// Seconds the payload may run before its whole process group is killed (default 60).
@@ -366,7 +367,8 @@ pub fn run_case(case: &Case, bin: &Path, unguarded: bool, keep: bool) -> Outcome
         Ok(mut s) => {
             if let Some(path) = &case.path {
                 let home = format!("{}/", s.root.join("home").display());
-                let path = path.replace("~/", &home);
+                let ws = format!("{}/", s.root.join("ws").display());
+                let path = path.replace("~/", &home).replace("$WS/", &ws);
                 s.env.retain(|(k, _)| k != "PATH");
                 s.env.push(("PATH".into(), path));
             }
