@@ -367,7 +367,7 @@ pub fn run_case(case: &Case, bin: &Path, unguarded: bool, keep: bool) -> Outcome
         Ok(mut s) => {
             if let Some(path) = &case.path {
                 let home = format!("{}/", s.root.join("home").display());
-                let ws = format!("{}/", s.root.join("ws").display());
+                let ws = format!("{}/", s.ws.display());
                 let path = path.replace("~/", &home).replace("$WS/", &ws);
                 s.env.retain(|(k, _)| k != "PATH");
                 s.env.push(("PATH".into(), path));
