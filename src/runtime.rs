@@ -174,9 +174,10 @@ impl SessionDir {
         self.0.join("git")
     }
 
-    /// The git configs as they were at launch, and whose each copy is: never in the jail.
+    /// `git-base.json`: the git configs as they were at launch, and whose each copy is: never in
+    /// the jail.
     pub(crate) fn git_base(&self) -> PathBuf {
-        self.0.join("git-base")
+        self.0.join("git-base.json")
     }
 
     /// `baseline.json`: the session's baseline.

@@ -371,3 +371,59 @@ fn a_planted_diversion_directory_is_a_leftover_not_a_trap() {
         .unwrap();
     assert_eq!(stdout(&out).trim(), "a@b");
 }
+
+/// A repository whose config cannot be diverted (here: registered to a live session, but not
+/// diverted any more) keeps its read-only seal, and the other repositories still get their own
+/// copies merged back: each copy is merged into its own config (a gap in the copies' numbers once
+/// made the ones after it read the wrong copy, and their changes were lost).
+#[test]
+fn a_config_that_cannot_be_diverted_leaves_the_other_repositories_merged() {
+    let f = Fixture::new();
+    let lib = f.ws.join("lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    f.git(&lib, &["init", "-q"]);
+    // `lib`'s copy comes before the workspace's: a live session (this test) in its registry.
+    let proc_stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let start: u64 = proc_stat[proc_stat.rfind(')').unwrap() + 2..]
+        .split_whitespace()
+        .nth(19)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let held = lib.join(".git/claude-sandbox");
+    std::fs::create_dir_all(&held).unwrap();
+    let record = format!(
+        "+{{\"id\":\"held\",\"pid\":{},\"start\":{start}}}\n",
+        std::process::id()
+    );
+    std::fs::write(held.join("lock"), record).unwrap();
+    let out = f
+        .cmd([
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "git config user.email ws@example.invalid && \
+             ! git -C lib config user.email lib@example.invalid 2>/dev/null",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("keeps its read-only seal"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(get(&f, "user.email"), "ws@example.invalid");
+    let lib_email = std::process::Command::new("git")
+        .args(["-C", "lib", "config", "--local", "--get", "user.email"])
+        .current_dir(&f.ws)
+        .envs(f.env())
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&lib_email).trim(), "");
+    assert!(
+        held.join("lock").exists(),
+        "another session's registry is left alone"
+    );
+}

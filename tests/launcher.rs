@@ -700,7 +700,7 @@ fn sealing_from_outside_matches_bwraps_own_sealing() {
     );
     assert!(
         a_full.contains(&format!(
-            "l {}/.gitconfig /tmp/.claude-sandbox-git/0/config",
+            "l {}/.gitconfig /tmp/.claude-sandbox-git/0.config",
             f.home.display()
         )),
         "{a_full}"

@@ -23,7 +23,7 @@
 //! config), the human's git follows it and renames inside `claude-sandbox/`, a directory sealed
 //! read-only in the jail (renames inside a bound directory detach nothing). The jail's pin on
 //! `.git/config` therefore holds for the whole session. The last session using the repository
-//! renames the file back (`release`); a registry of sessions in `claude-sandbox/sessions/` says
+//! renames the file back (`release`); a registry of sessions in `claude-sandbox/lock` says
 //! which one is last. An editor that saves `.git/config` itself by rename would still replace the
 //! symlink: that is the remaining, documented gap.
 
@@ -97,10 +97,14 @@ pub struct GitCopy {
 impl GitCopy {
     /// The copy as the jail sees it: what the mounted symlink points at.
     pub(crate) fn in_jail(&self) -> PathBuf {
-        Path::new(JAIL_DIR)
-            .join(self.index.to_string())
-            .join("config")
+        Path::new(JAIL_DIR).join(copy_name(self.index))
     }
+}
+
+/// The copy's name in the copies' directory: side by side in one directory (git's lock file for
+/// it is `<name>.lock`, beside it), so that a copy costs one inode.
+fn copy_name(index: usize) -> String {
+    format!("{index}.config")
 }
 
 /// The session's copies, bound writable at `JAIL_DIR` (`session_home`'s session directory).
@@ -108,12 +112,20 @@ pub(crate) fn copies_dir(session_home: &Path) -> PathBuf {
     SessionDir::at(session_home.parent().unwrap_or(session_home).to_path_buf()).git_copies()
 }
 
-/// The configs as they were at launch and which copy is whose: never in the jail.
-fn base_dir(session_dir: &Path) -> PathBuf {
+/// The configs as they were at launch and which copy is whose (`Base`, one file): never in the jail.
+fn base_file(session_dir: &Path) -> PathBuf {
     SessionDir::at(session_dir.to_path_buf()).git_base()
 }
 
-const MAP: &str = "map.json";
+/// One config as it was at launch: whose it is, its copy's number (`GitCopy::index`: a copy that
+/// failed leaves a gap), whether it is diverted, and its bytes (the merge's base).
+#[derive(Serialize, serde::Deserialize)]
+struct Base {
+    real: PathBuf,
+    index: usize,
+    divert: bool,
+    bytes: Vec<u8>,
+}
 
 /// The configs that get a copy: each repository's (common directory's) sealed `config`, and the
 /// global `~/.gitconfig` when it is bound read-only into the session's `$HOME` — each only when it
@@ -173,21 +185,29 @@ pub(crate) fn prepare(
     let dirs = std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
-        .create(base_dir(session_dir));
+        .create(copies_dir(session_home));
     if let Err(e) = dirs {
         warnings.push(format!("git configs keep their read-only seal: {e}"));
         copies.clear();
         return warnings;
     }
+    let mut bases = Vec::new();
     copies.retain(|c| {
-        match copy_one(session_dir, session_home, c).and_then(|()| {
+        match copy_one(session_home, c).and_then(|bytes| {
             if c.divert {
-                divert(&c.real, session)
-            } else {
-                Ok(())
+                divert(&c.real, session)?;
             }
+            Ok(bytes)
         }) {
-            Ok(()) => true,
+            Ok(bytes) => {
+                bases.push(Base {
+                    real: c.real.clone(),
+                    index: c.index,
+                    divert: c.divert,
+                    bytes,
+                });
+                true
+            }
             Err(e) => {
                 warnings.push(format!(
                     "{}: keeps its read-only seal: {e}",
@@ -197,13 +217,9 @@ pub(crate) fn prepare(
             }
         }
     });
-    let map: Vec<(&Path, bool)> = copies
-        .iter()
-        .map(|c| (c.real.as_path(), c.divert))
-        .collect();
-    let written = serde_json::to_vec(&map)
+    let written = serde_json::to_vec(&bases)
         .map_err(std::io::Error::other)
-        .and_then(|b| std::fs::write(base_dir(session_dir).join(MAP), b));
+        .and_then(|b| std::fs::write(base_file(session_dir), b));
     if let Err(e) = written {
         warnings.push(format!("git configs keep their read-only seal: {e}"));
         copies.clear();
@@ -211,22 +227,18 @@ pub(crate) fn prepare(
     warnings
 }
 
-fn copy_one(session_dir: &Path, session_home: &Path, c: &GitCopy) -> std::io::Result<()> {
+/// Make the jail's copy of one config; returns its bytes (the merge's base).
+fn copy_one(session_home: &Path, c: &GitCopy) -> std::io::Result<Vec<u8>> {
     let (bytes, mode) =
         super::home::read_regular(&human_file(&c.real)).map_err(std::io::Error::other)?;
-    std::fs::write(base_dir(session_dir).join(c.index.to_string()), &bytes)?;
-    let dir = copies_dir(session_home).join(c.index.to_string());
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)?;
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(mode & 0o777)
-        .open(dir.join("config"))?;
+        .open(copies_dir(session_home).join(copy_name(c.index)))?;
     std::io::Write::write_all(&mut f, &bytes)?;
-    f.set_permissions(std::fs::Permissions::from_mode(mode & 0o777))
+    f.set_permissions(std::fs::Permissions::from_mode(mode & 0o777))?;
+    Ok(bytes)
 }
 
 /// The sealer failed and bwrap will make the mounts: it cannot pin a symlink, so the diversions of
@@ -234,7 +246,7 @@ fn copy_one(session_dir: &Path, session_home: &Path, c: &GitCopy) -> std::io::Re
 /// diverted for another live session: its symlink could not be pinned in this jail.
 pub(crate) fn withdraw(session_dir: &Path, copies: &mut Vec<GitCopy>) -> Result<(), GitCopyError> {
     let name = session_name(session_dir);
-    let _ = std::fs::remove_file(base_dir(session_dir).join(MAP));
+    let _ = std::fs::remove_file(base_file(session_dir));
     let mut still = Vec::new();
     for c in copies.iter().filter(|c| !c.divert) {
         // The sealer's symlink in the session's `$HOME` (`~/.gitconfig`): bwrap binds the file there.
@@ -282,20 +294,19 @@ fn session_name(session_dir: &Path) -> String {
 
 /// Merge every copy back into the human's config; returns notes for the end of the session.
 pub(crate) fn finish(session_dir: &Path) -> Vec<String> {
-    let base = base_dir(session_dir);
-    let Ok(map) = std::fs::read(base.join(MAP)) else {
+    let Ok(map) = std::fs::read(base_file(session_dir)) else {
         return Vec::new();
     };
-    let reals: Vec<(PathBuf, bool)> = serde_json::from_slice(&map).unwrap_or_default();
+    let bases: Vec<Base> = serde_json::from_slice(&map).unwrap_or_default();
     let copies = SessionDir::at(session_dir.to_path_buf()).git_copies();
     let mut notes = Vec::new();
-    for (index, (real, diverted)) in reals.iter().enumerate() {
-        let copy = copies.join(index.to_string()).join("config");
+    for base in &bases {
+        let (real, copy) = (&base.real, copies.join(copy_name(base.index)));
         let file = human_file(real);
-        if let Err(e) = finish_one(session_dir, &base.join(index.to_string()), &copy, &file) {
+        if let Err(e) = finish_one(session_dir, &base.bytes, &copy, &file) {
             notes.push(e.to_string());
         }
-        if !diverted {
+        if !base.divert {
             continue;
         }
         if let Err(e) = release(real, &session_name(session_dir)) {
@@ -309,7 +320,7 @@ pub(crate) fn finish(session_dir: &Path) -> Vec<String> {
 
 fn finish_one(
     session_dir: &Path,
-    base: &Path,
+    base: &[u8],
     copy: &Path,
     real: &Path,
 ) -> Result<(), GitCopyError> {
@@ -323,14 +334,22 @@ fn finish_one(
         super::home::alert(session_dir, real, "git-config-refused", &e.to_string());
         e
     };
+    let jail = super::home::read_regular(copy).map(|(bytes, _)| bytes);
+    if jail.as_deref().is_ok_and(|j| j == base) {
+        return Ok(()); // the jail changed nothing: nothing to merge
+    }
+    let base =
+        gitconfig::parse(base).map_err(|e| not_merged(format!("no launch-time copy: {e}")))?;
+    let jail = match jail
+        .map_err(|e| e.to_string())
+        .and_then(|b| gitconfig::parse(&b).map_err(|e| e.to_string()))
+    {
+        Ok(k) => k,
+        Err(e) => return Err(refuse(format!("the jail's copy was not merged back: {e}"))),
+    };
     let parse = |p: &Path| -> Result<Vec<Key>, String> {
         let (bytes, _) = super::home::read_regular(p).map_err(|e| e.to_string())?;
         gitconfig::parse(&bytes).map_err(|e| e.to_string())
-    };
-    let base = parse(base).map_err(|e| not_merged(format!("no launch-time copy: {e}")))?;
-    let jail = match parse(copy) {
-        Ok(k) => k,
-        Err(e) => return Err(refuse(format!("the jail's copy was not merged back: {e}"))),
     };
     let human = parse(real).map_err(|e| {
         not_merged(format!(

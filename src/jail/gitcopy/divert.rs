@@ -6,6 +6,10 @@
 //! over the file, with git's own `config.lock` held so that a concurrent `git config` fails loudly
 //! instead of being lost; the last session renames the file back under the diverted file's lock;
 //! a diversion something outside replaced is never deleted (the file is kept aside, and said so).
+//! The sessions using a diversion are a log in its lock file (`+record` when one comes, `-id` when
+//! it goes), appended under the lock: no inode per session (making and freeing inodes is most of
+//! a launch's cost on some disks), and a launcher killed mid-write leaves a torn last line that
+//! names no live session.
 //! And against a directory planted in `.git/` by an earlier session: every file here is opened
 //! without following a symlink or blocking on a FIFO, and a `claude-sandbox/` found beside a
 //! config that is not diverted is a leftover, removed before use.
@@ -17,6 +21,7 @@ use std::time::{Duration, Instant};
 
 /// The directory beside the config that holds the human's config while sessions run.
 const DIVERTED: &str = "claude-sandbox";
+/// The diversion's lock, and its registry of sessions.
 const LOCK: &str = "lock";
 /// How long to wait for a `config.lock` the human's git holds (it holds one for microseconds).
 const LOCK_WAIT: Duration = Duration::from_millis(200);
@@ -55,19 +60,26 @@ fn other(msg: String) -> std::io::Error {
     std::io::Error::other(msg)
 }
 
-/// An exclusive `flock` on `dir/lock`: a regular file, never through a symlink, never a FIFO.
-fn registry_lock(dir: &Path) -> std::io::Result<std::fs::File> {
+/// `dir/lock` opened for reading and appending (made when `create`): a regular file, never
+/// through a symlink, never a FIFO.
+fn open_registry(dir: &Path, create: bool) -> std::io::Result<std::fs::File> {
     let path = dir.join(LOCK);
     let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
+        .create(create)
+        .read(true)
+        .append(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(&path)?;
     if !f.metadata()?.is_file() {
         return Err(other(format!("{} is not a regular file", path.display())));
     }
+    Ok(f)
+}
+
+/// An exclusive `flock` on `dir/lock`, the registry (see `open_registry`).
+fn registry_lock(dir: &Path) -> std::io::Result<std::fs::File> {
+    let f = open_registry(dir, true)?;
     rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive)?;
     Ok(f)
 }
@@ -113,23 +125,50 @@ impl Drop for GitLock {
     }
 }
 
-/// The sessions registered in `sessions` that still run.
-fn live_sessions(sessions: &Path) -> Vec<String> {
-    if !is_real_dir(sessions) {
+/// The sessions a registry's log names that have come and not gone: `+` and a session's record
+/// when it came, `-` and its id when it went. Anything else (a torn line) names nobody.
+fn registered(log: &[u8]) -> Vec<SessionId> {
+    let mut ids: Vec<SessionId> = Vec::new();
+    for line in log.split(|b| *b == b'\n') {
+        match line.split_first() {
+            Some((b'+', record)) => ids.extend(serde_json::from_slice::<SessionId>(record).ok()),
+            Some((b'-', id)) => ids.retain(|s| s.id.as_bytes() != id),
+            _ => {}
+        }
+    }
+    ids
+}
+
+/// The sessions registered in `registry` (read from its start) that still run.
+fn live_in(mut registry: &std::fs::File) -> Vec<String> {
+    use std::io::{Read, Seek};
+    let mut log = Vec::new();
+    if registry
+        .seek(std::io::SeekFrom::Start(0))
+        .and_then(|_| registry.read_to_end(&mut log))
+        .is_err()
+    {
         return Vec::new();
     }
-    let Ok(rd) = std::fs::read_dir(sessions) else {
-        return Vec::new();
-    };
-    rd.flatten()
-        .filter(|e| {
-            crate::jail::home::read_regular(&e.path())
-                .ok()
-                .and_then(|(b, _)| serde_json::from_slice::<SessionId>(&b).ok())
-                .is_some_and(|s| s.alive())
-        })
-        .map(|e| e.file_name().to_string_lossy().into_owned())
+    registered(&log)
+        .into_iter()
+        .filter(SessionId::alive)
+        .map(|s| s.id)
         .collect()
+}
+
+/// The live sessions registered in `dir`'s registry, if it has one.
+fn live_sessions(dir: &Path) -> Vec<String> {
+    open_registry(dir, false).map_or_else(|_| Vec::new(), |f| live_in(&f))
+}
+
+/// Append one line to the registry's log (one write: appended whole, or not at all but torn).
+fn log_line(mut registry: &std::fs::File, sign: u8, body: &[u8]) -> std::io::Result<()> {
+    let mut line = Vec::with_capacity(body.len() + 2);
+    line.push(sign);
+    line.extend_from_slice(body);
+    line.push(b'\n');
+    std::io::Write::write_all(&mut registry, &line)
 }
 
 fn make_dir(p: &Path) -> std::io::Result<()> {
@@ -142,7 +181,7 @@ pub(crate) fn divert(config: &Path, session: &SessionId) -> std::io::Result<()> 
     if !is_diverted(config) {
         match std::fs::symlink_metadata(&dir) {
             Ok(m) if m.is_dir() => {
-                if !live_sessions(&dir.join("sessions")).is_empty() {
+                if !live_sessions(&dir).is_empty() {
                     // A live session's diversion, replaced since from outside: its pin is gone
                     // already; this session keeps the read-only seal and leaves the rest alone.
                     return Err(other(format!(
@@ -156,8 +195,7 @@ pub(crate) fn divert(config: &Path, session: &SessionId) -> std::io::Result<()> 
             Err(_) => {}
         }
         make_dir(&dir)?;
-        make_dir(&dir.join("sessions"))?;
-        let _registry = registry_lock(&dir)?;
+        let registry = registry_lock(&dir)?;
         let _git = GitLock::take(config)?;
         std::fs::hard_link(config, dir.join("config"))?;
         let tmp = config.with_file_name(format!("config.claude-sandbox.{}", std::process::id()));
@@ -168,24 +206,14 @@ pub(crate) fn divert(config: &Path, session: &SessionId) -> std::io::Result<()> 
             let _ = std::fs::remove_dir_all(&dir);
             return Err(e);
         }
-        return register(&dir, session);
+        return register(&registry, session);
     }
-    let _registry = registry_lock(&dir)?;
-    register(&dir, session)
+    register(&registry_lock(&dir)?, session)
 }
 
-fn register(dir: &Path, session: &SessionId) -> std::io::Result<()> {
-    let sessions = dir.join("sessions");
-    if !is_real_dir(&sessions) {
-        return Err(other(format!("{} is not a directory", sessions.display())));
-    }
+fn register(registry: &std::fs::File, session: &SessionId) -> std::io::Result<()> {
     let record = serde_json::to_vec(session).map_err(std::io::Error::other)?;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(sessions.join(&session.id))
-        .and_then(|mut f| std::io::Write::write_all(&mut f, &record))
+    log_line(registry, b'+', &record)
 }
 
 /// Unregister `session`; the last session puts the human's file back at `config` and removes the
@@ -201,8 +229,8 @@ pub(crate) fn release(config: &Path, session: &str) -> Result<(), super::GitCopy
         source,
     };
     let registry = registry_lock(&dir).map_err(show)?;
-    let _ = std::fs::remove_file(dir.join("sessions").join(session));
-    if !live_sessions(&dir.join("sessions")).is_empty() {
+    log_line(&registry, b'-', session.as_bytes()).map_err(show)?;
+    if !live_in(&registry).is_empty() {
         return Ok(());
     }
     let diverted = dir.join("config");
@@ -223,5 +251,48 @@ pub(crate) fn release(config: &Path, session: &str) -> Result<(), super::GitCopy
             config: config.to_path_buf(),
             aside,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_registry_names_the_sessions_that_came_and_did_not_go() {
+        let rec = |id: &str| {
+            let s = SessionId {
+                id: id.into(),
+                pid: 1,
+                start: 7,
+            };
+            format!("+{}\n", serde_json::to_string(&s).unwrap())
+        };
+        let log = format!("{}{}-a\n{}+{{\"id\":\"torn", rec("a"), rec("b"), rec("c"));
+        let ids: Vec<String> = registered(log.as_bytes())
+            .into_iter()
+            .map(|s| s.id)
+            .collect();
+        assert_eq!(ids, ["b", "c"]);
+        assert!(registered(b"").is_empty());
+        assert!(registered(b"-b\n+not json\n").is_empty());
+    }
+
+    #[test]
+    fn only_live_sessions_keep_a_diversion() {
+        let d = tempfile::tempdir().unwrap();
+        let me = SessionId::current();
+        let dead = SessionId {
+            id: "dead".into(),
+            pid: me.pid,
+            start: me.start + 1,
+        };
+        let f = registry_lock(d.path()).unwrap();
+        register(&f, &dead).unwrap();
+        assert!(live_in(&f).is_empty(), "a dead session keeps nothing");
+        register(&f, &me).unwrap();
+        assert_eq!(live_sessions(d.path()), std::slice::from_ref(&me.id));
+        log_line(&f, b'-', me.id.as_bytes()).unwrap();
+        assert!(live_in(&f).is_empty());
     }
 }

@@ -82,7 +82,7 @@ fn a_git_copy_is_bound_before_unstaging_and_linked_over_the_config() {
         writable: true,
     };
     let link = SealOp::LinkOver {
-        target: "/tmp/.claude-sandbox-git/0/config".into(),
+        target: "/tmp/.claude-sandbox-git/0.config".into(),
         dst: "/w/.git/config".into(),
     };
     assert!(at(&bind) < at(&SealOp::Unstage));
