@@ -139,27 +139,47 @@ fn registered(log: &[u8]) -> Vec<SessionId> {
     ids
 }
 
-/// The sessions registered in `registry` (read from its start) that still run.
-fn live_in(mut registry: &std::fs::File) -> Vec<String> {
+/// The sessions registered in `dir`'s `registry` (read from its start) that still run.
+fn live_in(mut registry: &std::fs::File, dir: &Path) -> Vec<String> {
     use std::io::{Read, Seek};
     let mut log = Vec::new();
-    if registry
+    let read = registry
         .seek(std::io::SeekFrom::Start(0))
-        .and_then(|_| registry.read_to_end(&mut log))
-        .is_err()
-    {
-        return Vec::new();
-    }
-    registered(&log)
+        .and_then(|_| registry.read_to_end(&mut log));
+    let logged = read.map_or_else(|_| Vec::new(), |_| registered(&log));
+    logged
         .into_iter()
         .filter(SessionId::alive)
         .map(|s| s.id)
+        .chain(legacy_live(dir))
+        .collect()
+}
+
+/// Live sessions of a launcher from before the registry was a log (a file each in `sessions/`):
+/// still honoured, so that a diversion one of them holds is not released under it.
+fn legacy_live(dir: &Path) -> Vec<String> {
+    let sessions = dir.join("sessions");
+    if !is_real_dir(&sessions) {
+        return Vec::new();
+    }
+    let Ok(rd) = std::fs::read_dir(&sessions) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter_map(|e| {
+            let (bytes, _) = crate::jail::home::read_regular(&e.path()).ok()?;
+            let s = serde_json::from_slice::<SessionId>(&bytes).ok()?;
+            s.alive().then_some(s.id)
+        })
         .collect()
 }
 
 /// The live sessions registered in `dir`'s registry, if it has one.
 fn live_sessions(dir: &Path) -> Vec<String> {
-    open_registry(dir, false).map_or_else(|_| Vec::new(), |f| live_in(&f))
+    match open_registry(dir, false) {
+        Ok(f) => live_in(&f, dir),
+        Err(_) => legacy_live(dir),
+    }
 }
 
 /// Append one line to the registry's log (one write: appended whole, or not at all but torn).
@@ -230,7 +250,7 @@ pub(crate) fn release(config: &Path, session: &str) -> Result<(), super::GitCopy
     };
     let registry = registry_lock(&dir).map_err(show)?;
     log_line(&registry, b'-', session.as_bytes()).map_err(show)?;
-    if !live_in(&registry).is_empty() {
+    if !live_in(&registry, &dir).is_empty() {
         return Ok(());
     }
     let diverted = dir.join("config");
@@ -289,10 +309,20 @@ mod tests {
         };
         let f = registry_lock(d.path()).unwrap();
         register(&f, &dead).unwrap();
-        assert!(live_in(&f).is_empty(), "a dead session keeps nothing");
+        assert!(
+            live_in(&f, d.path()).is_empty(),
+            "a dead session keeps nothing"
+        );
         register(&f, &me).unwrap();
         assert_eq!(live_sessions(d.path()), std::slice::from_ref(&me.id));
         log_line(&f, b'-', me.id.as_bytes()).unwrap();
-        assert!(live_in(&f).is_empty());
+        assert!(live_in(&f, d.path()).is_empty());
+        // A session of an earlier launcher, registered the old way, still counts.
+        std::fs::create_dir(d.path().join("sessions")).unwrap();
+        let old = serde_json::to_vec(&me).unwrap();
+        std::fs::write(d.path().join("sessions").join(&me.id), old).unwrap();
+        assert_eq!(live_in(&f, d.path()), std::slice::from_ref(&me.id));
+        std::fs::remove_file(d.path().join(LOCK)).unwrap();
+        assert_eq!(live_sessions(d.path()), std::slice::from_ref(&me.id));
     }
 }
