@@ -259,14 +259,40 @@ fn init_logging(verbose: u8) {
         .with_writer(|| crate::logfile::Writer)
         .with_ansi(color)
         .with_target(false);
-    // `-vv` is for finding where time goes: each line carries the time since start (seconds).
+    // `-vv` is for finding where time goes: each line carries the time since start and the CPU
+    // time used so far (`Clocks`).
     let _ = if verbose >= 2 {
         builder
-            .with_timer(tracing_subscriber::fmt::time::uptime())
+            .with_timer(Clocks(std::time::Instant::now()))
             .try_init()
     } else {
         builder.without_time().try_init()
     };
+}
+
+/// `-vv`'s timestamp, in milliseconds: the wall time since logging started, then the CPU time the
+/// whole process and the logging thread have used since the process started. Where the wall time
+/// grows and the CPU time does not, the launch is waiting (on bwrap, a lock, a disk); the process's
+/// CPU beside the wall time says whether its threads ran side by side.
+struct Clocks(std::time::Instant);
+
+impl tracing_subscriber::fmt::time::FormatTime for Clocks {
+    fn format_time(&self, w: &mut tracing_subscriber::fmt::format::Writer<'_>) -> std::fmt::Result {
+        use rustix::time::{clock_gettime, ClockId};
+        let ms = |id| {
+            let t = clock_gettime(id);
+            #[allow(clippy::cast_precision_loss)] // exact far beyond a launch's milliseconds
+            let ms = t.tv_sec as f64 * 1e3 + t.tv_nsec as f64 / 1e6;
+            ms
+        };
+        write!(
+            w,
+            "{:8.2}ms cpu {:.2}/{:.2}ms",
+            self.0.elapsed().as_secs_f64() * 1e3,
+            ms(ClockId::ProcessCPUTime),
+            ms(ClockId::ThreadCPUTime)
+        )
+    }
 }
 
 /// Parse arguments, run, and return the process exit status.
