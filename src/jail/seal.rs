@@ -93,8 +93,9 @@ pub struct SealRequest {
 }
 
 /// The mounts `bwrap_args` leaves out when the launcher seals: same order as bwrap would make them.
-/// First the session's `$HOME`, its entries and the writable roots (bwrap spends ~0.4 ms re-reading
-/// the mount table for each bind: a lived-in `$HOME` of 20 entries cost it 8 ms), then the seals.
+/// First `/run`'s view, then the session's `$HOME`, its entries and the writable roots (bwrap spends
+/// ~0.4 ms re-reading the mount table for each bind: a lived-in `$HOME` of 20 entries cost it 8 ms),
+/// then the seals.
 pub fn seal_ops(policy: &Policy, git_copies: &[super::gitcopy::GitCopy]) -> Vec<SealOp> {
     let bind = |src: &Path, dst: &Path, writable: bool| SealOp::Bind {
         src: src.to_path_buf(),
@@ -102,6 +103,15 @@ pub fn seal_ops(policy: &Policy, git_copies: &[super::gitcopy::GitCopy]) -> Vec<
         writable,
     };
     let mut ops = Vec::new();
+    if let Some(run) = &policy.run_view {
+        // A read-only tmpfs with read-only binds of what the jail may see, and the private
+        // directories' tmpfs (writable), as bwrap makes it (`args`, step 3).
+        let dir = Path::new("/run");
+        ops.push(SealOp::Tmpfs(dir.to_path_buf()));
+        ops.extend(run.keep.iter().map(|k| bind(k, k, false)));
+        ops.extend(run.dirs.iter().cloned().map(SealOp::Tmpfs));
+        ops.push(SealOp::RemountReadOnly(dir.to_path_buf()));
+    }
     if let Some(bin) = &policy.hook_bin {
         // The prompt hook's binary: a read-only bind alone in a read-only tmpfs.
         let dir = Path::new(crate::hook::HOOK_BIN_DIR);

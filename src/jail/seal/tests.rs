@@ -2,11 +2,19 @@ use super::*;
 
 #[test]
 fn ops_follow_bwraps_order() {
-    // The same order as `bwrap_args` with `Sealing::InBwrap`: `$HOME`, its entries and the
-    // writable roots, then (with the host's tree out of reach) anchors, hidden, seals, masks.
+    // The same order as `bwrap_args` with `Sealing::InBwrap`: `/run`'s view, `$HOME`, its entries
+    // and the writable roots, then (with the host's tree out of reach) anchors, hidden, seals, masks.
     assert_eq!(
         seal_ops(&Policy::example(), &[]),
         vec![
+            SealOp::Tmpfs("/run".into()),
+            SealOp::Bind {
+                src: "/run/lock".into(),
+                dst: "/run/lock".into(),
+                writable: false
+            },
+            SealOp::Tmpfs("/run/user/1".into()),
+            SealOp::RemountReadOnly("/run".into()),
             SealOp::Tmpfs("/tmp/.claude-sandbox".into()),
             SealOp::Bind {
                 src: "/usr/local/bin/claude-sandbox".into(),
