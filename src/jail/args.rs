@@ -76,8 +76,10 @@ pub fn bwrap_args(policy: &Policy, fds: Fds, sealing: Sealing) -> Vec<OsString> 
     for p in policy.private.iter().filter(|p| !in_run_view(p)) {
         a.flag("--tmpfs").path(p);
     }
-    if let Some(dir) = &policy.net_dir {
+    if let (Some(dir), Sealing::InBwrap) = (&policy.net_dir, sealing) {
         // The proxy's socket: the jail's only way out in allowlist mode (in the private `/tmp`).
+        // With the launcher sealing, the sealer binds it (a bind costs bwrap a re-read of the
+        // mount table).
         a.flag("--bind")
             .path(dir)
             .path(Path::new(crate::net::JAIL_DIR));
@@ -341,16 +343,22 @@ mod tests {
         }
         p.network.mode = crate::net::Mode::Allowlist;
         p.net_dir = Some("/run/cs/1/s/net".into());
+        let net = "--bind /run/cs/1/s/net /tmp/.claude-sandbox-net ";
         for s in [Sealing::InBwrap, Sealing::ByLauncher] {
             let t = text(&p, s);
             assert!(t.contains("--unshare-net"), "{t}");
-            let (private, net) = (
-                t.find("--tmpfs /tmp ").unwrap(),
-                t.find("--bind /run/cs/1/s/net /tmp/.claude-sandbox-net ")
-                    .unwrap(),
-            );
-            assert!(private < net, "{t}");
+            // bwrap binds the proxy's directory into the private `/tmp`, or the sealer does.
+            match s {
+                Sealing::InBwrap => assert!(t.find("--tmpfs /tmp ") < t.find(net), "{t}"),
+                Sealing::ByLauncher => assert!(!t.contains(net), "{t}"),
+            }
         }
+        let ops = crate::jail::seal::seal_ops(&p, &[]);
+        assert!(ops.contains(&crate::jail::seal::SealOp::Bind {
+            src: "/run/cs/1/s/net".into(),
+            dst: crate::net::JAIL_DIR.into(),
+            writable: true,
+        }));
     }
 
     #[test]

@@ -112,6 +112,10 @@ pub fn seal_ops(policy: &Policy, git_copies: &[super::gitcopy::GitCopy]) -> Vec<
         ops.extend(run.dirs.iter().cloned().map(SealOp::Tmpfs));
         ops.push(SealOp::RemountReadOnly(dir.to_path_buf()));
     }
+    if let Some(dir) = &policy.net_dir {
+        // The proxy's socket, in the private `/tmp` (as bwrap binds it).
+        ops.push(bind(dir, Path::new(crate::net::JAIL_DIR), true));
+    }
     if let Some(bin) = &policy.hook_bin {
         // The prompt hook's binary: a read-only bind alone in a read-only tmpfs.
         let dir = Path::new(crate::hook::HOOK_BIN_DIR);
