@@ -139,13 +139,22 @@ fn registered(log: &[u8]) -> Vec<SessionId> {
     ids
 }
 
+/// The most of a registry's log that is read: two lines of ~80 bytes per session, so tens of
+/// thousands of sessions that overlapped without a pause. A longer log (something other than the
+/// launcher wrote it) counts as held: the diversion is neither taken as a leftover nor released.
+const MAX_LOG: u64 = 4 << 20;
+
 /// The sessions registered in `dir`'s `registry` (read from its start) that still run.
-fn live_in(mut registry: &std::fs::File, dir: &Path) -> Vec<String> {
+fn live_in(registry: &std::fs::File, dir: &Path) -> Vec<String> {
     use std::io::{Read, Seek};
     let mut log = Vec::new();
-    let read = registry
+    let mut file = registry;
+    let read = file
         .seek(std::io::SeekFrom::Start(0))
-        .and_then(|_| registry.read_to_end(&mut log));
+        .and_then(|_| file.take(MAX_LOG + 1).read_to_end(&mut log));
+    if log.len() as u64 > MAX_LOG {
+        return vec![format!("a registry over {} MiB", MAX_LOG >> 20)];
+    }
     let logged = read.map_or_else(|_| Vec::new(), |_| registered(&log));
     logged
         .into_iter()
@@ -317,6 +326,11 @@ mod tests {
         assert_eq!(live_sessions(d.path()), std::slice::from_ref(&me.id));
         log_line(&f, b'-', me.id.as_bytes()).unwrap();
         assert!(live_in(&f, d.path()).is_empty());
+        // A log too long to be the launcher's counts as held.
+        let big = tempfile::tempdir().unwrap();
+        let g = registry_lock(big.path()).unwrap();
+        g.set_len(MAX_LOG + 1).unwrap();
+        assert_eq!(live_sessions(big.path()).len(), 1);
         // A session of an earlier launcher, registered the old way, still counts.
         std::fs::create_dir(d.path().join("sessions")).unwrap();
         let old = serde_json::to_vec(&me).unwrap();
