@@ -11,9 +11,14 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 fn get(f: &Fixture, key: &str) -> String {
+    get_in(f, &f.ws, key)
+}
+
+/// `key` in the local config of the repository at `dir`, as the human's git reads it.
+fn get_in(f: &Fixture, dir: &Path, key: &str) -> String {
     let out = std::process::Command::new("git")
         .args(["config", "--local", "--get-all", key])
-        .current_dir(&f.ws)
+        .current_dir(dir)
         .envs(f.env())
         .output()
         .unwrap();
@@ -363,13 +368,7 @@ fn a_planted_diversion_directory_is_a_leftover_not_a_trap() {
         "written through the symlink"
     );
     assert!(!planted.exists(), "the leftover is gone after the session");
-    let out = std::process::Command::new("git")
-        .args(["-C", "lib", "config", "--local", "--get", "user.email"])
-        .current_dir(&f.ws)
-        .envs(f.env())
-        .output()
-        .unwrap();
-    assert_eq!(stdout(&out).trim(), "a@b");
+    assert_eq!(get_in(&f, &lib, "user.email"), "a@b");
 }
 
 /// A repository whose config cannot be diverted (here: registered to a live session, but not
@@ -415,13 +414,7 @@ fn a_config_that_cannot_be_diverted_leaves_the_other_repositories_merged() {
         stderr(&out)
     );
     assert_eq!(get(&f, "user.email"), "ws@example.invalid");
-    let lib_email = std::process::Command::new("git")
-        .args(["-C", "lib", "config", "--local", "--get", "user.email"])
-        .current_dir(&f.ws)
-        .envs(f.env())
-        .output()
-        .unwrap();
-    assert_eq!(stdout(&lib_email).trim(), "");
+    assert_eq!(get_in(&f, &lib, "user.email"), "");
     assert!(
         held.join("lock").exists(),
         "another session's registry is left alone"
