@@ -70,10 +70,11 @@ pub fn bwrap_args(policy: &Policy, fds: Fds, sealing: Sealing) -> Vec<OsString> 
         }
         a.flag("--remount-ro").path(dir);
     }
-    let in_run_view = |p: &std::path::PathBuf| {
+    // A private directory inside `/run`'s view is made with the view, by whoever makes the view.
+    let sealer_makes = |p: &std::path::PathBuf| {
         run_view.is_none() && policy.run_view.as_ref().is_some_and(|r| r.dirs.contains(p))
     };
-    for p in policy.private.iter().filter(|p| !in_run_view(p)) {
+    for p in policy.private.iter().filter(|p| !sealer_makes(p)) {
         a.flag("--tmpfs").path(p);
     }
     if let (Some(dir), Sealing::InBwrap) = (&policy.net_dir, sealing) {
