@@ -152,10 +152,14 @@ pub(super) fn anchors(
     closed: &[PathBuf],
 ) -> Vec<PathBuf> {
     let mut set = BTreeSet::new();
-    let add_chain = |leaf: &Path, set: &mut BTreeSet<PathBuf>| {
+    // Every directory looked at once (the seals of one repository share their ancestors): a chain
+    // stops where an earlier one went, since it went on from there to the workspace.
+    let mut looked = std::collections::HashSet::new();
+    let mut add_chain = |leaf: &Path, set: &mut BTreeSet<PathBuf>| {
         let mut cur = leaf.to_path_buf();
-        while cur.starts_with(ws) && cur != ws {
-            if cur.is_dir() && !is_symlink(&cur) {
+        while cur.starts_with(ws) && cur != ws && looked.insert(cur.clone()) {
+            // A directory, not a link to one (`lstat`).
+            if std::fs::symlink_metadata(&cur).is_ok_and(|m| m.is_dir()) {
                 set.insert(cur.clone());
             }
             if !cur.pop() {
@@ -184,4 +188,47 @@ pub(super) fn anchors(
     set.into_iter()
         .filter(|a| !a.ancestors().any(|x| sealed_paths.contains(x)))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every real directory between a seal and the workspace is anchored once, whatever order the
+    /// seals come in; a link to a directory and a sealed directory are not.
+    #[test]
+    fn anchors_are_the_real_directories_above_the_seals() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("w");
+        for d in ["r/.git/hooks", "sub/deep", "vsc/.vscode"] {
+            std::fs::create_dir_all(ws.join(d)).unwrap();
+        }
+        std::os::unix::fs::symlink(ws.join("sub"), ws.join("link")).unwrap();
+        let seal = |p: &str| Sealed {
+            path: ws.join(p),
+            runs: String::new(),
+            placeholder: false,
+        };
+        let sealed = [
+            seal("sub/deep/.envrc"),
+            seal("r/.git/hooks/pre-commit"),
+            seal("link/.envrc"),
+            seal("r/.git/config"),
+            seal("vsc/.vscode"),
+            seal("vsc/.vscode/tasks.json"),
+        ];
+        let repo = entrypoints::Repo {
+            worktree: Some(ws.join("r")),
+            git_dir: ws.join("r/.git"),
+            common_dir: ws.join("r/.git"),
+        };
+        let want: Vec<PathBuf> = ["r", "r/.git", "r/.git/hooks", "sub", "sub/deep", "vsc"]
+            .iter()
+            .map(|p| ws.join(p))
+            .collect();
+        assert_eq!(anchors(&ws, &[repo.clone()], &sealed, &[]), want);
+        let mut reversed = sealed.to_vec();
+        reversed.reverse();
+        assert_eq!(anchors(&ws, &[repo], &reversed, &[ws.join("sub")]), want);
+    }
 }
