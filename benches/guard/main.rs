@@ -17,8 +17,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Where the scenes are made: `/var/tmp`, or `$CLAUDE_SANDBOX_BENCH_DIR` (another file system, e.g.
+/// an ext4 image with a journal, as most disks have: this VM's own disk has none, and there
+/// back-to-back launches slow each other down; docs/performance.md).
+fn bench_dir() -> PathBuf {
+    std::env::var_os("CLAUDE_SANDBOX_BENCH_DIR")
+        .map_or_else(|| PathBuf::from("/var/tmp"), PathBuf::from)
+}
+
 fn tmp() -> tempfile::TempDir {
-    tmp_in(Path::new("/var/tmp"))
+    tmp_in(&bench_dir())
 }
 
 fn tmp_in(base: &Path) -> tempfile::TempDir {
@@ -105,7 +113,7 @@ fn ms(v: f64) -> String {
 /// A workspace with `repos` repositories and `dirs` writable PATH directories holding `per_dir`
 /// executables each. Returns (scene, workspace, PATH).
 fn fixture(repos: usize, dirs: usize, per_dir: usize) -> (tempfile::TempDir, PathBuf, String) {
-    fixture_in(Path::new("/var/tmp"), repos, dirs, per_dir)
+    fixture_in(&bench_dir(), repos, dirs, per_dir)
 }
 
 fn fixture_in(

@@ -1,11 +1,12 @@
 """The scene the A/B scripts launch in, made once: a workspace that is a git repository with
 `repos - 1` more inside, `dirs` PATH directories of `exes` executables each, and a home with
-~/.local/bin, all under a fresh directory of /var/tmp removed at exit (also when a run fails)."""
+~/.local/bin, all under a fresh directory of /var/tmp (or of $AB_DIR: another file system, e.g.
+an ext4 image with a journal, as most machines have) removed at exit (also when a run fails)."""
 import atexit, os, shutil, subprocess, tempfile
 
 
 def scene(prefix, repos=5, dirs=10, exes=200):
-    root = tempfile.mkdtemp(prefix=prefix, dir="/var/tmp")
+    root = tempfile.mkdtemp(prefix=prefix, dir=os.environ.get("AB_DIR", "/var/tmp"))
     atexit.register(shutil.rmtree, root, True)
     ws, home = f"{root}/ws", f"{root}/home"
     os.makedirs(f"{home}/.local/bin")
