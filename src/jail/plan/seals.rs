@@ -226,7 +226,10 @@ mod tests {
             .iter()
             .map(|p| ws.join(p))
             .collect();
-        assert_eq!(anchors(&ws, &[repo.clone()], &sealed, &[]), want);
+        assert_eq!(
+            anchors(&ws, std::slice::from_ref(&repo), &sealed, &[]),
+            want
+        );
         let mut reversed = sealed.to_vec();
         reversed.reverse();
         assert_eq!(anchors(&ws, &[repo], &reversed, &[ws.join("sub")]), want);
