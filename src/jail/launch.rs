@@ -172,9 +172,10 @@ struct PendingSeals<'a> {
 impl PendingSeals<'_> {
     fn complete(self, plan: &mut Plan) -> Result<()> {
         let t0 = std::time::Instant::now();
-        let shown = plan.warnings.len(); // `plan_jail`'s, already shown
-                                         // The hard-link scan walks the same roots: side by side (it only reads `$HOME`'s holes,
-                                         // which `plan_jail` fixed, and renames nothing `add_seals` looks for).
+        // `plan_jail`'s warnings, already shown.
+        let shown = plan.warnings.len();
+        // The hard-link scan walks the same roots: side by side (it only reads `$HOME`'s holes,
+        // which `plan_jail` fixed, and renames nothing `add_seals` looks for).
         let roots = plan.writable_roots();
         let links = std::thread::scope(|s| {
             let links = s.spawn(|| super::hardlinks::timed(&roots, &self.input.runtime_dir));
