@@ -13,6 +13,7 @@ pub(crate) mod config;
 pub(crate) mod doctor;
 pub(crate) mod entrypoints;
 pub(crate) mod error;
+pub(crate) mod escape;
 pub(crate) mod explain;
 pub(crate) mod gitconfig;
 pub(crate) mod hook;
