@@ -30,6 +30,9 @@ pub(crate) struct Runtime {
     pub hook_file: Option<&'static str>,
     /// Its API and sign-in hosts (in the network allow list's defaults: `net`).
     pub hosts: &'static [&'static str],
+    /// Its npm package, when it ships as one: CI installs the version its allowlist was measured
+    /// with (`.ci/agents-pinned`) beside the latest release.
+    pub npm: Option<&'static str>,
     /// Directories of a project it writes at every start although they hold what it runs (a
     /// sealed entry point): when it is the command launched, a view for the session (yours in it
     /// read-only, what it writes there the session's own).

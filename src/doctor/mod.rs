@@ -82,6 +82,7 @@ const CHECKS: &[(&str, CheckFn)] = &[
     ("TIOCSTI", check_tiocsti),
     ("prompt hook", check_hook),
     ("agent wrappers", check_wrappers),
+    ("agent versions", check_agent_versions),
     ("leftovers", check_leftovers),
     ("cache layers", check_layers),
     ("alerts", check_alerts),
@@ -541,6 +542,56 @@ fn check_wrappers() -> Vec<Check> {
     }
     if out.is_empty() {
         out.push(pass("agent wrappers", "no agent command found on PATH"));
+    }
+    out
+}
+
+/// Which release of each installed agent is here, and which one its state allowlist was measured
+/// with (docs/runtimes.md): a newer one may write names the table does not know.
+fn check_agent_versions() -> Vec<Check> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut out = Vec::new();
+    for r in crate::runtimes::ALL {
+        let Some(measured) = r.state.iter().find_map(crate::runtimes::StateDir::measured) else {
+            continue;
+        };
+        let Some(found) = r.commands.iter().find_map(|c| {
+            std::env::split_paths(&path)
+                .map(|d| d.join(c))
+                .find(|p| p.is_file())
+        }) else {
+            continue;
+        };
+        let installed = command_output(&found, &["--version"])
+            .filter(|(ok, _)| *ok)
+            // What the program says is printed: it may be a plant (a `~/.local/bin/claude`).
+            .and_then(|(_, text)| {
+                text.lines()
+                    .next()
+                    .map(|l| crate::escape::visible(l).into_owned())
+            })
+            .unwrap_or_else(|| "(its --version failed)".into());
+        let package = r.npm.map_or(String::new(), |p| format!(" ({p})"));
+        if installed
+            .split_whitespace()
+            .any(|w| w.trim_start_matches('v') == measured)
+        {
+            out.push(pass(
+                "agent versions",
+                format!(
+                    "{}{package}: {installed}, the release its state allowlist was measured with",
+                    r.name
+                ),
+            ));
+        } else {
+            out.push(pass(
+                "agent versions",
+                format!(
+                    "{}{package}: {installed} installed, its state allowlist measured with {measured} (docs/runtimes.md)",
+                    r.name
+                ),
+            ));
+        }
     }
     out
 }

@@ -142,6 +142,7 @@ pub(crate) const CLAUDE: Runtime = Runtime {
         "console.anthropic.com",
         "claude.ai",
     ],
+    npm: Some("@anthropic-ai/claude-code"),
     project_views: &[],
     home_views: &[],
 };
@@ -228,6 +229,7 @@ pub(crate) const CODEX: Runtime = Runtime {
     )],
     hook_file: Some(".codex/hooks.json"),
     hosts: &["api.openai.com", "auth.openai.com", "chatgpt.com"],
+    npm: Some("@openai/codex"),
     project_views: &[],
     home_views: &[],
 };
@@ -335,6 +337,7 @@ pub(crate) const GEMINI: Runtime = Runtime {
         "cloudcode-pa.googleapis.com",
         "oauth2.googleapis.com",
     ],
+    npm: Some("@google/gemini-cli"),
     project_views: &[],
     home_views: &[],
 };
@@ -362,6 +365,7 @@ pub(crate) const CURSOR: Runtime = Runtime {
     project: &[dir(".cursor", "Cursor: hooks.json, mcp.json")],
     hook_file: Some(".cursor/hooks.json"),
     hosts: &["api2.cursor.sh", "api.cursor.com"],
+    npm: None,
     project_views: &[],
     home_views: &[],
 };
@@ -432,6 +436,7 @@ pub(crate) const OPENCODE: Runtime = Runtime {
     ],
     hook_file: None,
     hosts: &["opencode.ai", "models.dev"],
+    npm: Some("opencode-ai"),
     // At every start it writes `.opencode/.gitignore` and its plugins' dependencies there
     // (measured with 1.18.33: "FileSystem.writeFile (.../.opencode/.gitignore)" on a read-only one).
     project_views: &[".opencode"],
@@ -448,6 +453,7 @@ pub(crate) const PI: Runtime = Runtime {
     project: &[],
     hook_file: None,
     hosts: &[],
+    npm: None,
     project_views: &[],
     home_views: &[],
 };

@@ -111,3 +111,37 @@ fn the_allowlist_says_how_each_name_is_written() {
     assert!(!CURSOR.state[0].own_top_level(), "not measured");
     assert!(!OPENCODE.state[0].own_top_level(), "not directly in $HOME");
 }
+
+/// CI installs each agent at the version its allowlist was measured with (`.ci/agents-pinned`):
+/// a re-measured table with a stale pin (or the reverse) would test one version and claim another.
+#[test]
+fn ci_pins_the_measured_version_of_every_npm_runtime() {
+    let pins: Vec<&str> = include_str!("../../.ci/agents-pinned")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    let mut expected = Vec::new();
+    for r in ALL {
+        let Some(package) = r.npm else { continue };
+        let measured: Vec<_> = r.state.iter().filter_map(StateDir::measured).collect();
+        assert!(
+            !measured.is_empty(),
+            "{}: an npm runtime that was never measured",
+            r.name
+        );
+        assert!(
+            measured.windows(2).all(|w| w[0] == w[1]),
+            "{}: its state directories were measured with different versions: {measured:?}",
+            r.name
+        );
+        expected.push(format!("{package}@{}", measured[0]));
+    }
+    let mut pins: Vec<String> = pins.into_iter().map(String::from).collect();
+    pins.sort();
+    expected.sort();
+    assert_eq!(
+        pins, expected,
+        ".ci/agents-pinned and the runtimes' `measured` disagree"
+    );
+}
