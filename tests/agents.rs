@@ -1,106 +1,294 @@
 //! The real agents start inside the jail and write their state where it belongs. These need the npm
-//! packages `@anthropic-ai/claude-code`, `@openai/codex` and `@google/gemini-cli` installed, so they
-//! are `#[ignore]`d by default (cargo reports them as ignored); `.ci/run` installs them and runs
-//! these with `--ignored`.
+//! packages `@anthropic-ai/claude-code`, `@openai/codex`, `@google/gemini-cli` and `opencode-ai`
+//! installed, so they are `#[ignore]`d by default (cargo reports them as ignored); `.ci/run`
+//! installs them twice — the versions the allowlists were measured with (`.ci/agents-pinned`,
+//! gating) and the latest releases (drift, reported by name) — and runs these with `--ignored`.
 //! No network is needed: each agent only starts, finds it is not logged in, and saves its state.
+//!
+//! What they assert is what the guard guarantees, not what one release happens to write: the
+//! agent does in the jail what it does outside (the same start, compared with a run of the same
+//! release in a home of its own), what it writes comes back, what it may not write does not, and
+//! its state is there in the next session. Every failure names the agent, its version and the
+//! channel it was installed from.
 
 mod common;
 use common::*;
+use std::collections::BTreeSet;
+use std::path::Path;
 
-fn require(program: &str) {
-    let found = std::process::Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .output()
-        .unwrap();
-    assert!(found.status.success(), "\n*** {program} is not installed: npm install -g @anthropic-ai/claude-code @openai/codex @google/gemini-cli opencode-ai ***\n");
+/// The agents' directories first (`CLAUDE_SANDBOX_AGENTS_BIN`: CI's pinned install), then the
+/// usual places npm puts them.
+fn agents_path(local_bin: &Path) -> String {
+    let pinned = std::env::var("CLAUDE_SANDBOX_AGENTS_BIN")
+        .map(|d| format!("{d}:"))
+        .unwrap_or_default();
+    format!(
+        "{}:{pinned}/usr/local/bin:/usr/bin:/bin",
+        local_bin.display()
+    )
+}
+
+/// One real agent as installed for this run.
+struct Agent {
+    program: &'static str,
+    /// The first line of `PROGRAM --version`, as the agent says it.
+    version: String,
+    /// Where CI installed it from (`CLAUDE_SANDBOX_AGENTS_CHANNEL`: `pinned` or `latest`).
+    channel: String,
+}
+
+impl std::fmt::Display for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {} ({})", self.program, self.version, self.channel)
+    }
+}
+
+impl Agent {
+    fn find(program: &'static str) -> Agent {
+        let path = agents_path(Path::new("/nonexistent"));
+        let out = std::process::Command::new(program)
+            .arg("--version")
+            .env("PATH", &path)
+            .env("HOME", test_tmp())
+            .stdin(std::process::Stdio::null())
+            .output();
+        let version = match out {
+            Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_string(),
+            _ => panic!(
+                "\n*** {program} is not installed (PATH={path}): npm install -g $(grep -v '^#' .ci/agents-pinned) ***\n"
+            ),
+        };
+        let channel = std::env::var("CLAUDE_SANDBOX_AGENTS_CHANNEL")
+            .unwrap_or_else(|_| "as installed".into());
+        Agent {
+            program,
+            version,
+            channel,
+        }
+    }
+
+    /// The agent with `args`, outside any jail, in the fixture's home and workspace: what this
+    /// release does on its own.
+    fn bare(&self, f: &Fixture, args: &[&str]) -> std::process::Output {
+        std::process::Command::new(self.program)
+            .args(args)
+            .current_dir(&f.ws)
+            .env_clear()
+            .envs(f.env())
+            .env("PATH", agents_path(&f.home.join(".local/bin")))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    }
+}
+
+/// Runs `test` with the agent `program`; a failure anywhere in it names the agent, its version
+/// and its channel.
+fn agent_test(program: &'static str, test: impl FnOnce(&Agent) + std::panic::UnwindSafe) {
+    let agent = Agent::find(program);
+    let label = agent.to_string();
+    if let Err(e) = std::panic::catch_unwind(move || test(&agent)) {
+        let msg = e
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| e.downcast_ref::<&str>().copied())
+            .unwrap_or("(a panic without a message)");
+        panic!("\n*** {label}: {msg}\n");
+    }
 }
 
 /// PATH for the agents: the fixture's plus wherever npm put them.
 fn with_agents(f: &Fixture, args: &[&str]) -> std::process::Output {
-    let path = format!(
-        "{}:/usr/local/bin:/usr/bin:/bin",
-        f.home.join(".local/bin").display()
-    );
-    f.cmd(args).env("PATH", path).output().unwrap()
+    f.cmd(args)
+        .env("PATH", agents_path(&f.home.join(".local/bin")))
+        .output()
+        .unwrap()
+}
+
+fn text(o: &std::process::Output) -> String {
+    format!("{}{}", stdout(o), stderr(o))
+}
+
+/// The top-level keys of a JSON object file.
+fn json_keys(path: &Path) -> BTreeSet<String> {
+    let v: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    v.as_object()
+        .unwrap_or_else(|| panic!("{}: not an object", path.display()))
+        .keys()
+        .cloned()
+        .collect()
+}
+
+/// The names under `dir` down to `depth` levels, relative, with the fixture's root (which each
+/// fixture has its own of, also inside names the agent derives from paths) written `ROOT`, and
+/// the parts of a name that carry a time or an id (backups, telemetry files) written `#`.
+fn tree(dir: &Path, depth: usize, root: &Path) -> BTreeSet<String> {
+    let encoded: String = root
+        .to_string_lossy()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    walkdir::WalkDir::new(dir)
+        .min_depth(1)
+        .max_depth(depth)
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            let rel = e.path().strip_prefix(dir).unwrap().to_string_lossy();
+            let rel = rel
+                .replace(&*root.to_string_lossy(), "ROOT")
+                .replace(&encoded, "ROOT");
+            let (parent, name) = rel.rsplit_once('/').map_or(("", &*rel), |(p, n)| (p, n));
+            let name = if name.contains("ROOT") {
+                name.to_string()
+            } else {
+                name.split('.')
+                    .map(|part| {
+                        if part.contains(|c: char| c.is_ascii_digit()) {
+                            "#"
+                        } else {
+                            part
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join(".")
+            };
+            let slash = if e.file_type().is_dir() { "/" } else { "" };
+            if parent.is_empty() {
+                format!("{name}{slash}")
+            } else {
+                format!("{parent}/{name}{slash}")
+            }
+        })
+        .collect()
 }
 
 #[test]
 #[ignore = "needs the real agents (npm): run with --ignored"]
 fn claude_code_starts_and_saves_its_state() {
-    require("claude");
-    let f = Fixture::new();
-    let out = with_agents(&f, &["run", "--", "claude", "--version"]);
-    assert!(ok(&out).contains("Claude Code"), "{}", stdout(&out));
-    let before_ws: Vec<_> = std::fs::read_dir(&f.ws)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name())
-        .collect();
-    // Not logged in: it starts, says so, and saves ~/.claude.json by temp-file-and-rename.
-    let out = with_agents(&f, &["run", "--", "claude", "-p", "hello"]);
-    assert!(
-        stdout(&out).contains("Not logged in") || stderr(&out).contains("Not logged in"),
-        "{}{}",
-        stdout(&out),
-        stderr(&out)
-    );
-    let state: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(f.home.join(".claude.json")).expect("~/.claude.json saved"),
-    )
-    .unwrap();
-    assert!(state.get("firstStartTime").is_some(), "{state}");
-    assert!(
-        state["projects"].get(f.ws.to_str().unwrap()).is_some(),
-        "project state merged back: {state}"
-    );
-    assert!(
-        f.home.join(".claude").is_dir(),
-        "~/.claude created and kept"
-    );
-    let after_ws: Vec<_> = std::fs::read_dir(&f.ws)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name())
-        .collect();
-    assert_eq!(
-        before_ws, after_ws,
-        "the agent's run left files in the workspace"
-    );
-    let leftovers: Vec<_> = std::fs::read_dir(&f.home)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name())
-        .filter(|n| n.to_string_lossy().contains(".tmp"))
-        .collect();
-    assert!(leftovers.is_empty(), "{leftovers:?}");
+    agent_test("claude", |a| {
+        // The same logged-out start outside any jail, in a home of its own: what this release writes.
+        let reference = Fixture::new();
+        let bare = a.bare(&reference, &["-p", "hello"]);
+        let f = Fixture::new();
+        let out = with_agents(&f, &["run", "--", "claude", "--version"]);
+        assert_eq!(ok(&out).lines().next().unwrap_or("").trim(), a.version);
+        let before_ws: Vec<_> = std::fs::read_dir(&f.ws)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        let out = with_agents(&f, &["run", "--", "claude", "-p", "hello"]);
+        // It does in the jail what it does outside: the same exit status and the same first line
+        // (logged out: it says so).
+        assert_eq!(
+            out.status.code(),
+            bare.status.code(),
+            "exit status in the jail vs outside\njail: {}\noutside: {}",
+            text(&out),
+            text(&bare)
+        );
+        let first = |o: &std::process::Output| text(o).lines().next().unwrap_or("").to_string();
+        assert_eq!(
+            first(&out),
+            first(&bare),
+            "what it said in the jail vs outside"
+        );
+        // What it wrote to ~/.claude.json came back: every key it writes outside, no key it
+        // does not.
+        let want = json_keys(&reference.home.join(".claude.json"));
+        let got = json_keys(&f.home.join(".claude.json"));
+        assert_eq!(got, want, "~/.claude.json after the session vs outside");
+        // ~/.claude: nothing appears that the agent does not write itself; what it writes outside
+        // but the jail keeps from you (not on the allowlist) is said, not failed (the drift test
+        // of the allowlist is another test).
+        let want = tree(&reference.home.join(".claude"), 2, &reference.root);
+        let got = tree(&f.home.join(".claude"), 2, &f.root);
+        let extra: Vec<_> = got.difference(&want).collect();
+        assert!(
+            extra.is_empty(),
+            "~/.claude has names the agent does not write: {extra:?}\n(outside: {want:?})"
+        );
+        let kept: Vec<_> = want.difference(&got).collect();
+        if !kept.is_empty() {
+            eprintln!("{a}: written outside, not carried back from the jail: {kept:?}");
+        }
+        // Its transcripts directory for this project is yours.
+        let project = "projects/ROOT-ws/".to_string();
+        if want.contains(&project) {
+            assert!(
+                got.contains(&project),
+                "{project} not carried back: {got:?}"
+            );
+        }
+        let after_ws: Vec<_> = std::fs::read_dir(&f.ws)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(
+            before_ws, after_ws,
+            "the agent's run left files in the workspace"
+        );
+        let leftovers: Vec<_> = std::fs::read_dir(&f.home)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .filter(|n| n.to_string_lossy().contains(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+    });
 }
 
 #[test]
 #[ignore = "needs the real agents (npm): run with --ignored"]
 fn codex_starts_and_saves_its_state() {
-    require("codex");
-    let f = Fixture::new();
-    let out = with_agents(&f, &["run", "--", "codex", "--version"]);
-    assert!(ok(&out).contains("codex-cli"), "{}", stdout(&out));
-    let out = with_agents(&f, &["run", "--", "codex", "login", "status"]);
-    assert!(format!("{}{}", stdout(&out), stderr(&out)).contains("Not logged in"));
-    assert!(f.home.join(".codex").is_dir(), "~/.codex created and kept");
-    assert!(
-        std::fs::read_dir(f.home.join(".codex")).unwrap().count() > 0,
-        "codex wrote its state"
-    );
-    // Its config stays sealed.
-    let out = with_agents(
-        &f,
-        &[
-            "run",
-            "--",
-            "bash",
-            "-c",
-            "echo 'notify = [\"sh\"]' > ~/.codex/config.toml && echo WROTE; true",
-        ],
-    );
-    assert!(!stdout(&out).contains("WROTE"));
+    agent_test("codex", |a| {
+        let f = Fixture::new();
+        let out = with_agents(&f, &["run", "--", "codex", "--version"]);
+        assert!(ok(&out).contains("codex-cli"), "{}", stdout(&out));
+        // Its login check says in the jail what it says outside, in a home of its own.
+        let reference = Fixture::new();
+        let bare = a.bare(&reference, &["login", "status"]);
+        let out = with_agents(&f, &["run", "--", "codex", "login", "status"]);
+        assert_eq!(
+            out.status.code(),
+            bare.status.code(),
+            "jail: {}\noutside: {}",
+            text(&out),
+            text(&bare)
+        );
+        assert_eq!(
+            text(&out).lines().next(),
+            text(&bare).lines().next(),
+            "what `codex login status` said in the jail vs outside"
+        );
+        assert!(f.home.join(".codex").is_dir(), "~/.codex created and kept");
+        assert!(
+            std::fs::read_dir(f.home.join(".codex")).unwrap().count() > 0,
+            "codex wrote its state"
+        );
+        // Its config stays sealed.
+        let out = with_agents(
+            &f,
+            &[
+                "run",
+                "--",
+                "bash",
+                "-c",
+                "echo 'notify = [\"sh\"]' > ~/.codex/config.toml && echo WROTE; true",
+            ],
+        );
+        assert!(!stdout(&out).contains("WROTE"));
+    });
 }
 
 /// The alerts of the fixture's runtime directory, as JSON text.
@@ -120,52 +308,53 @@ fn count_files(dir: &std::path::Path, suffix: &str) -> usize {
 #[test]
 #[ignore = "needs the real agents (npm): run with --ignored"]
 fn claude_code_keeps_its_state_and_your_settings_across_two_sessions() {
-    require("claude");
-    let f = Fixture::new();
-    let dir = f.home.join(".claude");
-    std::fs::create_dir_all(&dir).unwrap();
-    let settings = r#"{"model":"opus","statusLine":{"type":"command","command":"bash ~/.claude/statusline.sh"}}"#;
-    std::fs::write(dir.join("settings.json"), settings).unwrap();
-    std::fs::write(dir.join("statusline.sh"), "echo status\n").unwrap();
-    std::fs::write(dir.join("CLAUDE.md"), "Be brief.\n").unwrap();
-    let mut first_start = None;
-    for session in 1..=2 {
-        let out = with_agents(&f, &["run", "--", "claude", "-p", "hello"]);
-        let text = format!("{}{}", stdout(&out), stderr(&out));
-        assert!(text.contains("Not logged in"), "session {session}: {text}");
-        let state: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(f.home.join(".claude.json")).unwrap()).unwrap();
-        let t = state["firstStartTime"].clone();
-        assert!(t.is_string(), "{state}");
-        match &first_start {
-            None => first_start = Some(t),
-            Some(first) => assert_eq!(first, &t, "the second session started from scratch"),
+    agent_test("claude", |_a| {
+        let f = Fixture::new();
+        let dir = f.home.join(".claude");
+        std::fs::create_dir_all(&dir).unwrap();
+        let settings = r#"{"model":"opus","statusLine":{"type":"command","command":"bash ~/.claude/statusline.sh"}}"#;
+        std::fs::write(dir.join("settings.json"), settings).unwrap();
+        std::fs::write(dir.join("statusline.sh"), "echo status\n").unwrap();
+        std::fs::write(dir.join("CLAUDE.md"), "Be brief.\n").unwrap();
+        let mut first_start = None;
+        for session in 1..=2 {
+            let out = with_agents(&f, &["run", "--", "claude", "-p", "hello"]);
+            let text = format!("{}{}", stdout(&out), stderr(&out));
+            assert!(text.contains("Not logged in"), "session {session}: {text}");
+            let state: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(f.home.join(".claude.json")).unwrap())
+                    .unwrap();
+            let t = state["firstStartTime"].clone();
+            assert!(t.is_string(), "{state}");
+            match &first_start {
+                None => first_start = Some(t),
+                Some(first) => assert_eq!(first, &t, "the second session started from scratch"),
+            }
+            // Its session log is kept, one per session.
+            assert_eq!(
+                count_files(&dir.join("projects"), ".jsonl"),
+                session,
+                "session {session}'s log"
+            );
         }
-        // Its session log is kept, one per session.
+        // Your settings, the script they name and your instructions are as you left them.
         assert_eq!(
-            count_files(&dir.join("projects"), ".jsonl"),
-            session,
-            "session {session}'s log"
+            std::fs::read_to_string(dir.join("settings.json")).unwrap(),
+            settings
         );
-    }
-    // Your settings, the script they name and your instructions are as you left them.
-    assert_eq!(
-        std::fs::read_to_string(dir.join("settings.json")).unwrap(),
-        settings
-    );
-    assert_eq!(
-        std::fs::read_to_string(dir.join("statusline.sh")).unwrap(),
-        "echo status\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(dir.join("CLAUDE.md")).unwrap(),
-        "Be brief.\n"
-    );
-    // Nothing the agent wrote was taken for a plant.
-    let a = alerts(&f);
-    assert!(!a.contains("agent-state-not-allowed"), "{a}");
-    // Its credentials are saved as it saves them (a temporary file, then rename) and persist.
-    let out = with_agents(
+        assert_eq!(
+            std::fs::read_to_string(dir.join("statusline.sh")).unwrap(),
+            "echo status\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("CLAUDE.md")).unwrap(),
+            "Be brief.\n"
+        );
+        // Nothing the agent wrote was taken for a plant.
+        let a = alerts(&f);
+        assert!(!a.contains("agent-state-not-allowed"), "{a}");
+        // Its credentials are saved as it saves them (a temporary file, then rename) and persist.
+        let out = with_agents(
         &f,
         &[
             "run",
@@ -177,11 +366,12 @@ fn claude_code_keeps_its_state_and_your_settings_across_two_sessions() {
              mkdir ~/.claude/.oauth_refresh.lock && rmdir ~/.claude/.oauth_refresh.lock && echo SAVED",
         ],
     );
-    assert!(stdout(&out).contains("SAVED"), "{}", stderr(&out));
-    assert_eq!(
-        std::fs::read_to_string(dir.join(".credentials.json")).unwrap(),
-        "{\"claudeAiOauth\":{}}"
-    );
+        assert!(stdout(&out).contains("SAVED"), "{}", stderr(&out));
+        assert_eq!(
+            std::fs::read_to_string(dir.join(".credentials.json")).unwrap(),
+            "{\"claudeAiOauth\":{}}"
+        );
+    });
 }
 
 /// `codex exec` against a closed local port: it starts a real session (skills, shell snapshot,
@@ -197,128 +387,167 @@ fn codex_session(f: &Fixture, script_after: &str) -> std::process::Output {
 #[test]
 #[ignore = "needs the real agents (npm): run with --ignored"]
 fn codex_keeps_its_state_and_your_settings_across_two_sessions() {
-    require("codex");
-    let f = Fixture::new();
-    let dir = f.home.join(".codex");
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = "model_provider = \"local\"\n\n[model_providers.local]\nname = \"local\"\n\
+    agent_test("codex", |_a| {
+        let f = Fixture::new();
+        let dir = f.home.join(".codex");
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = "model_provider = \"local\"\n\n[model_providers.local]\nname = \"local\"\n\
                   base_url = \"http://127.0.0.1:9/v1\"\nenv_key = \"OPENAI_API_KEY\"\n\
                   request_max_retries = 0\nstream_max_retries = 0\n";
-    std::fs::write(dir.join("config.toml"), config).unwrap();
-    std::fs::write(dir.join("AGENTS.md"), "Be brief.\n").unwrap();
-    std::fs::create_dir_all(dir.join("skills/mine")).unwrap();
-    std::fs::write(dir.join("skills/mine/SKILL.md"), "# mine\n").unwrap();
-    let mut id = None;
-    for session in 1..=2 {
-        // Inside, its bundled skills are written anew (into the session's own view of `skills/`),
-        // and your own skill is there, read-only.
-        let out = codex_session(
-            &f,
-            "ls ~/.codex/skills/.system | grep -c . ; cat ~/.codex/skills/mine/SKILL.md",
-        );
-        let text = stdout(&out);
-        let skills: usize = text
-            .lines()
-            .next()
-            .and_then(|l| l.trim().parse().ok())
-            .unwrap_or(0);
-        assert!(
-            skills > 0 && text.contains("# mine"),
-            "session {session}: skills inside: {text}{}",
-            stderr(&out)
-        );
-        let now = std::fs::read_to_string(dir.join("installation_id")).expect("installation_id");
-        match &id {
-            None => id = Some(now),
-            Some(first) => assert_eq!(first, &now, "the second session started from scratch"),
+        std::fs::write(dir.join("config.toml"), config).unwrap();
+        std::fs::write(dir.join("AGENTS.md"), "Be brief.\n").unwrap();
+        std::fs::create_dir_all(dir.join("skills/mine")).unwrap();
+        std::fs::write(dir.join("skills/mine/SKILL.md"), "# mine\n").unwrap();
+        let mut id = None;
+        for session in 1..=2 {
+            // Inside, its bundled skills are written anew (into the session's own view of `skills/`),
+            // and your own skill is there, read-only.
+            let out = codex_session(
+                &f,
+                "ls ~/.codex/skills/.system | grep -c . ; cat ~/.codex/skills/mine/SKILL.md",
+            );
+            let text = stdout(&out);
+            let skills: usize = text
+                .lines()
+                .next()
+                .and_then(|l| l.trim().parse().ok())
+                .unwrap_or(0);
+            assert!(
+                skills > 0 && text.contains("# mine"),
+                "session {session}: skills inside: {text}{}",
+                stderr(&out)
+            );
+            let now =
+                std::fs::read_to_string(dir.join("installation_id")).expect("installation_id");
+            match &id {
+                None => id = Some(now),
+                Some(first) => assert_eq!(first, &now, "the second session started from scratch"),
+            }
+            assert_eq!(
+                count_files(&dir.join("sessions"), ".jsonl"),
+                session,
+                "session {session}'s rollout"
+            );
         }
-        assert_eq!(
-            count_files(&dir.join("sessions"), ".jsonl"),
-            session,
-            "session {session}'s rollout"
+        // Its SQLite stores (threads, logs, memories) are the jail's own, never yours.
+        let store = f.root.join("state/codex.claude-sandbox-sqlite");
+        assert!(
+            count_files(&store, ".sqlite") > 0,
+            "no store in {}",
+            store.display()
         );
-    }
-    // Its SQLite stores (threads, logs, memories) are the jail's own, never yours.
-    let store = f.root.join("state/codex.claude-sandbox-sqlite");
-    assert!(
-        count_files(&store, ".sqlite") > 0,
-        "no store in {}",
-        store.display()
-    );
-    assert_eq!(
-        count_files(&dir, ".sqlite"),
-        0,
-        "a store reached your ~/.codex"
-    );
-    assert_eq!(
-        std::fs::read_to_string(dir.join("config.toml")).unwrap(),
-        config
-    );
-    assert_eq!(
-        std::fs::read_to_string(dir.join("AGENTS.md")).unwrap(),
-        "Be brief.\n"
-    );
-    // What it runs later itself never reached your directory.
-    assert_eq!(
-        count_files(&dir.join("skills"), ".md"),
-        1,
-        "skills/.system leaked out"
-    );
-    assert_eq!(
-        std::fs::read_to_string(dir.join("skills/mine/SKILL.md")).unwrap(),
-        "# mine\n"
-    );
-    assert_eq!(
-        count_files(&dir.join("shell_snapshots"), ".sh"),
-        0,
-        "a snapshot leaked out"
-    );
-    let a = alerts(&f);
-    assert!(!a.contains("agent-state-not-allowed"), "{a}");
+        assert_eq!(
+            count_files(&dir, ".sqlite"),
+            0,
+            "a store reached your ~/.codex"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("config.toml")).unwrap(),
+            config
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("AGENTS.md")).unwrap(),
+            "Be brief.\n"
+        );
+        // What it runs later itself never reached your directory.
+        assert_eq!(
+            count_files(&dir.join("skills"), ".md"),
+            1,
+            "skills/.system leaked out"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("skills/mine/SKILL.md")).unwrap(),
+            "# mine\n"
+        );
+        assert_eq!(
+            count_files(&dir.join("shell_snapshots"), ".sh"),
+            0,
+            "a snapshot leaked out"
+        );
+        let a = alerts(&f);
+        assert!(!a.contains("agent-state-not-allowed"), "{a}");
+    });
 }
 
 #[test]
 #[ignore = "needs the real agents (npm): run with --ignored"]
 fn gemini_keeps_its_state_and_your_settings_across_two_sessions() {
-    require("gemini");
-    let f = Fixture::new();
-    let dir = f.home.join(".gemini");
-    std::fs::create_dir_all(&dir).unwrap();
-    let settings = "{\"general\":{\"vimMode\":true}}\n";
-    std::fs::write(dir.join("settings.json"), settings).unwrap();
-    std::fs::write(dir.join("GEMINI.md"), "Be brief.\n").unwrap();
-    // A key that no API accepts, and no network: it starts a real session (project registry,
-    // chat log, history) and gives up within the time-out.
-    let script = format!(
-        "cd {ws} && GEMINI_API_KEY=none GEMINI_CLI_TRUST_WORKSPACE=true timeout -s INT 15 gemini -p hello </dev/null >/dev/null 2>&1; true",
-        ws = f.ws.display()
-    );
-    let mut id = None;
-    for session in 1..=2 {
-        let out = with_agents(&f, &["run", "--", "bash", "-c", &script]);
-        assert!(out.status.success(), "session {session}: {}", stderr(&out));
-        let now = std::fs::read_to_string(dir.join("installation_id")).expect("installation_id");
-        match &id {
-            None => id = Some(now),
-            Some(first) => assert_eq!(first, &now, "the second session started from scratch"),
-        }
-        // Its chat log is kept (a second session in the same project may append to it).
-        assert!(
-            count_files(&dir.join("tmp"), ".jsonl") >= 1,
-            "session {session}'s chat"
+    agent_test("gemini", |_a| {
+        let f = Fixture::new();
+        let dir = f.home.join(".gemini");
+        std::fs::create_dir_all(&dir).unwrap();
+        let settings = "{\"general\":{\"vimMode\":true}}\n";
+        std::fs::write(dir.join("settings.json"), settings).unwrap();
+        std::fs::write(dir.join("GEMINI.md"), "Be brief.\n").unwrap();
+        // A key that no API accepts, and no network: it starts a real session (project registry,
+        // chat log, history) and retries until it is interrupted — here once its chat log of this
+        // session is written (at most 60 s), so a loaded machine does not cut it short; the
+        // interrupt goes to its process group (it runs itself again as a child). Then the
+        // script lists the chat logs as the jail sees them. (Outside a jail too, a new session
+        // removes the last one's log when that holds no answer: compare with what the jail left,
+        // not with a count.)
+        let script = format!(
+            "set -m; cd {ws} && touch /tmp/start && \
+             GEMINI_API_KEY=none GEMINI_CLI_TRUST_WORKSPACE=true gemini -p hello </dev/null >/dev/null 2>&1 & pid=$!; \
+             for _ in $(seq 120); do \
+               find ~/.gemini/tmp -name '*.jsonl' -newer /tmp/start 2>/dev/null | grep -q . && {{ sleep 2; break; }}; sleep 0.5; \
+             done; kill -INT -- -$pid; wait $pid; \
+             find ~/.gemini/tmp -name '*.jsonl' -printf 'CHAT %P\\n' | sort",
+            ws = f.ws.display()
         );
-    }
-    assert!(dir.join("projects.json").is_file());
-    assert_eq!(
-        std::fs::read_to_string(dir.join("settings.json")).unwrap(),
-        settings
-    );
-    assert_eq!(
-        std::fs::read_to_string(dir.join("GEMINI.md")).unwrap(),
-        "Be brief.\n"
-    );
-    let a = alerts(&f);
-    assert!(!a.contains("agent-state-not-allowed"), "{a}");
+        let mut id = None;
+        for session in 1..=2 {
+            let out = with_agents(&f, &["run", "--", "bash", "-c", &script]);
+            assert!(out.status.success(), "session {session}: {}", stderr(&out));
+            let now =
+                std::fs::read_to_string(dir.join("installation_id")).expect("installation_id");
+            match &id {
+                None => id = Some(now),
+                Some(first) => assert_eq!(first, &now, "the second session started from scratch"),
+            }
+            // Its chat logs are yours as the jail left them.
+            let inside: Vec<String> = stdout(&out)
+                .lines()
+                .filter_map(|l| l.strip_prefix("CHAT "))
+                .map(String::from)
+                .collect();
+            assert!(
+                !inside.is_empty(),
+                "session {session} wrote no chat log: {}",
+                text(&out)
+            );
+            let mut outside: Vec<String> = walkdir::WalkDir::new(dir.join("tmp"))
+                .into_iter()
+                .flatten()
+                .filter(|e| {
+                    e.file_type().is_file() && e.file_name().to_string_lossy().ends_with(".jsonl")
+                })
+                .map(|e| {
+                    e.path()
+                        .strip_prefix(dir.join("tmp"))
+                        .unwrap()
+                        .to_string_lossy()
+                        .into_owned()
+                })
+                .collect();
+            outside.sort();
+            assert_eq!(
+                outside, inside,
+                "session {session}: chat logs outside vs in the jail"
+            );
+        }
+        assert!(dir.join("projects.json").is_file());
+        assert_eq!(
+            std::fs::read_to_string(dir.join("settings.json")).unwrap(),
+            settings
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("GEMINI.md")).unwrap(),
+            "Be brief.\n"
+        );
+        let a = alerts(&f);
+        assert!(!a.contains("agent-state-not-allowed"), "{a}");
+    });
 }
 
 /// `OpenCode` starts in the jail in a project with its `opencode.json` and `opencode.jsonc`: it
@@ -327,52 +556,85 @@ fn gemini_keeps_its_state_and_your_settings_across_two_sessions() {
 #[test]
 #[ignore = "needs the real agents (npm): run with --ignored"]
 fn opencode_starts_and_keeps_its_state() {
-    require("opencode");
-    let f = Fixture::new();
-    // Without one, the placeholder directory stops it at its first request (docs/runtimes.md).
-    for name in ["opencode.json", "opencode.jsonc"] {
-        std::fs::write(f.ws.join(name), "{}\n").unwrap();
-    }
-    // Launched as the command (its views and state directories are made for it). No provider is
-    // reachable: it starts a session and waits for the model until it is interrupted; the
-    // launcher forwards the interrupt and ends the session as usual.
-    let path = format!(
-        "{}:/usr/local/bin:/usr/bin:/bin",
-        f.home.join(".local/bin").display()
-    );
-    // An interrupt at 8 s; then, if OpenCode is still running, a TERM at 25 s (both forwarded to
-    // the launcher by `timeout`), and a KILL only at 60 s. Run alone it always ends at the
-    // interrupt; in the full suite, beside the other agents, OpenCode now and then ignored it for
-    // more than 40 s, and a launcher killed outright cannot clean up.
-    let out = std::process::Command::new("timeout")
-        .args(["-s", "TERM", "-k", "35", "25", "timeout", "-s", "INT", "8"])
-        .arg(bin())
-        .args(["run", "--", "opencode", "run", "hello"])
-        .current_dir(&f.ws)
-        .env_clear()
-        .envs(f.env())
-        .env("PATH", path)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    let text = format!("{}{}", stdout(&out), stderr(&out));
-    assert!(!text.contains("Unexpected error"), "{text}");
-    assert!(text.contains("> build"), "it did not start: {text}");
-    assert!(
-        f.home.join(".local/share/opencode/opencode.db").is_file(),
-        "no database kept: {text}"
-    );
-    assert_eq!(
-        std::fs::read_to_string(f.ws.join("opencode.json")).unwrap(),
-        "{}\n"
-    );
-    assert!(
-        !f.ws.join(".opencode").exists(),
-        ".opencode left in the workspace ({}): {text}",
-        out.status
-    );
-    assert!(
-        !f.home.join(".config/opencode").exists(),
-        "its view's mount point left in ~/.config"
-    );
+    agent_test("opencode", |_a| {
+        let f = Fixture::new();
+        // Without one, the placeholder directory stops it at its first request (docs/runtimes.md).
+        for name in ["opencode.json", "opencode.jsonc"] {
+            std::fs::write(f.ws.join(name), "{}\n").unwrap();
+        }
+        // Launched as the command (its views and state directories are made for it). No provider is
+        // reachable: it starts a session and waits for the model until it is interrupted; the
+        // launcher forwards the interrupt and ends the session as usual.
+        // An interrupt once it has started (its prompt echoed), or after 90 s; then, if OpenCode is
+        // still running, a TERM 20 s later and a KILL only 40 s after that (a launcher killed
+        // outright cannot clean up). A fixed interrupt time was too early on a loaded machine.
+        let log = f.root.join("opencode.out");
+        let file = std::fs::File::create(&log).unwrap();
+        let mut child = std::process::Command::new(bin())
+            .args(["run", "--", "opencode", "run", "hello"])
+            .current_dir(&f.ws)
+            .env_clear()
+            .envs(f.env())
+            .env("PATH", agents_path(&f.home.join(".local/bin")))
+            .stdin(std::process::Stdio::null())
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        let said = || std::fs::read_to_string(&log).unwrap_or_default();
+        let mut sent = None;
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            let elapsed = started.elapsed();
+            let next = match sent {
+                None if said().contains("> build")
+                    || elapsed > std::time::Duration::from_secs(90) =>
+                {
+                    Some((nix::sys::signal::Signal::SIGINT, elapsed))
+                }
+                Some((nix::sys::signal::Signal::SIGINT, at))
+                    if elapsed.saturating_sub(at) > std::time::Duration::from_secs(20) =>
+                {
+                    Some((nix::sys::signal::Signal::SIGTERM, elapsed))
+                }
+                Some((nix::sys::signal::Signal::SIGTERM, at))
+                    if elapsed.saturating_sub(at) > std::time::Duration::from_secs(40) =>
+                {
+                    Some((nix::sys::signal::Signal::SIGKILL, elapsed))
+                }
+                _ => None,
+            };
+            if let Some((sig, at)) = next {
+                signal(child.id(), sig);
+                sent = Some((sig, at));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        };
+        let text = said();
+        assert!(
+            !matches!(sent, Some((nix::sys::signal::Signal::SIGKILL, _))),
+            "it had to be killed: {text}"
+        );
+        assert!(!text.contains("Unexpected error"), "{text}");
+        assert!(text.contains("> build"), "it did not start: {text}");
+        assert!(
+            f.home.join(".local/share/opencode/opencode.db").is_file(),
+            "no database kept: {text}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(f.ws.join("opencode.json")).unwrap(),
+            "{}\n"
+        );
+        assert!(
+            !f.ws.join(".opencode").exists(),
+            ".opencode left in the workspace ({status}): {text}"
+        );
+        assert!(
+            !f.home.join(".config/opencode").exists(),
+            "its view's mount point left in ~/.config"
+        );
+    });
 }
