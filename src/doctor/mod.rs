@@ -577,13 +577,21 @@ fn check_wrappers() -> Vec<Check> {
                 format!("`{agent}` is the guarded wrapper ({})", found.display()),
             ));
         } else {
+            // Where this binary is, the wrapper would go (PREFIX/bin), and the installer refuses to
+            // replace what is there: that fix would fail.
+            let install = installer_command(&format!("--wrap {agent}"));
+            let beside = std::env::current_exe()
+                .and_then(std::fs::canonicalize)
+                .is_ok_and(|exe| exe.parent() == found.parent());
+            let fix = if beside {
+                format!("run `claude-sandbox run -- {agent}` (a wrapper would replace this {agent}: install {agent} under another prefix first, then {install})")
+            } else {
+                format!("{install}, or run `claude-sandbox run -- {agent}`")
+            };
             out.push(warn(
                 "agent wrappers",
                 format!("`{agent}` runs unguarded ({})", found.display()),
-                format!(
-                    "{}, or run `claude-sandbox run -- {agent}`",
-                    installer_command(&format!("--wrap {agent}"))
-                ),
+                fix,
             ));
         }
     }
