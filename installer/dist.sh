@@ -122,7 +122,9 @@ for t in "${targets[@]}"; do
       "$cargo" build --release --locked --quiet --target "$tr" --manifest-path "$here/Cargo.toml" --bin claude-sandbox
   bin="$target_dir/$tr/release/claude-sandbox"
   # The newest glibc symbol version the binary needs must be the baseline's or older.
-  newest=$(objdump -T "$bin" | grep -oE 'GLIBC_[0-9]+\.[0-9]+(\.[0-9]+)?' | sed 's/GLIBC_//' | sort -uV | tail -n 1)
+  # (readelf reads either architecture; this machine's objdump lists no aarch64 symbols.)
+  newest=$(readelf --dyn-syms -W "$bin" | grep -oE 'GLIBC_[0-9]+\.[0-9]+(\.[0-9]+)?' | sed 's/GLIBC_//' | sort -uV | tail -n 1)
+  [ -n "$newest" ] || die "$tr: no glibc symbol version found in $bin (readelf --dyn-syms)"
   [ "$(printf '%s\n%s\n' "$newest" "$baseline_glibc" | sort -V | tail -n 1)" = "$baseline_glibc" ] \
     || die "$tr: the binary needs glibc $newest, newer than the baseline $baseline_glibc"
   interp=$(readelf -lW "$bin" | sed -n 's/.*Requesting program interpreter: \(.*\)]/\1/p')

@@ -103,7 +103,7 @@ if [ "$uninstall" = 1 ]; then
     rmdir "$d" 2>/dev/null || say "left $d: it holds files install.sh did not create"
   done
   say "removed what was installed under $root and $etc"
-  say "left for you: bubblewrap; each user's ~/.local/state/claude-sandbox (the jail's cache layers:"
+  say "what stays: bubblewrap; each user's ~/.local/state/claude-sandbox (the jail's cache layers:"
   say "  \`claude-sandbox cache clear\` before uninstalling, or remove it) and runtime directory"
   say "  (/run/claude-sandbox/UID, \$XDG_RUNTIME_DIR/claude-sandbox or /var/tmp/claude-sandbox-UID:"
   say "  alerts and quarantined files; review \`claude-sandbox alerts\` first); open shells keep the"
@@ -129,8 +129,10 @@ install_packages() {
 installed="$root/bin/claude-sandbox"
 # Packaged: the Feature (devcontainer-feature.json beside this script, binaries in bin/ARCH/) or the
 # npm package (package.json; the binary in the platform package npm chose: nested or hoisted).
+# (A checkout's installer/ holds devcontainer-feature.json too, and no binaries.)
 packaged=""
-if [ -f "$self_dir/devcontainer-feature.json" ]; then packaged=Feature
+if [ -f "$here/Cargo.toml" ]; then packaged=""
+elif [ -f "$self_dir/devcontainer-feature.json" ]; then packaged=Feature
 elif [ -f "$self_dir/package.json" ] && grep -q '"name": "claude-sandbox"' "$self_dir/package.json"; then packaged="npm package"
 fi
 if [ -z "$binary" ] && [ -n "$packaged" ]; then
@@ -248,7 +250,8 @@ man_pages
 # The attack battery's cases, for `claude-sandbox battery` in this container.
 battery_src="$here/battery"
 [ -d "$battery_src" ] || battery_src="$self_dir/battery"
-if [ -d "$battery_src" ]; then
+# (Run from the installed copy, the cases are already there.)
+if [ -d "$battery_src" ] && ! [ "$battery_src" -ef "$share/battery" ]; then
   ensure_dir "$share/battery"
   for f in "$battery_src"/*.toml; do
     install -m 0644 "$f" "$share/battery/"

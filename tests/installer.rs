@@ -305,3 +305,132 @@ fn a_shell_in_the_jail_says_it_is_inside() {
     t.line("echo \"in=$CLAUDE_SANDBOX\"");
     t.wait_for("in=1", 1);
 }
+
+/// A packaged folder (the Feature's layout or the npm package's) with `installer/install.sh`, the
+/// hook and, for each architecture in `arches`, this build's binary where that layout keeps it.
+fn packaged(f: &Fixture, npm: bool, arches: &[&str]) -> PathBuf {
+    let dir = f
+        .root
+        .join(if npm { "g/claude-sandbox" } else { "feature" });
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(
+        src_dir().join("installer/install.sh"),
+        dir.join("install.sh"),
+    )
+    .unwrap();
+    std::fs::copy(
+        src_dir().join("profile.d/claude-sandbox.sh"),
+        dir.join("claude-sandbox.sh"),
+    )
+    .unwrap();
+    if npm {
+        std::fs::write(
+            dir.join("package.json"),
+            "{\n  \"name\": \"claude-sandbox\"\n}\n",
+        )
+        .unwrap();
+    } else {
+        std::fs::copy(
+            src_dir().join("installer/devcontainer-feature.json"),
+            dir.join("devcontainer-feature.json"),
+        )
+        .unwrap();
+    }
+    for arch in arches {
+        let cpu = if *arch == "x86_64" { "x64" } else { "arm64" };
+        let to = if npm {
+            // Hoisted beside the package, as `npm install` in a project lays it out.
+            f.root
+                .join(format!("g/@claude-sandbox/linux-{cpu}/claude-sandbox"))
+        } else {
+            dir.join(format!("bin/{arch}/claude-sandbox"))
+        };
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(bin(), &to).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn a_packaged_install_takes_the_binary_of_this_architecture_and_keeps_itself() {
+    let f = Fixture::new();
+    let arch = std::env::consts::ARCH;
+    let other = if arch == "x86_64" {
+        "aarch64"
+    } else {
+        "x86_64"
+    };
+    for npm in [false, true] {
+        let r = Root::new(&f);
+        let dir = packaged(&f, npm, &[arch]);
+        let run = |args: &[&str]| {
+            Command::new("bash")
+                .arg(dir.join("install.sh"))
+                .args(["--prefix", r.usr.to_str().unwrap()])
+                .args(["--sysconfdir", r.etc.to_str().unwrap(), "--no-packages"])
+                .args(args)
+                .env_clear()
+                .env("PATH", SYS_PATH)
+                .output()
+                .unwrap()
+        };
+        ok(&run(&[]));
+        assert_eq!(
+            std::fs::read(r.usr.join("bin/claude-sandbox")).unwrap(),
+            std::fs::read(bin()).unwrap()
+        );
+        // The installer and the hook stay, for --uninstall, a later --wrap and doctor's fixes; and
+        // every man page the main page lists is there.
+        let kept = r.usr.join("share/claude-sandbox/install.sh");
+        assert!(
+            kept.is_file()
+                && r.usr
+                    .join("share/claude-sandbox/claude-sandbox.sh")
+                    .is_file()
+        );
+        assert!(r.usr.join("share/man/man1/claude-sandbox-run.1").is_file());
+        assert!(r
+            .usr
+            .join("share/man/man1/claude-sandbox-cache-ls.1")
+            .is_file());
+        let again = Command::new("bash")
+            .arg(&kept)
+            .args(["--prefix", r.usr.to_str().unwrap()])
+            .args([
+                "--sysconfdir",
+                r.etc.to_str().unwrap(),
+                "--no-packages",
+                "--wrap",
+                "fakeagent",
+            ])
+            .env_clear()
+            .env("PATH", SYS_PATH)
+            .output()
+            .unwrap();
+        assert!(ok(&again).contains("keeping the installed"));
+        let out = ok(&run(&["--uninstall"]));
+        assert!(out.contains("~/.local/state/claude-sandbox"), "{out}");
+        assert!(!r.usr.join("bin/claude-sandbox").exists());
+        assert!(!kept.exists());
+        std::fs::remove_dir_all(f.root.join(if npm { "g" } else { "feature" })).unwrap();
+        // Only the other architecture's binary: one line naming what is missing, nothing installed.
+        let dir = packaged(&f, npm, &[other]);
+        let out = Command::new("bash")
+            .arg(dir.join("install.sh"))
+            .args(["--prefix", r.usr.to_str().unwrap()])
+            .args(["--sysconfdir", r.etc.to_str().unwrap(), "--no-packages"])
+            .env_clear()
+            .env("PATH", SYS_PATH)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let err = stderr(&out);
+        assert!(
+            err.contains(&format!("has no claude-sandbox for {arch}")),
+            "{err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(!r.usr.join("bin/claude-sandbox").exists());
+        std::fs::remove_dir_all(f.root.join(if npm { "g" } else { "feature" })).unwrap();
+    }
+}
