@@ -47,8 +47,13 @@ impl Root {
 
     /// install.sh with this root; `path` is the PATH it sees (no cargo on it).
     fn install(&self, args: &[&str], path: &str) -> Output {
+        self.install_with(&src_dir().join("installer/install.sh"), args, path)
+    }
+
+    /// The same with another copy of install.sh (a packaged one, the installed one).
+    fn install_with(&self, script: &Path, args: &[&str], path: &str) -> Output {
         Command::new("bash")
-            .arg(src_dir().join("installer/install.sh"))
+            .arg(script)
             .args(["--prefix", self.usr.to_str().unwrap()])
             .args(["--sysconfdir", self.etc.to_str().unwrap(), "--no-packages"])
             .args(args)
@@ -363,17 +368,7 @@ fn a_packaged_install_takes_the_binary_of_this_architecture_and_keeps_itself() {
     for npm in [false, true] {
         let r = Root::new(&f);
         let dir = packaged(&f, npm, &[arch]);
-        let run = |args: &[&str]| {
-            Command::new("bash")
-                .arg(dir.join("install.sh"))
-                .args(["--prefix", r.usr.to_str().unwrap()])
-                .args(["--sysconfdir", r.etc.to_str().unwrap(), "--no-packages"])
-                .args(args)
-                .env_clear()
-                .env("PATH", SYS_PATH)
-                .output()
-                .unwrap()
-        };
+        let run = |args: &[&str]| r.install_with(&dir.join("install.sh"), args, SYS_PATH);
         ok(&run(&[]));
         assert_eq!(
             std::fs::read(r.usr.join("bin/claude-sandbox")).unwrap(),
@@ -393,20 +388,7 @@ fn a_packaged_install_takes_the_binary_of_this_architecture_and_keeps_itself() {
             .usr
             .join("share/man/man1/claude-sandbox-cache-ls.1")
             .is_file());
-        let again = Command::new("bash")
-            .arg(&kept)
-            .args(["--prefix", r.usr.to_str().unwrap()])
-            .args([
-                "--sysconfdir",
-                r.etc.to_str().unwrap(),
-                "--no-packages",
-                "--wrap",
-                "fakeagent",
-            ])
-            .env_clear()
-            .env("PATH", SYS_PATH)
-            .output()
-            .unwrap();
+        let again = r.install_with(&kept, &["--wrap", "fakeagent"], SYS_PATH);
         assert!(ok(&again).contains("keeping the installed"));
         let out = ok(&run(&["--uninstall"]));
         assert!(out.contains("~/.local/state/claude-sandbox"), "{out}");
@@ -415,14 +397,7 @@ fn a_packaged_install_takes_the_binary_of_this_architecture_and_keeps_itself() {
         std::fs::remove_dir_all(f.root.join(if npm { "g" } else { "feature" })).unwrap();
         // Only the other architecture's binary: one line naming what is missing, nothing installed.
         let dir = packaged(&f, npm, &[other]);
-        let out = Command::new("bash")
-            .arg(dir.join("install.sh"))
-            .args(["--prefix", r.usr.to_str().unwrap()])
-            .args(["--sysconfdir", r.etc.to_str().unwrap(), "--no-packages"])
-            .env_clear()
-            .env("PATH", SYS_PATH)
-            .output()
-            .unwrap();
+        let out = r.install_with(&dir.join("install.sh"), &[], SYS_PATH);
         assert_eq!(out.status.code(), Some(1));
         let err = stderr(&out);
         assert!(
