@@ -7,9 +7,12 @@
 #                                  [--wrap claude,codex,...] [--no-packages]
 #   sudo bash installer/install.sh --uninstall [--prefix DIR] [--sysconfdir DIR]
 #
-# The binary: --binary PATH; else the one packaged beside this script (a devcontainer Feature); else,
+# The binary: --binary PATH; else the one for this machine's architecture packaged with this script
+# (the devcontainer Feature: bin/ARCH/claude-sandbox; the npm package: its platform package); else,
 # with --wrap, the one already installed in PREFIX/bin (adding a wrapper later needs no cargo); else
-# built from this checkout with cargo; else `cargo install claude-sandbox`.
+# built from this checkout with cargo; else `cargo install claude-sandbox`. The prebuilt binaries
+# need Linux on x86_64 or aarch64 with glibc 2.31 or later; elsewhere this stops and says so.
+# A copy of this script and the hook stay in PREFIX/share/claude-sandbox (doctor names it).
 # --wrap NAME or NAME=/path/to/real: a wrapper PREFIX/bin/NAME that runs the real NAME through
 # `claude-sandbox run`. Without =/path the real NAME is looked up each time the wrapper runs (on PATH,
 # skipping PREFIX/bin), so the agent may be installed after the wrapper. PREFIX/bin must come before
@@ -52,8 +55,8 @@ manifest="$share/manifest"
 header="# claude-sandbox install manifest v2: what install.sh created; --uninstall removes exactly this"
 self_dir=$(cd "$(dirname "$0")" && pwd)
 here=$(cd "$self_dir/.." && pwd)
-# A packaged Feature (installer/package-feature.sh) carries the hook and a prebuilt binary beside this
-# script; a checkout has them in profile.d/ and builds the binary.
+# A packaged Feature (installer/package-feature.sh), the npm package and an installed copy
+# (PREFIX/share/claude-sandbox) carry the hook beside this script; a checkout has it in profile.d/.
 hook_src="$here/profile.d/claude-sandbox.sh"
 [ -f "$hook_src" ] || hook_src="$self_dir/claude-sandbox.sh"
 begin="# >>> claude-sandbox prompt hook >>>"
@@ -100,6 +103,11 @@ if [ "$uninstall" = 1 ]; then
     rmdir "$d" 2>/dev/null || say "left $d: it holds files install.sh did not create"
   done
   say "removed what was installed under $root and $etc"
+  say "what stays: bubblewrap; each user's ~/.local/state/claude-sandbox (the jail's cache layers:"
+  say "  \`claude-sandbox cache clear\` before uninstalling, or remove it) and runtime directory"
+  say "  (/run/claude-sandbox/UID, \$XDG_RUNTIME_DIR/claude-sandbox or /var/tmp/claude-sandbox-UID:"
+  say "  alerts and quarantined files; review \`claude-sandbox alerts\` first); open shells keep the"
+  say "  prompt hook until they exit"
   exit 0
 fi
 
@@ -119,23 +127,40 @@ install_packages() {
 }
 
 installed="$root/bin/claude-sandbox"
-packaged=0
-if [ -z "$binary" ] && [ -x "$self_dir/claude-sandbox" ] && [ -f "$self_dir/devcontainer-feature.json" ]; then
-  binary="$self_dir/claude-sandbox"
-  packaged=1
+# Packaged: the Feature (devcontainer-feature.json beside this script, binaries in bin/ARCH/) or the
+# npm package (package.json; the binary in the platform package npm chose: nested or hoisted).
+# (A checkout's installer/ holds devcontainer-feature.json too, and no binaries.)
+packaged=""
+if [ -f "$here/Cargo.toml" ]; then packaged=""
+elif [ -f "$self_dir/devcontainer-feature.json" ]; then packaged=Feature
+elif [ -f "$self_dir/package.json" ] && grep -q '"name": "claude-sandbox"' "$self_dir/package.json"; then packaged="npm package"
 fi
-if [ "$packaged" = 1 ]; then
-  # The packaged binary is built on x86_64 Linux against glibc; say so rather than fail obscurely.
+if [ -z "$binary" ] && [ -n "$packaged" ]; then
+  build_here="build it here (cargo build --release, Rust 1.85 or later) and give --binary (Feature option \"binary\")"
   arch=$(uname -m)
-  [ "$arch" = x86_64 ] || die "the packaged claude-sandbox binary is for x86_64 Linux with glibc; this machine is $arch: build it here (cargo build --release) and give --binary (Feature option \"binary\")"
-  if ! getconf GNU_LIBC_VERSION >/dev/null 2>&1; then
-    die "the packaged claude-sandbox binary needs glibc; this system has another C library (musl? Alpine?): build it here (cargo build --release) and give --binary (Feature option \"binary\")"
-  fi
+  case $arch in
+    x86_64|amd64) arch=x86_64 cpu=x64 ;;
+    aarch64|arm64) arch=aarch64 cpu=arm64 ;;
+    *) die "the $packaged has claude-sandbox for x86_64 and aarch64 Linux; this machine is $arch: $build_here" ;;
+  esac
+  glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null) \
+    || die "the $packaged's binaries need glibc 2.31 or later; this system has another C library (musl? Alpine?): $build_here"
+  glibc=${glibc#glibc }
+  [ "$(printf '%s\n2.31\n' "$glibc" | sort -t. -k1,1n -k2,2n | head -n 1)" = 2.31 ] \
+    || die "the $packaged's binaries need glibc 2.31 or later (Debian 11, Ubuntu 20.04); this system has $glibc: $build_here"
+  for candidate in "$self_dir/bin/$arch/claude-sandbox" \
+                   "$self_dir/node_modules/@claude-sandbox/linux-$cpu/claude-sandbox" \
+                   "$here/@claude-sandbox/linux-$cpu/claude-sandbox"; do
+    if [ -f "$candidate" ] && [ -x "$candidate" ]; then binary=$candidate; break; fi
+  done
+  [ -n "$binary" ] || die "the $packaged in $self_dir has no claude-sandbox for $arch (npm: was @claude-sandbox/linux-$cpu left out with --omit=optional?)"
 fi
 if [ "$packages" = 1 ] && [ -z "$dest" ]; then install_packages; fi
 
 reuse=0
-if [ -z "$binary" ] && [ -n "$wrap" ] && [ -x "$installed" ]; then
+# Reused when only wrappers are added, or when this is no checkout to build from (the installed copy
+# of this script, run again: doctor's fix lines).
+if [ -z "$binary" ] && [ -x "$installed" ] && { [ -n "$wrap" ] || [ ! -f "$here/Cargo.toml" ]; }; then
   binary=$installed
   reuse=1
   say "keeping the installed $prefix/bin/claude-sandbox (give --binary to replace it)"
@@ -152,7 +177,7 @@ if [ -z "$binary" ]; then
   fi
 fi
 [ -f "$binary" ] && [ -x "$binary" ] || die "$binary is not an executable file"
-version=$("$binary" --version 2>&1) || die "$binary does not run here ($version); the packaged binary is x86_64 Linux with glibc only: build it here and give --binary"
+version=$("$binary" --version 2>&1) || die "$binary does not run here ($version): build it here (cargo build --release) and give --binary"
 
 # What this run creates is recorded; until the manifest's directory exists, records wait here.
 pending=()
@@ -209,18 +234,42 @@ gen() { # gen FILE ARGS...: write the binary's output for ARGS to FILE, recordin
 gen "$root/share/bash-completion/completions/claude-sandbox" completions bash
 gen "$root/share/zsh/site-functions/_claude-sandbox" completions zsh
 gen "$root/share/fish/vendor_completions.d/claude-sandbox.fish" completions fish
-gen "$root/share/man/man1/claude-sandbox.1" man
+# The man pages: claude-sandbox(1) and each claude-sandbox-X(1) a page lists (claude-sandbox-run(1),
+# claude-sandbox-cache-ls(1), ...).
+man_pages() { # man_pages NAME...: that page, then the pages it lists
+  gen "$root/share/man/man1/$(IFS=-; echo "claude-sandbox${*:+-$*}").1" man "$@"
+  local sub
+  for sub in $("$root/bin/claude-sandbox" man "$@" 2>/dev/null | sed -n 's/^claude\\-sandbox\\-\(.*\)(1)$/\1/p' | sed 's/\\-/-/g'); do
+    local prefix
+    prefix=$(IFS=-; echo "$*")
+    man_pages "$@" "${sub#"${prefix:+$prefix-}"}"
+  done
+}
+man_pages
 
 # The attack battery's cases, for `claude-sandbox battery` in this container.
 battery_src="$here/battery"
 [ -d "$battery_src" ] || battery_src="$self_dir/battery"
-if [ -d "$battery_src" ]; then
+# (Run from the installed copy, the cases are already there.)
+if [ -d "$battery_src" ] && ! [ "$battery_src" -ef "$share/battery" ]; then
   ensure_dir "$share/battery"
   for f in "$battery_src"/*.toml; do
     install -m 0644 "$f" "$share/battery/"
     record "file:$share/battery/$(basename "$f")"
   done
 fi
+
+# This script and the hook, so that a later --wrap, --uninstall or doctor's fix has them by a path
+# that exists wherever claude-sandbox was installed from (masked inside the jail with the rest of
+# PREFIX/share/claude-sandbox).
+keep() { # keep SRC NAME MODE
+  local dst="$share/$2"
+  [ -e "$dst" ] && [ "$1" -ef "$dst" ] && return 0
+  [ -e "$dst" ] || record "file:$dst"
+  install -m "$3" "$1" "$dst.new" && mv -f "$dst.new" "$dst"
+}
+keep "$self_dir/$(basename "${BASH_SOURCE[0]}")" install.sh 0755
+keep "$hook_src" claude-sandbox.sh 0644
 
 # The prompt hook, with the binary's absolute path.
 sed "s|__claude_sandbox_bin=\${__claude_sandbox_bin:-/usr/local/bin/claude-sandbox}|__claude_sandbox_bin=\${__claude_sandbox_bin:-$bin_path}|" \
@@ -254,7 +303,7 @@ for spec in "${agents[@]}"; do
   target="$root/bin/$name"
   if [ -e "$target" ] || [ -L "$target" ]; then
     head -c 512 "$target" 2>/dev/null | grep -qF "$mark" \
-      || die "$target exists and is not a claude-sandbox wrapper (npm's global bin?); not replacing it. Run \`claude-sandbox run -- $name\`, or install with --prefix elsewhere on PATH before it"
+      || die "$target exists and is not a claude-sandbox wrapper ($(readlink -f "$target"); npm's global prefix is $prefix?): not replacing it. $( [ -n "${WRAPAGENTS:-}" ] && echo "As a Feature: set \"wrapAgents\": \"\" (or leave $name out of it) and" || echo "Leave --wrap $name out and") run \`claude-sandbox run -- $name\`; or install $name under another prefix (npm config set prefix ~/.local, or the node Feature's nvm) and install again; or give --prefix a directory earlier on PATH than $(dirname "$target")"
   fi
   cat > "$target.new" <<WRAPPER
 #!/bin/sh

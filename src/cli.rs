@@ -125,8 +125,11 @@ pub(crate) enum Command {
         json: bool,
     },
     /// Explain the policy for this workspace and user: writable, read-only, masked, hidden, watched.
-    /// Short by default; with --verbose every sealed entry point, who runs it, and every mask.
+    /// Short by default; with --full every sealed entry point, who runs it, and every mask.
     Explain {
+        /// Every sealed entry point, who runs it, and every mask (`-v` only adds log lines).
+        #[arg(long)]
+        full: bool,
         /// The workspace to explain; default: the git top level of the current directory, else it.
         #[arg(long, value_name = "DIR")]
         workspace: Option<PathBuf>,
@@ -143,8 +146,14 @@ pub(crate) enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff; `claude-sandbox man | man -l -`).
-    Man,
+    /// Print the man page (roff; `claude-sandbox man | man -l -`), or with COMMAND that command's
+    /// page, claude-sandbox-COMMAND(1), as the main page lists it (`man cache ls`:
+    /// claude-sandbox-cache-ls(1)); the installer writes them all.
+    Man {
+        /// A subcommand (run, doctor, cache ls, ...).
+        #[arg(value_name = "COMMAND")]
+        command: Vec<String>,
+    },
 }
 
 /// `--network MODE`: `net::Mode` as the command line spells it.
@@ -322,7 +331,7 @@ pub fn main() -> i32 {
         }
     };
     init_logging(cli.verbose);
-    match crate::commands::exec(cli.command, cli.verbose) {
+    match crate::commands::exec(cli.command) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("claude-sandbox: {e}");

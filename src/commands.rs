@@ -20,8 +20,8 @@ mod watch;
 
 use crate::cli::Command;
 
-/// Run `command`; the exit status. `verbose` is the `-v` count (`explain` lists everything with it).
-pub(crate) fn exec(command: Command, verbose: u8) -> crate::Result<i32> {
+/// Run `command`; the exit status.
+pub(crate) fn exec(command: Command) -> crate::Result<i32> {
     match command {
         Command::Run {
             workspace,
@@ -64,11 +64,12 @@ pub(crate) fn exec(command: Command, verbose: u8) -> crate::Result<i32> {
         Command::Cache { action } => cache::exec(action),
         Command::Doctor { json } => Ok(doctor::exec(json)),
         Command::Explain {
+            full,
             workspace,
             config,
             json,
-        } => explain::exec(workspace, config, json, verbose > 0),
+        } => explain::exec(workspace, config, json, full),
         Command::Completions { shell } => Ok(completions::exec(shell)),
-        Command::Man => man::exec(),
+        Command::Man { command } => man::exec(&command),
     }
 }

@@ -82,12 +82,12 @@ fn some(items: &[String], full: bool) -> String {
     }
     match items.len() - shown.len() {
         0 => shown.join(", "),
-        rest if shown.is_empty() => format!("{rest} (--verbose lists them)"),
+        rest if shown.is_empty() => format!("{rest} (--full lists them)"),
         rest => format!("{}, ... and {rest} more", shown.join(", ")),
     }
 }
 
-/// `full` (`explain --verbose`) lists every sealed entry point with who runs it, and every mask;
+/// `full` (`explain --full`) lists every sealed entry point with who runs it, and every mask;
 /// the default is a screenful.
 // One screen of text, written in the order it prints.
 #[allow(clippy::too_many_lines)]
@@ -225,7 +225,7 @@ pub fn explain(opts: &RunOptions, json: bool, full: bool) -> Result<()> {
         );
         let _ = writeln!(
             out,
-            "  (`claude-sandbox explain --verbose` lists every entry point, who runs it, and every mask)"
+            "  (`claude-sandbox explain --full` lists every entry point, who runs it, and every mask)"
         );
     }
     let _ = writeln!(
@@ -299,7 +299,7 @@ pub fn explain(opts: &RunOptions, json: bool, full: bool) -> Result<()> {
     Ok(())
 }
 
-/// Where each cache layer lives: one line by default, one per layer with `--verbose`.
+/// Where each cache layer lives: one line by default, one per layer with `--full`.
 fn caches(out: &mut impl Write, p: &crate::jail::policy::Policy, full: bool) {
     type Layer = crate::jail::layers::Layer;
     type Pick = fn(&&Layer) -> bool;

@@ -47,8 +47,13 @@ impl Root {
 
     /// install.sh with this root; `path` is the PATH it sees (no cargo on it).
     fn install(&self, args: &[&str], path: &str) -> Output {
+        self.install_with(&src_dir().join("installer/install.sh"), args, path)
+    }
+
+    /// The same with another copy of install.sh (a packaged one, the installed one).
+    fn install_with(&self, script: &Path, args: &[&str], path: &str) -> Output {
         Command::new("bash")
-            .arg(src_dir().join("installer/install.sh"))
+            .arg(script)
             .args(["--prefix", self.usr.to_str().unwrap()])
             .args(["--sysconfdir", self.etc.to_str().unwrap(), "--no-packages"])
             .args(args)
@@ -304,4 +309,103 @@ fn a_shell_in_the_jail_says_it_is_inside() {
     t.wait_for("you are inside the jail (CLAUDE_SANDBOX=1)", 1);
     t.line("echo \"in=$CLAUDE_SANDBOX\"");
     t.wait_for("in=1", 1);
+}
+
+/// A packaged folder (the Feature's layout or the npm package's) with `installer/install.sh`, the
+/// hook and, for each architecture in `arches`, this build's binary where that layout keeps it.
+fn packaged(f: &Fixture, npm: bool, arches: &[&str]) -> PathBuf {
+    let dir = f
+        .root
+        .join(if npm { "g/claude-sandbox" } else { "feature" });
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(
+        src_dir().join("installer/install.sh"),
+        dir.join("install.sh"),
+    )
+    .unwrap();
+    std::fs::copy(
+        src_dir().join("profile.d/claude-sandbox.sh"),
+        dir.join("claude-sandbox.sh"),
+    )
+    .unwrap();
+    if npm {
+        std::fs::write(
+            dir.join("package.json"),
+            "{\n  \"name\": \"claude-sandbox\"\n}\n",
+        )
+        .unwrap();
+    } else {
+        std::fs::copy(
+            src_dir().join("installer/devcontainer-feature.json"),
+            dir.join("devcontainer-feature.json"),
+        )
+        .unwrap();
+    }
+    for arch in arches {
+        let cpu = if *arch == "x86_64" { "x64" } else { "arm64" };
+        let to = if npm {
+            // Hoisted beside the package, as `npm install` in a project lays it out.
+            f.root
+                .join(format!("g/@claude-sandbox/linux-{cpu}/claude-sandbox"))
+        } else {
+            dir.join(format!("bin/{arch}/claude-sandbox"))
+        };
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(bin(), &to).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn a_packaged_install_takes_the_binary_of_this_architecture_and_keeps_itself() {
+    let f = Fixture::new();
+    let arch = std::env::consts::ARCH;
+    let other = if arch == "x86_64" {
+        "aarch64"
+    } else {
+        "x86_64"
+    };
+    for npm in [false, true] {
+        let r = Root::new(&f);
+        let dir = packaged(&f, npm, &[arch]);
+        let run = |args: &[&str]| r.install_with(&dir.join("install.sh"), args, SYS_PATH);
+        ok(&run(&[]));
+        assert_eq!(
+            std::fs::read(r.usr.join("bin/claude-sandbox")).unwrap(),
+            std::fs::read(bin()).unwrap()
+        );
+        // The installer and the hook stay, for --uninstall, a later --wrap and doctor's fixes; and
+        // every man page the main page lists is there.
+        let kept = r.usr.join("share/claude-sandbox/install.sh");
+        assert!(
+            kept.is_file()
+                && r.usr
+                    .join("share/claude-sandbox/claude-sandbox.sh")
+                    .is_file()
+        );
+        assert!(r.usr.join("share/man/man1/claude-sandbox-run.1").is_file());
+        assert!(r
+            .usr
+            .join("share/man/man1/claude-sandbox-cache-ls.1")
+            .is_file());
+        let again = r.install_with(&kept, &["--wrap", "fakeagent"], SYS_PATH);
+        assert!(ok(&again).contains("keeping the installed"));
+        let out = ok(&run(&["--uninstall"]));
+        assert!(out.contains("~/.local/state/claude-sandbox"), "{out}");
+        assert!(!r.usr.join("bin/claude-sandbox").exists());
+        assert!(!kept.exists());
+        std::fs::remove_dir_all(f.root.join(if npm { "g" } else { "feature" })).unwrap();
+        // Only the other architecture's binary: one line naming what is missing, nothing installed.
+        let dir = packaged(&f, npm, &[other]);
+        let out = r.install_with(&dir.join("install.sh"), &[], SYS_PATH);
+        assert_eq!(out.status.code(), Some(1));
+        let err = stderr(&out);
+        assert!(
+            err.contains(&format!("has no claude-sandbox for {arch}")),
+            "{err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(!r.usr.join("bin/claude-sandbox").exists());
+        std::fs::remove_dir_all(f.root.join(if npm { "g" } else { "feature" })).unwrap();
+    }
 }

@@ -302,7 +302,7 @@ fn dry_run_prints_the_argv_and_writes_nothing() {
 #[test]
 fn explain_names_entry_points_masks_and_json_parses() {
     let f = Fixture::new();
-    let text = ok(&f.cmd(["explain", "--verbose"]).output().unwrap());
+    let text = ok(&f.cmd(["explain", "--full"]).output().unwrap());
     assert!(
         text.contains(".git/hooks") && text.contains("runs: git"),
         "{text}"

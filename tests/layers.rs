@@ -176,7 +176,7 @@ fn cache_ls_and_clear_show_and_remove_the_jails_layer_only() {
     assert!(cache["bytes"].as_u64().unwrap() >= 100_000, "{ls}");
     let text = ok(&f.cmd(["cache", "ls"]).output().unwrap());
     assert!(text.contains(&layers(&f).display().to_string()), "{text}");
-    let explain = ok(&f.cmd(["explain", "--verbose"]).output().unwrap());
+    let explain = ok(&f.cmd(["explain", "--full"]).output().unwrap());
     assert!(
         explain.contains(&format!(
             "{}  (overlay: yours read-only beneath, writes in {}",

@@ -38,7 +38,9 @@ pub(crate) fn hook_verdict(
 ) -> Check {
     const NAME: &str = "prompt hook";
     match hook_var {
-        Some(v) if v == parent_pid => pass(NAME, "active in this shell"),
+        // A process started by `docker exec` (`devcontainer exec`) has no parent in the container's
+        // PID namespace: an empty parent is no shell, whatever the variable says.
+        Some(v) if !parent_pid.is_empty() && v == parent_pid => pass(NAME, "active in this shell"),
         // The hook runs at an interactive prompt; from a script (a postStartCommand, CI, an
         // environment probe that exported the variable empty) there is nothing to check.
         _ if !interactive => not_applicable(
@@ -52,7 +54,7 @@ pub(crate) fn hook_verdict(
         Some("") => fail(NAME, "not active in this shell: loaded but it never ran (something later replaced PROMPT_COMMAND, your ~/.bashrc?), or an empty value inherited from another process", "source /etc/profile.d/claude-sandbox.sh at the end of your ~/.bashrc"),
         Some(_) => warn(NAME, "inherited from another shell, not active in this one", "check that /etc/bash.bashrc or /etc/zsh/zshrc sources /etc/profile.d/claude-sandbox.sh"),
         None if installed => fail(NAME, "installed but not loaded in this shell", "open a new terminal; check that /etc/bash.bashrc sources /etc/profile.d/claude-sandbox.sh"),
-        None => warn(NAME, "not installed: alerts show only with `claude-sandbox alerts`", "sudo bash installer/install.sh"),
+        None => warn(NAME, "not installed: alerts show only with `claude-sandbox alerts`", super::installer_command("")),
     }
 }
 
@@ -107,5 +109,15 @@ mod tests {
         assert_eq!(v(true, true, Some("7")), Mark::Warn);
         assert_eq!(v(true, true, Some("42")), Mark::Pass);
         assert_eq!(v(true, false, Some("42")), Mark::Pass);
+    }
+
+    #[test]
+    fn a_process_without_a_parent_in_its_namespace_has_no_active_hook() {
+        // `devcontainer exec` after its environment probe exported the variable empty: getppid is 0.
+        assert_eq!(
+            hook_verdict(true, false, Some(""), "").mark,
+            Mark::NotApplicable
+        );
+        assert_eq!(hook_verdict(true, true, Some(""), "").mark, Mark::Fail);
     }
 }

@@ -189,6 +189,10 @@ fn read_trim(p: &str) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
+/// All three options at once: each one missing fails a different step of bwrap's set-up, so a fix
+/// that named only the one that failed first cost a container rebuild per option.
+const SECURITY_OPTS_FIX: &str = "devcontainer.json: \"runArgs\": [\"--security-opt\", \"seccomp=unconfined\", \"--security-opt\", \"apparmor=unconfined\", \"--security-opt\", \"systempaths=unconfined\"] (Podman: also --security-opt unmask=ALL), or the claude-sandbox Feature, which sets them; then rebuild the container (docs/devcontainer.md)";
+
 fn check_userns() -> Vec<Check> {
     let Ok(bwrap) = launch::find_bwrap() else {
         return vec![fail(
@@ -225,7 +229,7 @@ fn check_userns() -> Vec<Check> {
             let (why, fix) = if msg.contains("mount proc") {
                 (
                     "the container masks parts of /proc, so a new PID namespace cannot mount its own procfs (\"mount too revealing\")",
-                    "devcontainer.json: \"runArgs\": [\"--security-opt\", \"systempaths=unconfined\"] (Podman: --security-opt unmask=ALL); see docs/devcontainer.md",
+                    SECURITY_OPTS_FIX,
                 )
             } else if apparmor {
                 (
@@ -235,7 +239,7 @@ fn check_userns() -> Vec<Check> {
             } else if seccomp {
                 (
                     "a seccomp filter (Docker's default profile) refuses the namespace syscalls",
-                    "devcontainer.json: \"runArgs\": [\"--security-opt\", \"seccomp=unconfined\", \"--security-opt\", \"apparmor=unconfined\"] (see docs/devcontainer.md)",
+                    SECURITY_OPTS_FIX,
                 )
             } else {
                 ("the kernel refused to create namespaces", "check user.max_user_namespaces (sysctl) and the container runtime's security options")
@@ -515,6 +519,43 @@ fn check_tiocsti() -> Vec<Check> {
     }
 }
 
+/// The command that runs the installer with `args`, by a path that exists here: the copy an install
+/// keeps (`PREFIX/share/claude-sandbox/install.sh`, also in a Feature-installed container), else the
+/// one in the npm package this binary came from, else the source's.
+pub(crate) fn installer_command(args: &str) -> String {
+    let exe = std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .unwrap_or_default();
+    installer_command_for(&exe, args)
+}
+
+fn installer_command_for(exe: &Path, args: &str) -> String {
+    let dir = exe.parent().unwrap_or(Path::new("/"));
+    let found = [
+        // PREFIX/bin/claude-sandbox and PREFIX/share/claude-sandbox/install.sh.
+        "../share/claude-sandbox/install.sh",
+        // npm: claude-sandbox/node_modules/@claude-sandbox/linux-ARCH/claude-sandbox (nested) or
+        // @claude-sandbox/linux-ARCH/claude-sandbox beside claude-sandbox/ (hoisted).
+        "../../../install.sh",
+        "../../claude-sandbox/install.sh",
+    ]
+    .iter()
+    .map(|rel| dir.join(rel))
+    .find(|p| p.is_file())
+    .and_then(|p| std::fs::canonicalize(p).ok());
+    let args = if args.is_empty() {
+        String::new()
+    } else {
+        format!(" {args}")
+    };
+    match found {
+        Some(p) => format!("sudo bash {}{args}", p.display()),
+        None => format!(
+            "sudo bash installer/install.sh{args} (from the claude-sandbox source, or $(npm root -g)/claude-sandbox/install.sh)"
+        ),
+    }
+}
+
 /// Marker written into every wrapper by the installer.
 pub const WRAPPER_MARK: &str = "# claude-sandbox wrapper";
 
@@ -537,7 +578,22 @@ fn check_wrappers() -> Vec<Check> {
                 format!("`{agent}` is the guarded wrapper ({})", found.display()),
             ));
         } else {
-            out.push(warn("agent wrappers", format!("`{agent}` runs unguarded ({})", found.display()), format!("sudo bash installer/install.sh --wrap {agent}, or run `claude-sandbox run -- {agent}`")));
+            // Where this binary is, the wrapper would go (PREFIX/bin), and the installer refuses to
+            // replace what is there: that fix would fail.
+            let install = installer_command(&format!("--wrap {agent}"));
+            let beside = std::env::current_exe()
+                .and_then(std::fs::canonicalize)
+                .is_ok_and(|exe| exe.parent() == found.parent());
+            let fix = if beside {
+                format!("run `claude-sandbox run -- {agent}` (a wrapper would replace this {agent}: install {agent} under another prefix first, then {install})")
+            } else {
+                format!("{install}, or run `claude-sandbox run -- {agent}`")
+            };
+            out.push(warn(
+                "agent wrappers",
+                format!("`{agent}` runs unguarded ({})", found.display()),
+                fix,
+            ));
         }
     }
     if out.is_empty() {
@@ -638,4 +694,41 @@ fn check_alerts() -> Vec<Check> {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::installer_command_for;
+
+    #[test]
+    fn the_installer_is_named_where_it_is() {
+        let root = tempfile::tempdir().unwrap();
+        let r = std::fs::canonicalize(root.path()).unwrap();
+        let mk = |rel: &str| {
+            let p = r.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, "").unwrap();
+            p
+        };
+        // An install: PREFIX/bin and PREFIX/share/claude-sandbox.
+        let bin = mk("usr/local/bin/claude-sandbox");
+        let sh = mk("usr/local/share/claude-sandbox/install.sh");
+        assert_eq!(
+            installer_command_for(&bin, "--wrap claude"),
+            format!("sudo bash {} --wrap claude", sh.display())
+        );
+        // npm, nested and hoisted.
+        let nested = mk("g/claude-sandbox/node_modules/@claude-sandbox/linux-x64/claude-sandbox");
+        let npm_sh = mk("g/claude-sandbox/install.sh");
+        let hoisted = mk("g/@claude-sandbox/linux-arm64/claude-sandbox");
+        for exe in [&nested, &hoisted] {
+            assert_eq!(
+                installer_command_for(exe, ""),
+                format!("sudo bash {}", npm_sh.display())
+            );
+        }
+        // A bare binary: the source's path, said to be the source's.
+        let bare = mk("elsewhere/claude-sandbox");
+        assert!(installer_command_for(&bare, "").contains("from the claude-sandbox source"));
+    }
 }

@@ -122,7 +122,7 @@ pub(crate) fn break_link(s: &Seen) -> std::io::Result<()> {
     copied
 }
 
-/// What `protect` did: for `explain -v`, the debug log and the tests.
+/// What `protect` did: for the debug log (`-vv`) and the tests.
 #[derive(Debug, Default)]
 pub(crate) struct Report {
     pub entries: usize,
