@@ -506,7 +506,9 @@ pub(crate) fn is_exec_key(key: &str, value: &str) -> bool {
         ("pager.", ""),
     ];
     if EXACT.contains(&key) {
-        return key != "core.fsmonitor" || !matches!(value, "false" | "0" | "no" | "off" | "");
+        // `core.fsmonitor` as a boolean false runs nothing; true is git's own daemon, a value that
+        // is no boolean a hook (the judge tells the two apart: `watch::judge::judge_key`).
+        return key != "core.fsmonitor" || crate::gitconfig::parse_bool(value) != Some(false);
     }
     if SUFFIXES
         .iter()

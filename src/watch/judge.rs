@@ -169,11 +169,7 @@ pub(crate) fn judge_key(key: &str, value: &str, new_repo: bool, own_file: bool) 
 /// Whether git treats this exec-capable value as running nothing of the repository's: the
 /// built-in fsmonitor daemon (`core.fsmonitor` as a boolean true).
 fn harmless(key: &str, value: &str) -> bool {
-    key == "core.fsmonitor"
-        && matches!(
-            value.to_ascii_lowercase().as_str(),
-            "true" | "yes" | "on" | "1"
-        )
+    key == "core.fsmonitor" && crate::gitconfig::parse_bool(value) == Some(true)
 }
 
 /// A new file matching a configured `hidden` glob: visible in the jail until the next session.

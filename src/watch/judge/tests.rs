@@ -317,3 +317,28 @@ fn a_visible_secret_is_high() {
     assert_eq!((f.severity, f.kind), (Severity::High, "secret-visible"));
     assert!(f.detail.contains("hidden = \"**/.env\""), "{}", f.detail);
 }
+
+/// `core.fsmonitor` is one boolean for the baseline (which keys are exec-capable at all) and the
+/// judge (which of them runs nothing of the repository's, and stays in a new repository's config):
+/// git's (`gitconfig::parse_bool`). Read apart, `FALSE` was exec-capable to the baseline and taken
+/// out of a new repository, and `2` (git's built-in daemon) was taken for a hook.
+#[test]
+fn core_fsmonitor_is_read_as_one_boolean_by_the_baseline_and_the_judge() {
+    for v in crate::gitconfig::tests::BOOLEANS {
+        let git = crate::gitconfig::parse_bool(v);
+        assert_eq!(
+            baseline::is_exec_key("core.fsmonitor", v),
+            git != Some(false),
+            "{v:?}: exec-capable"
+        );
+        if git == Some(false) {
+            continue;
+        }
+        let verdict = judge_key("core.fsmonitor", v, true, true);
+        assert_eq!(
+            matches!(verdict, Verdict::Neutralise(_)),
+            git.is_none(),
+            "{v:?}: taken out of a new repository's config"
+        );
+    }
+}
