@@ -301,7 +301,7 @@ pub fn main() -> i32 {
     let args: Vec<OsString> = std::env::args_os().collect();
     if args
         .get(1)
-        .is_some_and(|a| a == crate::jail::exec::SUBCOMMAND)
+        .is_some_and(|a| a == crate::jail::layout::HELPER)
     {
         return crate::jail::exec::main(&args[2..]);
     }

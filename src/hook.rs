@@ -369,8 +369,6 @@ pub fn session_start(host: Host) -> String {
 /// Inside the jail the binary's own path is masked; the launcher binds a read-only copy here and
 /// names it in this variable, which the installed hook commands use.
 pub const HOOK_BIN_ENV: &str = "CLAUDE_SANDBOX_HOOK";
-/// The jail-only directory (a read-only tmpfs mount point, so it cannot be renamed away).
-pub const HOOK_BIN_DIR: &str = "/tmp/.claude-sandbox";
 
 /// Where a runtime's hooks are installed, relative to `$HOME` (every `Host` has one).
 fn hook_file(rt: &crate::runtimes::Runtime) -> PathBuf {

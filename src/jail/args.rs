@@ -17,6 +17,7 @@
 //! 8. seccomp, status fd, environment, working directory, the command (through the exec helper, see
 //!    `exec`).
 
+use super::layout;
 use super::policy::{Fds, HomeBind, MaskKind, Policy, Sealing};
 use std::ffi::OsString;
 use std::path::Path;
@@ -60,7 +61,7 @@ pub fn bwrap_args(policy: &Policy, fds: Fds, sealing: Sealing) -> Vec<OsString> 
         .as_ref()
         .filter(|_| sealing == Sealing::InBwrap);
     if let Some(run) = run_view {
-        let dir = Path::new("/run");
+        let dir = Path::new(layout::RUN);
         a.flag("--tmpfs").path(dir);
         for d in &run.dirs {
             a.flag("--dir").path(d);
@@ -81,22 +82,20 @@ pub fn bwrap_args(policy: &Policy, fds: Fds, sealing: Sealing) -> Vec<OsString> 
         // The proxy's socket: the jail's only way out in allowlist mode (in the private `/tmp`).
         // With the launcher sealing, the sealer binds it (a bind costs bwrap a re-read of the
         // mount table).
-        a.flag("--bind")
-            .path(dir)
-            .path(Path::new(crate::net::JAIL_DIR));
+        a.flag("--bind").path(dir).path(Path::new(layout::NET_DIR));
     }
     if let (Some(bin), Sealing::InBwrap) = (&policy.hook_bin, sealing) {
         // A read-only tmpfs mount point holding only a read-only bind: neither can be replaced.
-        let dir = Path::new(crate::hook::HOOK_BIN_DIR);
+        let dir = Path::new(layout::HOOK_BIN_DIR);
         a.flag("--tmpfs").path(dir);
         a.flag("--ro-bind")
             .path(bin)
-            .path(&dir.join("claude-sandbox"));
+            .path(Path::new(layout::HOOK_BIN));
         a.flag("--remount-ro").path(dir);
     }
     if sealing == Sealing::ByLauncher {
         // `$HOME` and the writable roots are the sealer's: bwrap only shows it the host's tree.
-        a.flag("--bind").flag("/").flag(super::seal::STAGE);
+        a.flag("--bind").flag("/").flag(layout::STAGE);
     } else {
         home_and_writable(&mut a, policy);
         seals(&mut a, policy);
@@ -122,8 +121,7 @@ pub fn bwrap_args(policy: &Policy, fds: Fds, sealing: Sealing) -> Vec<OsString> 
     a.flag("--chdir").path(bwrap_cwd);
     a.flag("--");
     if let Some((exe, stderr)) = fds.exec_helper {
-        a.flag(&format!("/proc/self/fd/{exe}"))
-            .flag(crate::jail::exec::SUBCOMMAND);
+        a.flag(&format!("/proc/self/fd/{exe}")).flag(layout::HELPER);
         a.flag(&exe.to_string()).flag(&stderr.to_string());
         if let Some((ready, go)) = fds.gate {
             a.flag(&ready.to_string())
@@ -340,7 +338,7 @@ mod tests {
         for s in [Sealing::InBwrap, Sealing::ByLauncher] {
             let t = text(&p, s);
             assert!(t.starts_with("--die-with-parent --unshare-user --unshare-pid --unshare-ipc --unshare-net --cap-drop ALL"), "{t}");
-            assert!(!t.contains(crate::net::JAIL_DIR), "{t}");
+            assert!(!t.contains(layout::NET_DIR), "{t}");
         }
         p.network.mode = crate::net::Mode::Allowlist;
         p.net_dir = Some("/run/cs/1/s/net".into());
@@ -357,7 +355,7 @@ mod tests {
         let ops = crate::jail::seal::seal_ops(&p, &[]);
         assert!(ops.contains(&crate::jail::seal::SealOp::Bind {
             src: "/run/cs/1/s/net".into(),
-            dst: crate::net::JAIL_DIR.into(),
+            dst: layout::NET_DIR.into(),
             writable: true,
         }));
     }

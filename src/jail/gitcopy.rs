@@ -6,14 +6,14 @@
 //! into the human's config is live at once for the human's git outside (VS Code runs `git status` on
 //! its own, which runs `core.fsmonitor`): a watcher that neutralises after the fact leaves a window.
 //!
-//! So inside the jail `.git/config` is a *symlink*, mounted over the file (a mounted symlink cannot be
-//! removed or renamed over: EBUSY), pointing at the jail's copy under `JAIL_DIR`. git resolves a
-//! symlinked config before it locks (`lockfile.c`), so it writes `<copy>.lock` beside the copy and
-//! renames it there: every write succeeds, and none reaches the human's file while the agent runs.
-//! When the session ends the copy is merged back key by key (`merge`): ordinary keys the jail changed
-//! are carried out with git itself (`git config --file`), keys whose new value makes git run something
-//! (`baseline::is_exec_key`, includes) keep the human's values and raise an alert. The window in
-//! which an exec-capable key of the agent's is live outside is therefore zero.
+//! So inside the jail `.git/config` is a *symlink*, mounted over the file (a mounted symlink cannot
+//! be removed or renamed over: EBUSY), pointing at the jail's copy under `layout::GIT_COPIES`. git
+//! resolves a symlinked config before it locks (`lockfile.c`), so it writes `<copy>.lock` beside
+//! the copy and renames it there: every write succeeds, and none reaches the human's file while the
+//! agent runs. When the session ends the copy is merged back key by key (`merge`): ordinary keys
+//! the jail changed are carried out with git itself (`git config --file`), keys whose new value
+//! makes git run something (`baseline::is_exec_key`, includes) keep the human's values and raise an
+//! alert. The window in which an exec-capable key of the agent's is live outside is therefore zero.
 //!
 //! A mount on a file is detached when something *outside* renames over its path (the kernel allows
 //! that from another mount namespace), and the human's own `git config`, `git remote add` or VS Code's
@@ -79,9 +79,6 @@ use serde::Serialize;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-/// Where the session's copies are bound in the jail (its private `/tmp`).
-pub(crate) const JAIL_DIR: &str = "/tmp/.claude-sandbox-git";
-
 /// One git config the jail gets its own copy of.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct GitCopy {
@@ -97,7 +94,7 @@ pub struct GitCopy {
 impl GitCopy {
     /// The copy as the jail sees it: what the mounted symlink points at.
     pub(crate) fn in_jail(&self) -> PathBuf {
-        Path::new(JAIL_DIR).join(copy_name(self.index))
+        Path::new(crate::jail::layout::GIT_COPIES).join(copy_name(self.index))
     }
 }
 
@@ -107,7 +104,7 @@ fn copy_name(index: usize) -> String {
     format!("{index}.config")
 }
 
-/// The session's copies, bound writable at `JAIL_DIR` (`session_home`'s session directory).
+/// The session's copies, bound writable at `layout::GIT_COPIES` (`session_home`'s session directory).
 pub(crate) fn copies_dir(session_home: &Path) -> PathBuf {
     SessionDir::at(session_home.parent().unwrap_or(session_home).to_path_buf()).git_copies()
 }

@@ -14,6 +14,7 @@
 //! the init's children and signals them.
 
 use super::args::{bwrap_args, shell_quote};
+use super::layout::{EXEC_FD, GO_FD, READY_FD, SECCOMP_FD, STATUS_FD, STDERR_FD};
 use super::plan::{add_seals, plan, plan_jail, Plan, PlanInput};
 use super::policy::{Fds, Sealing};
 use super::{home, placeholders};
@@ -33,14 +34,6 @@ pub use input::{default_workspace, find_bwrap, home_dir, plan_input, resolve_com
 /// Where bwrap may be; the first that exists is used. `CLAUDE_SANDBOX_BWRAP` overrides (an absolute
 /// path), for tests and unusual installs.
 pub const BWRAP_PATHS: &[&str] = &["/usr/bin/bwrap", "/usr/local/bin/bwrap", "/bin/bwrap"];
-
-/// The fd numbers bwrap receives (fixed so that `--dry-run` prints the exact argv).
-const SECCOMP_FD: i32 = 3;
-const STATUS_FD: i32 = 4;
-const EXEC_FD: i32 = 5;
-const STDERR_FD: i32 = 6;
-const READY_FD: i32 = 7;
-const GO_FD: i32 = 8;
 
 /// `CLAUDE_SANDBOX_SEAL=bwrap` has bwrap make every mount (slower; the way to compare, and a way
 /// around a kernel without `mount_setattr`, though that is also detected and handled).

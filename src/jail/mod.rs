@@ -1,6 +1,7 @@
 //! The jail: bubblewrap around the agent, with every entry point sealed and every escape hatch masked.
 //!
 //! - `policy`: the resolved policy (plain data);
+//! - `layout`: every path and file descriptor number inside the jail, named once;
 //! - `plan`: reads the workspace, `$HOME`, config and sockets into a policy (reads, never writes);
 //! - `args`: the pure policy → bwrap argv function;
 //! - `seccomp`: the TIOCSTI/TIOCLINUX filter;
@@ -27,6 +28,7 @@ pub(crate) mod hardlinks;
 pub mod home;
 pub mod launch;
 pub mod layers;
+pub(crate) mod layout;
 pub(crate) mod links;
 pub(crate) mod nested;
 pub mod placeholders;

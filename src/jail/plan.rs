@@ -269,7 +269,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         ("CLAUDE_SANDBOX".into(), "1".into()),
         (
             crate::hook::HOOK_BIN_ENV.into(),
-            format!("{}/claude-sandbox", crate::hook::HOOK_BIN_DIR),
+            super::layout::HOOK_BIN.into(),
         ),
     ];
     // Decided here (bwrap takes the environment before the seals are planned): a root name that
@@ -288,9 +288,8 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
             .map(|(k, v)| (k.to_string(), v.to_string())),
     );
     let net_dir = (network.mode == crate::net::Mode::Allowlist).then(|| {
-        let bin = format!("{}/claude-sandbox", crate::hook::HOOK_BIN_DIR);
         setenv.extend(crate::net::proxy_env(
-            input.self_exe.is_some().then_some(bin.as_str()),
+            input.self_exe.is_some().then_some(super::layout::HOOK_BIN),
         ));
         input.session_home.with_file_name("net")
     });
@@ -530,7 +529,7 @@ fn home_entries(home: &Path, holes: &[PathBuf]) -> Result<Vec<HomeEntry>> {
 }
 
 fn private_dirs(input: &PlanInput) -> Vec<PathBuf> {
-    let mut out = vec![PathBuf::from("/tmp")];
+    let mut out = vec![PathBuf::from(super::layout::TMP)];
     let run_user = input.env("XDG_RUNTIME_DIR").map_or_else(
         || PathBuf::from(format!("/run/user/{}", input.uid)),
         PathBuf::from,

@@ -101,7 +101,7 @@ pub struct Policy {
     pub state_views: Vec<(PathBuf, Vec<OsString>)>,
     /// The network mode and lists (see `net`).
     pub network: crate::net::NetPolicy,
-    /// Allowlist mode: the host directory holding the proxy's socket, bound at `net::JAIL_DIR`.
+    /// Allowlist mode: the host directory holding the proxy's socket, bound at `layout::NET_DIR`.
     pub net_dir: Option<PathBuf>,
     /// Repository configs the jail sees as its own copy (see `gitcopy`); with the launcher sealing
     /// only (bwrap cannot mount a symlink: its fallback keeps them read-only).

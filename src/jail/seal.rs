@@ -18,6 +18,7 @@
 //! bwrap builds two user namespaces when it mounts `/dev` (devpts needs uid 0): the mount namespace
 //! belongs to the outer one, so that is the one entered (`NS_GET_USERNS` on the mount namespace).
 
+use super::layout;
 use super::policy::{HomeBind, MaskKind, Policy};
 use serde::{Deserialize, Serialize};
 use std::io::Read;
@@ -35,17 +36,11 @@ pub const FAIL_HALFWAY: &str = "fail-halfway";
 /// as if killed.
 pub const DIE_HALFWAY: &str = "die-halfway";
 
-/// Where bwrap binds the host's whole tree for the sealer (`--bind / STAGE`, in the jail's private
-/// `/tmp`). The sealer takes the sources of `$HOME`'s binds and the writable roots from there (inside
-/// the jail they are hidden: under the session's `$HOME`, or under a private tmpfs) and unmounts it
-/// before the gate opens.
-pub const STAGE: &str = "/tmp/.claude-sandbox-host";
-
 /// One mount made into the jail, in order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "op", content = "path")]
 pub enum SealOp {
-    /// A bind of a host path (reached through `STAGE`, symlinks resolved as on the host, as bwrap
+    /// A bind of a host path (reached through `layout::STAGE`, symlinks resolved as on the host, as bwrap
     /// does) at `dst`, recursively, nosuid and nodev, read-only unless `writable`; the mount point is
     /// made (a directory or an empty file, like the source) when missing.
     Bind {
@@ -56,7 +51,7 @@ pub enum SealOp {
     /// A symbolic link in the session's `$HOME` (as bwrap's `--symlink`).
     Symlink { target: PathBuf, dst: PathBuf },
     /// An overlay at `dst` (nosuid, nodev): the host's `lower` read-only beneath the jail's own
-    /// `upper` (all three reached through `STAGE`; see `layers`). The mount point is made when missing.
+    /// `upper` (all three reached through `layout::STAGE`; see `layers`). The mount point is made when missing.
     Overlay {
         lower: PathBuf,
         upper: PathBuf,
@@ -66,7 +61,7 @@ pub enum SealOp {
     /// A symbolic link to `target`, mounted over the file `dst` (see `gitcopy`): programs that
     /// resolve the link write beside the target, and the link itself cannot be removed or replaced.
     LinkOver { target: PathBuf, dst: PathBuf },
-    /// Unmount `STAGE`: from here on nothing of the host's tree is reachable but what was bound.
+    /// Unmount `layout::STAGE`: from here on nothing of the host's tree is reachable but what was bound.
     Unstage,
     /// A writable tmpfs (nosuid, nodev, mode 0755), its mount point made when missing.
     Tmpfs(PathBuf),
@@ -106,7 +101,7 @@ pub fn seal_ops(policy: &Policy, git_copies: &[super::gitcopy::GitCopy]) -> Vec<
     if let Some(run) = &policy.run_view {
         // A read-only tmpfs with read-only binds of what the jail may see, and the private
         // directories' tmpfs (writable), as bwrap makes it (`args`, step 3).
-        let dir = Path::new("/run");
+        let dir = Path::new(layout::RUN);
         ops.push(SealOp::Tmpfs(dir.to_path_buf()));
         ops.extend(run.keep.iter().map(|k| bind(k, k, false)));
         ops.extend(run.dirs.iter().cloned().map(SealOp::Tmpfs));
@@ -114,13 +109,13 @@ pub fn seal_ops(policy: &Policy, git_copies: &[super::gitcopy::GitCopy]) -> Vec<
     }
     if let Some(dir) = &policy.net_dir {
         // The proxy's socket, in the private `/tmp` (as bwrap binds it).
-        ops.push(bind(dir, Path::new(crate::net::JAIL_DIR), true));
+        ops.push(bind(dir, Path::new(layout::NET_DIR), true));
     }
     if let Some(bin) = &policy.hook_bin {
         // The prompt hook's binary: a read-only bind alone in a read-only tmpfs.
-        let dir = Path::new(crate::hook::HOOK_BIN_DIR);
+        let dir = Path::new(layout::HOOK_BIN_DIR);
         ops.push(SealOp::Tmpfs(dir.to_path_buf()));
-        ops.push(bind(bin, &dir.join("claude-sandbox"), false));
+        ops.push(bind(bin, Path::new(layout::HOOK_BIN), false));
         ops.push(SealOp::RemountReadOnly(dir.to_path_buf()));
     }
     ops.push(bind(&policy.session_home, &policy.home, true));
@@ -157,7 +152,7 @@ pub fn seal_ops(policy: &Policy, git_copies: &[super::gitcopy::GitCopy]) -> Vec<
     ops.extend(policy.writable.iter().map(|p| bind(p, p, true)));
     if !git_copies.is_empty() {
         let copies = super::gitcopy::copies_dir(&policy.session_home);
-        ops.push(bind(&copies, Path::new(super::gitcopy::JAIL_DIR), true));
+        ops.push(bind(&copies, Path::new(layout::GIT_COPIES), true));
     }
     for (dir, keep) in &policy.state_views {
         ops.push(SealOp::Tmpfs(dir.clone()));

@@ -41,7 +41,7 @@ pub struct RunView {
 
 /// `/run` as the jail sees it, or `None` where `/run` is not a directory.
 pub(crate) fn run_view(private: &[PathBuf], allowed_sockets: &[PathBuf]) -> Option<RunView> {
-    let run = Path::new("/run");
+    let run = Path::new(super::layout::RUN);
     if !std::fs::symlink_metadata(run).is_ok_and(|m| m.is_dir()) {
         return None;
     }

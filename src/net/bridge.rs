@@ -6,6 +6,7 @@
 //! first (so the command never races it) and `PR_SET_PDEATHSIG` set, so it dies with the command.
 
 use super::error::BridgeError;
+use crate::jail::layout;
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener};
@@ -92,7 +93,7 @@ pub fn connect_main(args: &[OsString]) -> i32 {
         return crate::error::EXIT_USAGE;
     };
     let (host, port) = (host.to_string_lossy(), port.to_string_lossy());
-    let path = format!("{}/{}", super::JAIL_DIR, super::SOCKET);
+    let path = format!("{}/{}", layout::NET_DIR, layout::NET_SOCKET);
     let mut sock = match UnixStream::connect(&path) {
         Ok(s) => s,
         Err(e) => {

@@ -13,6 +13,7 @@ pub(crate) mod error;
 pub(crate) mod pattern;
 pub(crate) mod proxy;
 
+use crate::jail::layout;
 use serde::Serialize;
 
 /// How the jail reaches the network.
@@ -159,10 +160,6 @@ pub fn describe(p: &NetPolicy) -> Vec<String> {
     out
 }
 
-/// Where the proxy's socket directory appears in the jail (inside the private `/tmp`).
-pub const JAIL_DIR: &str = "/tmp/.claude-sandbox-net";
-/// The proxy's socket in that directory.
-pub const SOCKET: &str = "proxy.sock";
 /// The loopback port inside the jail where the bridge serves both HTTP and SOCKS5 (the jail has a
 /// namespace of its own, so no port of the container is taken).
 pub const PORT: u16 = 3128;
@@ -186,7 +183,10 @@ pub fn proxy_env(hook_bin: Option<&str>) -> Vec<(String, String)> {
         env.push((k.to_ascii_lowercase(), v.to_string()));
     }
     env.push(("NODE_USE_ENV_PROXY".into(), "1".into()));
-    env.push((ENV_BRIDGE.into(), format!("{JAIL_DIR}/{SOCKET}")));
+    env.push((
+        ENV_BRIDGE.into(),
+        format!("{}/{}", layout::NET_DIR, layout::NET_SOCKET),
+    ));
     if let Some(bin) = hook_bin {
         env.push((
             "GIT_SSH_COMMAND".into(),

@@ -69,7 +69,7 @@ impl Proxy {
             path: dir.to_path_buf(),
             source,
         })?;
-        let path = dir.join(super::SOCKET);
+        let path = dir.join(crate::jail::layout::NET_SOCKET);
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path).map_err(|source| ProxyError::Bind {
             path: path.clone(),

@@ -4,8 +4,9 @@
 //! Guards against a command that runs before the jail is complete, a signal lost on its way to the
 //! jail, and a status misread (a signal reported as an exit).
 
-use super::{EXEC_FD, FORWARDED, GO_FD, READY_FD, SECCOMP_FD, STATUS_FD, STDERR_FD};
+use super::FORWARDED;
 use crate::error::{Error, Result, EXIT_JAIL};
+use crate::jail::layout::{EXEC_FD, GO_FD, READY_FD, SECCOMP_FD, STATUS_FD, STDERR_FD};
 use crate::jail::plan::Plan;
 use crate::jail::policy::Sealing;
 use crate::jail::{seal, seccomp};

@@ -2,7 +2,8 @@
 //! taken from the host's tree through the staging directory, symlinks pinned over files, private
 //! and hiding tmpfs, and the attributes (read-only, nosuid, nodev) each mount gets.
 
-use super::{SealError, SealOp, STAGE};
+use super::{SealError, SealOp};
+use crate::jail::layout::{LINK_SCRATCH, STAGE};
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -198,7 +199,7 @@ fn link_over(target: &Path, dst: &Path) -> Result<(), SealError> {
             err: e.into(),
         }
     };
-    let link = Path::new("/tmp/.claude-sandbox-link");
+    let link = Path::new(LINK_SCRATCH);
     let _ = std::fs::remove_file(link);
     rustix::fs::symlink(target, link).map_err(fail("making the link"))?;
     let tree = rustix::mount::open_tree(
