@@ -166,7 +166,7 @@ fn home_and_writable(a: &mut Argv, policy: &Policy) {
     // layer you have is your directory, read-only. Before the writable roots, which may lie inside.
     for l in super::layers::without_overlay(&policy.layers) {
         match l.mount() {
-            super::layers::Mount::Yours => a.same("--ro-bind", &l.path),
+            super::policy::LayerMount::Yours => a.same("--ro-bind", &l.path),
             _ => a.flag("--bind").path(&l.own).path(&l.path),
         };
     }

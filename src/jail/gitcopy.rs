@@ -70,39 +70,15 @@ fn paths(p: &[PathBuf]) -> String {
         .join(", ")
 }
 
-pub(crate) use divert::dir as diverted_dir;
+use crate::jail::policy::GitCopy;
 use divert::{divert, human_file, is_diverted, release};
 
 use crate::gitconfig::{self, Key};
+use crate::jail::policy::copy_name;
 use crate::runtime::SessionDir;
 use serde::Serialize;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-
-/// One git config the jail gets its own copy of.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct GitCopy {
-    /// The human's config (`<common dir>/config`, or `~/.gitconfig`).
-    pub real: PathBuf,
-    /// Its number in the session (the copy's directory).
-    pub index: usize,
-    /// A repository's config, diverted while sessions run (`~/.gitconfig` is not: in the jail it is
-    /// a symlink in the session's private `$HOME`, which nothing outside renames).
-    pub divert: bool,
-}
-
-impl GitCopy {
-    /// The copy as the jail sees it: what the mounted symlink points at.
-    pub(crate) fn in_jail(&self) -> PathBuf {
-        Path::new(crate::jail::layout::GIT_COPIES).join(copy_name(self.index))
-    }
-}
-
-/// The copy's name in the copies' directory: side by side in one directory (git's lock file for
-/// it is `<name>.lock`, beside it), so that a copy costs one inode.
-fn copy_name(index: usize) -> String {
-    format!("{index}.config")
-}
 
 /// The session's copies, bound writable at `layout::GIT_COPIES` (`session_home`'s session directory).
 pub(crate) fn copies_dir(session_home: &Path) -> PathBuf {

@@ -21,6 +21,7 @@
 
 mod overlay;
 
+use crate::jail::policy::{Layer, LayerMount};
 pub(crate) use overlay::Making;
 use serde::Serialize;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
@@ -57,59 +58,6 @@ pub const ENV_DIR: &str = "CLAUDE_SANDBOX_LAYERS_DIR";
 
 /// `statfs` magic of overlayfs: an upper directory there is refused by the kernel.
 const OVERLAYFS_SUPER_MAGIC: i64 = 0x794c_7630;
-
-/// One cache as the jail sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Layer {
-    pub name: String,
-    /// Where the jail sees it (`~/.cache`): the human's directory.
-    pub path: PathBuf,
-    /// The overlay's lower layer: the human's directory (resolved), or the store's empty directory
-    /// when the human has none.
-    pub lower: PathBuf,
-    pub upper: PathBuf,
-    pub work: PathBuf,
-    /// The directory bound instead when there is no overlay.
-    pub own: PathBuf,
-    /// Whether the sealer mounts the overlay (else `own` is bound).
-    pub overlay: bool,
-    /// Whether the human's directory exists. When it does not, the overlay would show `upper`
-    /// alone: the sealer binds `upper` instead (an overlay mount costs ~1.5-2.5 ms here).
-    pub human: bool,
-    /// Data of installed tools (`DATA`): without an overlay, your directory is shown read-only
-    /// instead of the jail's own (empty) directory.
-    pub data: bool,
-}
-
-/// How a layer is mounted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mount {
-    /// Your directory read-only beneath the jail's upper directory.
-    Overlay,
-    /// The jail's own directory alone (the upper directory, or `own` without an overlay).
-    Own,
-    /// Your directory, read-only (a data layer without an overlay).
-    Yours,
-}
-
-impl Layer {
-    pub fn mount(&self) -> Mount {
-        match (self.overlay, self.human, self.data) {
-            (true, true, _) => Mount::Overlay,
-            (false, true, true) => Mount::Yours,
-            _ => Mount::Own,
-        }
-    }
-
-    /// The directory bound at `path` when there is no overlay.
-    pub fn own_dir(&self) -> &Path {
-        if self.overlay {
-            &self.upper
-        } else {
-            &self.own
-        }
-    }
-}
 
 /// The layer store for this `$HOME` (`env`: the launcher's environment).
 pub fn store_dir(home: &Path, env: &[(String, String)]) -> PathBuf {
@@ -202,22 +150,27 @@ pub fn plan(home: &Path, store: &Path) -> Vec<Layer> {
 pub(crate) fn seal_ops(layers: &[Layer]) -> Vec<super::seal::SealOp> {
     use super::seal::SealOp;
     let mut ordered: Vec<&Layer> = layers.iter().collect();
-    ordered.sort_by_key(|l| (l.path.components().count(), l.mount() != Mount::Overlay));
+    ordered.sort_by_key(|l| {
+        (
+            l.path.components().count(),
+            l.mount() != LayerMount::Overlay,
+        )
+    });
     ordered
         .into_iter()
         .map(|l| match l.mount() {
-            Mount::Overlay => SealOp::Overlay {
+            LayerMount::Overlay => SealOp::Overlay {
                 lower: l.lower.clone(),
                 upper: l.upper.clone(),
                 work: l.work.clone(),
                 dst: l.path.clone(),
             },
-            Mount::Own => SealOp::Bind {
+            LayerMount::Own => SealOp::Bind {
                 src: l.own_dir().to_path_buf(),
                 dst: l.path.clone(),
                 writable: true,
             },
-            Mount::Yours => SealOp::Bind {
+            LayerMount::Yours => SealOp::Bind {
                 src: l.path.clone(),
                 dst: l.path.clone(),
                 writable: false,
@@ -347,17 +300,15 @@ fn open_lock(path: &Path) -> std::io::Result<std::fs::File> {
 
 /// The layers as bwrap mounts them (no overlay): parents first, every one a plain directory.
 pub fn without_overlay(layers: &[Layer]) -> impl Iterator<Item = Layer> + '_ {
-    layers.iter().map(|l| Layer {
-        overlay: false,
-        ..l.clone()
-    })
+    layers.iter().map(Layer::without_overlay)
 }
 
 /// Whether bwrap's view of `path` is the jail's own directory of a layer (none of your files are
 /// there, so a seal or mask of yours there has nothing to cover, and its mount point would be left
 /// in the layer), and not a writable root bound over it.
 pub fn hides(policy: &super::policy::Policy, path: &Path) -> bool {
-    without_overlay(&policy.layers).any(|l| l.mount() == Mount::Own && path.starts_with(&l.path))
+    without_overlay(&policy.layers)
+        .any(|l| l.mount() == LayerMount::Own && path.starts_with(&l.path))
         && !policy.writable.iter().any(|w| path.starts_with(w))
 }
 

@@ -19,7 +19,7 @@
 //! belongs to the outer one, so that is the one entered (`NS_GET_USERNS` on the mount namespace).
 
 use super::layout;
-use super::policy::{HomeBind, MaskKind, Policy};
+use super::policy::{GitCopy, HomeBind, MaskKind, Policy};
 use serde::{Deserialize, Serialize};
 use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
@@ -91,7 +91,7 @@ pub struct SealRequest {
 /// First `/run`'s view, then the session's `$HOME`, its entries and the writable roots (bwrap spends
 /// ~0.4 ms re-reading the mount table for each bind: a lived-in `$HOME` of 20 entries cost it 8 ms),
 /// then the seals.
-pub fn seal_ops(policy: &Policy, git_copies: &[super::gitcopy::GitCopy]) -> Vec<SealOp> {
+pub fn seal_ops(policy: &Policy, git_copies: &[GitCopy]) -> Vec<SealOp> {
     let bind = |src: &Path, dst: &Path, writable: bool| SealOp::Bind {
         src: src.to_path_buf(),
         dst: dst.to_path_buf(),
@@ -125,7 +125,7 @@ pub fn seal_ops(policy: &Policy, git_copies: &[super::gitcopy::GitCopy]) -> Vec<
             // `~/.gitconfig` as the jail's own copy: a symlink in the private `$HOME` (see `gitcopy`).
             HomeBind::ReadOnly => match git_copies.iter().find(|c| c.real == dst && !c.divert) {
                 Some(c) => ops.push(SealOp::Symlink {
-                    target: c.in_jail(),
+                    target: copy_in_jail(c),
                     dst,
                 }),
                 None => ops.push(bind(&dst, &dst, false)),
@@ -167,7 +167,7 @@ pub fn seal_ops(policy: &Policy, git_copies: &[super::gitcopy::GitCopy]) -> Vec<
         git_copies
             .iter()
             .filter(|c| c.divert)
-            .any(|c| p == c.real || p.starts_with(super::gitcopy::diverted_dir(&c.real)))
+            .any(|c| p == c.real || p.starts_with(super::policy::diverted_dir(&c.real)))
     };
     let sealed = policy
         .sealed
@@ -176,9 +176,9 @@ pub fn seal_ops(policy: &Policy, git_copies: &[super::gitcopy::GitCopy]) -> Vec<
         .map(|s| SealOp::ReadOnly(s.path.clone()))
         .chain(git_copies.iter().filter(|c| c.divert).flat_map(|c| {
             [
-                SealOp::ReadOnly(super::gitcopy::diverted_dir(&c.real)),
+                SealOp::ReadOnly(super::policy::diverted_dir(&c.real)),
                 SealOp::LinkOver {
-                    target: c.in_jail(),
+                    target: copy_in_jail(c),
                     dst: c.real.clone(),
                 },
             ]
@@ -196,6 +196,11 @@ pub fn seal_ops(policy: &Policy, git_copies: &[super::gitcopy::GitCopy]) -> Vec<
             .chain(masks),
     );
     ops
+}
+
+/// A git config's copy as the jail sees it: what the symlink in its place points at.
+fn copy_in_jail(c: &GitCopy) -> PathBuf {
+    Path::new(layout::GIT_COPIES).join(super::policy::copy_name(c.index))
 }
 
 #[derive(Debug, thiserror::Error)]

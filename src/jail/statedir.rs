@@ -21,6 +21,7 @@
 //! `SQLite` stores live in a directory of the jail's own (`CODEX_SQLITE_HOME`), never read outside.
 
 use crate::entrypoints::Stub;
+use crate::jail::policy::{How, StateBind};
 use crate::runtimes::{Access, Allowed, StateDir};
 use serde::{Deserialize, Serialize};
 use std::ffi::{OsStr, OsString};
@@ -38,40 +39,6 @@ pub(crate) use prepare::prepare;
 
 /// The largest allowlisted file copied in (larger ones are bound writable: saved in place only).
 const MAX_COPY: u64 = 64 << 20;
-
-/// How one top-level name of a state directory appears in the jail's own directory.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case", tag = "how", content = "with")]
-pub enum How {
-    /// Yours, bound writable: a directory on the allowlist (or a file too large to copy).
-    Writable,
-    /// Yours, bound read-only: not on the allowlist, or a script your settings run.
-    ReadOnly,
-    /// A file on the allowlist: the jail's copy, carried back at the end.
-    Copied,
-    /// A missing entry point: an empty stub of the jail's own, read-only.
-    Stub(Stub),
-    /// The same symbolic link.
-    Symlink(PathBuf),
-    /// An empty directory where a private tmpfs or a view is mounted (`runtimes::StateDir`).
-    MountPoint,
-    /// The per-project directory: the jail's own, holding only these projects, yours, writable.
-    Projects(Vec<String>),
-    /// The jail's own persistent store (`runtimes::JailStore`), bound writable from here.
-    Store(PathBuf),
-}
-
-/// One top-level name of the jail's own state directory.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct StateBind {
-    #[serde(serialize_with = "lossy")]
-    pub name: OsString,
-    pub how: How,
-}
-
-fn lossy<S: serde::Serializer>(n: &OsString, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&n.to_string_lossy())
-}
 
 /// What the human's directory holds under one name (read without following links).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -49,9 +49,9 @@ fn a_data_layer_without_an_overlay_shows_yours_read_only_a_cache_never() {
         l.overlay = false;
     }
     let by = |n: &str| layers.iter().find(|l| l.name == n).unwrap();
-    assert_eq!(by("local").mount(), Mount::Yours);
-    assert_eq!(by("cache").mount(), Mount::Own);
-    assert_eq!(by("cargo").mount(), Mount::Own, "you have no ~/.cargo");
+    assert_eq!(by("local").mount(), LayerMount::Yours);
+    assert_eq!(by("cache").mount(), LayerMount::Own);
+    assert_eq!(by("cargo").mount(), LayerMount::Own, "you have no ~/.cargo");
 }
 
 #[test]

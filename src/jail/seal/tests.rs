@@ -77,7 +77,7 @@ fn a_git_copy_is_bound_before_unstaging_and_linked_over_the_config() {
         runs: "git".into(),
         placeholder: false,
     });
-    p.git_copies.push(crate::jail::gitcopy::GitCopy {
+    p.git_copies.push(crate::jail::policy::GitCopy {
         real: "/w/.git/config".into(),
         index: 0,
         divert: true,

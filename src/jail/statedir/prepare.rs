@@ -1,8 +1,9 @@
 //! Making the jail's own state directories before the jail starts (`super`), and the record
 //! `finish` reads.
 
-use super::{Copied, DirRecord, How, Record, Stamp, StateBind, MAX_COPY};
+use super::{Copied, DirRecord, Record, Stamp, MAX_COPY};
 use crate::entrypoints::Stub;
+use crate::jail::policy::{How, StateBind};
 use crate::runtimes::StateDir;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
