@@ -139,6 +139,11 @@ impl SessionDir {
         SessionDir(path)
     }
 
+    /// The session whose private `$HOME` is `home` (`home()`).
+    pub(crate) fn of_home(home: &Path) -> SessionDir {
+        SessionDir(home.parent().unwrap_or(home).to_path_buf())
+    }
+
     pub(crate) fn path(&self) -> &Path {
         &self.0
     }

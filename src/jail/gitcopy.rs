@@ -82,7 +82,7 @@ use std::path::{Path, PathBuf};
 
 /// The session's copies, bound writable at `layout::GIT_COPIES` (`session_home`'s session directory).
 pub(crate) fn copies_dir(session_home: &Path) -> PathBuf {
-    SessionDir::at(session_home.parent().unwrap_or(session_home).to_path_buf()).git_copies()
+    SessionDir::of_home(session_home).git_copies()
 }
 
 /// The configs as they were at launch and which copy is whose (`Base`, one file): never in the jail.

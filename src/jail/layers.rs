@@ -19,10 +19,7 @@
 //! tmpfs), per user, 0700, no tool reads it, and it is hidden in the jail (nothing in the jail may
 //! change an upper or work directory behind the overlay's back).
 
-mod overlay;
-
-use crate::jail::policy::{Layer, LayerMount};
-pub(crate) use overlay::Making;
+use crate::jail::policy::Layer;
 use serde::Serialize;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -145,40 +142,6 @@ pub fn plan(home: &Path, store: &Path) -> Vec<Layer> {
     layers
 }
 
-/// The sealer's mounts of the layers (`seal::seal_ops`), parents before what lies inside them,
-/// and at each depth the overlays first, so that they form one run mounted side by side.
-pub(crate) fn seal_ops(layers: &[Layer]) -> Vec<super::seal::SealOp> {
-    use super::seal::SealOp;
-    let mut ordered: Vec<&Layer> = layers.iter().collect();
-    ordered.sort_by_key(|l| {
-        (
-            l.path.components().count(),
-            l.mount() != LayerMount::Overlay,
-        )
-    });
-    ordered
-        .into_iter()
-        .map(|l| match l.mount() {
-            LayerMount::Overlay => SealOp::Overlay {
-                lower: l.lower.clone(),
-                upper: l.upper.clone(),
-                work: l.work.clone(),
-                dst: l.path.clone(),
-            },
-            LayerMount::Own => SealOp::Bind {
-                src: l.own_dir().to_path_buf(),
-                dst: l.path.clone(),
-                writable: true,
-            },
-            LayerMount::Yours => SealOp::Bind {
-                src: l.path.clone(),
-                dst: l.path.clone(),
-                writable: false,
-            },
-        })
-        .collect()
-}
-
 /// What the launcher holds for the session: the store in use, and (in overlay mode) the upper
 /// directories (the kernel only warns when two overlays share one; files would then change under
 /// each other).
@@ -296,20 +259,6 @@ fn open_lock(path: &Path) -> std::io::Result<std::fs::File> {
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
-}
-
-/// The layers as bwrap mounts them (no overlay): parents first, every one a plain directory.
-pub fn without_overlay(layers: &[Layer]) -> impl Iterator<Item = Layer> + '_ {
-    layers.iter().map(Layer::without_overlay)
-}
-
-/// Whether bwrap's view of `path` is the jail's own directory of a layer (none of your files are
-/// there, so a seal or mask of yours there has nothing to cover, and its mount point would be left
-/// in the layer), and not a writable root bound over it.
-pub fn hides(policy: &super::policy::Policy, path: &Path) -> bool {
-    without_overlay(&policy.layers)
-        .any(|l| l.mount() == LayerMount::Own && path.starts_with(&l.path))
-        && !policy.writable.iter().any(|w| path.starts_with(w))
 }
 
 /// Disk use of a tree in bytes (blocks, as `du`), never following a symlink.

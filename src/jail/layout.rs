@@ -32,7 +32,7 @@ pub(crate) const NET_DIR: &str = "/tmp/.claude-sandbox-net";
 /// The proxy's socket in `NET_DIR` (and in the host directory bound there).
 pub(crate) const NET_SOCKET: &str = "proxy.sock";
 
-/// Where the sealer makes the symlink it mounts over a git config (`seal::SealOp::LinkOver`),
+/// Where the sealer makes the symlink it mounts over a git config (`mounts::Mount::LinkOver`),
 /// removed once it is mounted.
 pub(crate) const LINK_SCRATCH: &str = "/tmp/.claude-sandbox-link";
 

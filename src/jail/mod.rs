@@ -3,6 +3,7 @@
 //! - `policy`: the resolved policy (plain data);
 //! - `layout`: every path and file descriptor number inside the jail, named once;
 //! - `plan`: reads the workspace, `$HOME`, config and sockets into a policy (reads, never writes);
+//! - `mounts`: the jail's mounts, in order, from the policy alone (one list for bwrap and the sealer);
 //! - `args`: the pure policy → bwrap argv function;
 //! - `seccomp`: the TIOCSTI/TIOCLINUX filter;
 //! - `placeholders`: stubs for missing entry points, created and removed safely across sessions;
@@ -30,6 +31,7 @@ pub mod launch;
 pub mod layers;
 pub(crate) mod layout;
 pub(crate) mod links;
+pub(crate) mod mounts;
 pub(crate) mod nested;
 pub mod placeholders;
 pub mod plan;

@@ -165,7 +165,7 @@ pub(crate) struct StateBind {
 }
 
 /// One cache, or the data of installed tools, as the jail sees it (`layers`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub(crate) struct Layer {
     pub name: String,
     /// Where the jail sees it (`~/.cache`): the human's directory.

@@ -261,56 +261,6 @@ pub(crate) fn writable_paths(dir: &Path, binds: &[StateBind]) -> Vec<PathBuf> {
     out
 }
 
-/// A mount the jail's own state directory needs, after the session's `$HOME` is in place: `src`
-/// (a host path) at `dst` (a jail path).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Mount {
-    pub src: PathBuf,
-    pub dst: PathBuf,
-    pub writable: bool,
-}
-
-/// The mounts of one state directory (`real`: the human's, which is also its path in the jail;
-/// `own`: the jail's own directory on the host).
-pub(crate) fn mounts(real: &Path, own: &Path, binds: &[StateBind], sd: &StateDir) -> Vec<Mount> {
-    let m = |src: PathBuf, dst: PathBuf, writable| Mount { src, dst, writable };
-    // Over itself first: a mount point cannot be renamed or replaced, so the directory the
-    // session ends with is the one made for it.
-    let mut out = vec![m(own.to_path_buf(), real.to_path_buf(), true)];
-    for b in binds {
-        let (yours, jail) = (real.join(&b.name), real.join(&b.name));
-        match &b.how {
-            How::Writable => out.push(m(yours, jail, true)),
-            How::ReadOnly => out.push(m(yours, jail, false)),
-            How::Stub(_) => out.push(m(own.join(&b.name), jail, false)),
-            How::Store(dir) => out.push(m(dir.clone(), jail, true)),
-            How::Projects(slugs) => {
-                for s in slugs {
-                    out.push(m(yours.join(s), jail.join(s), true));
-                    for (name, _) in sd.per_project.iter().flat_map(|p| p.sealed) {
-                        out.push(m(yours.join(s).join(name), jail.join(s).join(name), false));
-                    }
-                }
-            }
-            How::Copied | How::Symlink(_) | How::MountPoint => {}
-        }
-    }
-    out
-}
-
-/// The mounts of the `$HOME` entry `name` seen as `binds` (`policy::HomeBind::State`).
-pub(crate) fn entry_mounts(
-    home: &Path,
-    session_home: &Path,
-    name: &OsStr,
-    binds: &[StateBind],
-) -> Vec<Mount> {
-    match crate::runtimes::state_dirs().find(|s| OsStr::new(s.path) == name) {
-        Some(sd) => mounts(&home.join(name), &session_home.join(name), binds, sd),
-        None => Vec::new(),
-    }
-}
-
 /// What `prepare` did, kept in the session directory for `finish` (also after a launcher died).
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub(crate) struct Record {

@@ -13,6 +13,7 @@ use super::{input::Knobs, PendingSeals};
 use crate::error::{Error, Result};
 use crate::jail::args::bwrap_args;
 use crate::jail::gitcopy;
+use crate::jail::mounts::{mounts, the_sealers};
 use crate::jail::placeholders::{self, SessionId};
 use crate::jail::plan::{Placeholder, Plan, PlanInput};
 use crate::jail::policy::{Fds, GitCopy, Sealing};
@@ -212,8 +213,11 @@ impl BeforeGate<'_> {
                     tracing::warn!("{w}");
                 }
                 let git_copies = copied.as_deref().unwrap_or(&plan.policy.git_copies);
-                let ops = seal::seal_ops(&plan.policy, git_copies);
-                (Ok(jail.hold_and_seal(&ops, self.t0)), copied)
+                let mounts = mounts(&plan.policy, git_copies);
+                (
+                    Ok(jail.hold_and_seal(the_sealers(&mounts), self.t0)),
+                    copied,
+                )
             });
             let started = start_watcher_too.then(|| start_watcher(plan, launch, session_dir));
             let (held, copied) = sealing

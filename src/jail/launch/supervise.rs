@@ -7,6 +7,7 @@
 use super::FORWARDED;
 use crate::error::{Error, Result, EXIT_JAIL};
 use crate::jail::layout::{EXEC_FD, GO_FD, READY_FD, SECCOMP_FD, STATUS_FD, STDERR_FD};
+use crate::jail::mounts::Mount;
 use crate::jail::plan::Plan;
 use crate::jail::policy::Sealing;
 use crate::jail::{seal, seccomp};
@@ -248,7 +249,7 @@ impl Jail {
 
     /// Wait until bwrap's setup is done, and seal from outside if asked. The command still waits at
     /// the gate (see `open_gate`).
-    pub(super) fn hold_and_seal(&mut self, ops: &[seal::SealOp], t0: std::time::Instant) -> Held {
+    pub(super) fn hold_and_seal(&mut self, ops: &[Mount], t0: std::time::Instant) -> Held {
         let mut byte = [0u8; 1];
         let ready = loop {
             match rustix::io::read(&self.ready, &mut byte) {
@@ -292,7 +293,7 @@ impl Jail {
     pub(super) fn seal(
         &mut self,
         sealer: Sealer,
-        ops: &[seal::SealOp],
+        ops: &[Mount],
     ) -> std::result::Result<(), SealFailure> {
         let bwrap = self.child.as_raw_nonzero();
         // bwrap's only child is the jail's init; the helper is waiting, so it exists.
