@@ -32,15 +32,150 @@ impl Severity {
     }
 }
 
+/// What an alert is about, as `alerts --json` spells it (`kind`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AlertKind {
+    /// A new executable in a writable PATH directory that shadows a later command (`watch`).
+    PathShadow,
+    /// A new executable in a writable PATH directory, shadowing nothing.
+    PathNew,
+    /// An executable of the baseline changed.
+    PathChanged,
+    /// A hook planted in a repository's hooks directory.
+    GitHook,
+    /// A new exec-capable key in a repository's config, or a config git refuses to read.
+    GitConfig,
+    /// A new file matching a configured `hidden` glob, visible in the jail until the next session.
+    SecretVisible,
+    /// A host the allowlist proxy refused (`net`).
+    NetworkDenied,
+    /// A new name off a measured agent state directory's allowlist (`jail::statedir`,
+    /// `jail::statesweep`).
+    AgentStateNotAllowed,
+    /// A script named by the human's agent settings, written in the jail (`jail::statedir`).
+    AgentStateScript,
+    /// A file linked to a name outside the writable roots that could be neither copied nor sealed
+    /// (`jail::hardlinks`).
+    HardLinkOpen,
+    /// A workspace entry point sealed one by one and replaced outside (`jail::detached`).
+    SealDetached,
+    /// A repository's config that could not be diverted, or came back replaced (`jail::gitcopy`).
+    GitConfigDiversion,
+    /// The jail's copy of a config that git refuses to read: not merged back.
+    GitConfigRefused,
+    /// Keys of the jail's copy of a config kept at your values: exec-capable ones.
+    GitConfigKept,
+    /// The jail's `~/.claude.json` was not merged back (`jail::home`).
+    MergeRefused,
+    /// A workspace-root entry point nothing installed reads, created in the session (`jail::plan`).
+    EntryPointCreated,
+    /// A kind this version does not know (written by another one): kept as it was written.
+    Other(String),
+}
+
+impl AlertKind {
+    /// Every kind this version writes.
+    pub const ALL: &[AlertKind] = &[
+        AlertKind::PathShadow,
+        AlertKind::PathNew,
+        AlertKind::PathChanged,
+        AlertKind::GitHook,
+        AlertKind::GitConfig,
+        AlertKind::SecretVisible,
+        AlertKind::NetworkDenied,
+        AlertKind::AgentStateNotAllowed,
+        AlertKind::AgentStateScript,
+        AlertKind::HardLinkOpen,
+        AlertKind::SealDetached,
+        AlertKind::GitConfigDiversion,
+        AlertKind::GitConfigRefused,
+        AlertKind::GitConfigKept,
+        AlertKind::MergeRefused,
+        AlertKind::EntryPointCreated,
+    ];
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            AlertKind::PathShadow => "path-shadow",
+            AlertKind::PathNew => "path-new",
+            AlertKind::PathChanged => "path-changed",
+            AlertKind::GitHook => "git-hook",
+            AlertKind::GitConfig => "git-config",
+            AlertKind::SecretVisible => "secret-visible",
+            AlertKind::NetworkDenied => "network-denied",
+            AlertKind::AgentStateNotAllowed => "agent-state-not-allowed",
+            AlertKind::AgentStateScript => "agent-state-script",
+            AlertKind::HardLinkOpen => "hard-link-open",
+            AlertKind::SealDetached => "seal-detached",
+            AlertKind::GitConfigDiversion => "git-config-diversion",
+            AlertKind::GitConfigRefused => "git-config-refused",
+            AlertKind::GitConfigKept => "git-config-kept",
+            AlertKind::MergeRefused => "merge-refused",
+            AlertKind::EntryPointCreated => "entry-point-created",
+            AlertKind::Other(s) => s,
+        }
+    }
+
+    fn parse(s: &str) -> AlertKind {
+        Self::ALL
+            .iter()
+            .find(|k| k.as_str() == s)
+            .cloned()
+            .unwrap_or_else(|| AlertKind::Other(s.to_string()))
+    }
+}
+
+impl std::fmt::Display for AlertKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for AlertKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for AlertKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        String::deserialize(d).map(|s| AlertKind::parse(&s))
+    }
+}
+
+/// What was done about what an alert reports (`action`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Action {
+    Alerted,
+    Quarantined,
+    Neutralised,
+    /// Carrying out the verdict failed: the file is where it was.
+    Failed,
+    /// Refused as it happened (a connection).
+    Denied,
+}
+
+impl Action {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Action::Alerted => "alerted",
+            Action::Quarantined => "quarantined",
+            Action::Neutralised => "neutralised",
+            Action::Failed => "failed",
+            Action::Denied => "denied",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Alert {
     pub id: String,
     pub time: String,
     pub severity: Severity,
-    pub kind: String,
+    pub kind: AlertKind,
     pub path: PathBuf,
     pub detail: String,
-    /// `quarantined`, `neutralised`, `alerted`.
+    /// `quarantined`, `neutralised`, `alerted` (`Action`).
     pub action: String,
     pub quarantine_id: Option<String>,
     pub sha256: Option<String>,
@@ -48,6 +183,71 @@ pub struct Alert {
     /// What makes two alerts the same event (kind, path, file identity): used to deduplicate.
     #[serde(default)]
     pub fingerprint: String,
+}
+
+impl Alert {
+    /// An alert of `kind` about `path`, found now in `session`: alerted (nothing quarantined), one
+    /// per session for that kind and path (`fingerprint`).
+    pub(crate) fn new(
+        kind: AlertKind,
+        severity: Severity,
+        path: &Path,
+        detail: impl Into<String>,
+        session: &str,
+    ) -> Alert {
+        Alert {
+            id: new_id("a"),
+            time: now_rfc3339(),
+            severity,
+            fingerprint: format!("{kind}:{}:{session}", path.display()),
+            kind,
+            path: path.to_path_buf(),
+            detail: detail.into(),
+            action: Action::Alerted.as_str().into(),
+            quarantine_id: None,
+            sha256: None,
+            session: session.to_string(),
+        }
+    }
+
+    pub(crate) fn action(mut self, action: Action) -> Alert {
+        self.action = action.as_str().into();
+        self
+    }
+
+    /// Quarantined as `id`, if it was (else alerted only).
+    pub(crate) fn quarantined(mut self, id: Option<String>) -> Alert {
+        if id.is_some() {
+            self.action = Action::Quarantined.as_str().into();
+        }
+        self.quarantine_id = id;
+        self
+    }
+
+    /// What makes two alerts the same event, when it is not the kind, path and session.
+    pub(crate) fn fingerprint(mut self, fingerprint: String) -> Alert {
+        self.fingerprint = fingerprint;
+        self
+    }
+}
+
+/// Record an alert found when a session ends, high and alerted only, in the alert store of the
+/// runtime directory that `session_dir` (`<runtime>/sessions/<id>`) belongs to.
+pub(crate) fn at_session_end(session_dir: &Path, kind: AlertKind, path: &Path, detail: &str) {
+    let dir = crate::runtime::SessionDir::at(session_dir.to_path_buf());
+    let Some((runtime, session)) = dir.runtime_and_id() else {
+        return;
+    };
+    let alert = Alert::new(
+        kind,
+        Severity::High,
+        path,
+        detail,
+        &session.to_string_lossy(),
+    );
+    if let Err(e) = Store::new(runtime.root()).add(&alert) {
+        tracing::warn!("recording an alert: {e}");
+    }
 }
 
 pub struct Store {
@@ -340,7 +540,7 @@ mod tests {
             id: new_id("a"),
             time: now_rfc3339(),
             severity: Severity::Critical,
-            kind: "path-shadow".into(),
+            kind: AlertKind::PathShadow,
             path: "/h/.local/bin/git".into(),
             detail: "d".into(),
             action: "quarantined".into(),
@@ -376,6 +576,25 @@ mod tests {
         assert_eq!(store.ack(None).unwrap(), 1);
         assert_eq!(store.read().unacked().count(), 0);
         assert!(store.ack(Some(&["nope".into()])).is_err());
+    }
+
+    /// Each kind has a name of its own, read back as the same kind; one this version does not know
+    /// is kept as written.
+    #[test]
+    fn kinds_keep_their_names() {
+        for (i, k) in AlertKind::ALL.iter().enumerate() {
+            let json = serde_json::to_string(k).unwrap();
+            assert_eq!(serde_json::from_str::<AlertKind>(&json).unwrap(), *k);
+            assert!(!AlertKind::ALL[i + 1..]
+                .iter()
+                .any(|o| o.as_str() == k.as_str()));
+        }
+        let other: AlertKind = serde_json::from_str("\"from-a-later-version\"").unwrap();
+        assert_eq!(other, AlertKind::Other("from-a-later-version".into()));
+        assert_eq!(
+            serde_json::to_string(&other).unwrap(),
+            "\"from-a-later-version\""
+        );
     }
 
     #[test]

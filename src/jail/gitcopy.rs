@@ -70,6 +70,7 @@ fn paths(p: &[PathBuf]) -> String {
         .join(", ")
 }
 
+use crate::alerts::{at_session_end, AlertKind};
 use crate::jail::policy::GitCopy;
 use divert::{divert, human_file, is_diverted, release};
 
@@ -203,7 +204,7 @@ pub(crate) fn prepare(
 /// Make the jail's copy of one config; returns its bytes (the merge's base).
 fn copy_one(session_home: &Path, c: &GitCopy) -> std::io::Result<Vec<u8>> {
     let (bytes, mode) =
-        super::home::read_regular(&human_file(&c.real)).map_err(std::io::Error::other)?;
+        super::readback::read_regular(&human_file(&c.real)).map_err(std::io::Error::other)?;
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -284,7 +285,7 @@ pub(crate) fn finish(session_dir: &Path) -> Vec<String> {
         }
         if let Err(e) = release(real, &session_name(session_dir)) {
             let e = e.to_string();
-            super::home::alert(session_dir, real, "git-config-diversion", &e);
+            at_session_end(session_dir, AlertKind::GitConfigDiversion, real, &e);
             notes.push(e);
         }
     }
@@ -304,10 +305,15 @@ fn finish_one(
     let refuse = |detail: String| {
         let detail = format!("{detail}; your config is unchanged");
         let e = not_merged(detail);
-        super::home::alert(session_dir, real, "git-config-refused", &e.to_string());
+        at_session_end(
+            session_dir,
+            AlertKind::GitConfigRefused,
+            real,
+            &e.to_string(),
+        );
         e
     };
-    let jail = super::home::read_regular(copy).map(|(bytes, _)| bytes);
+    let jail = super::readback::read_regular(copy).map(|(bytes, _)| bytes);
     if jail.as_deref().is_ok_and(|j| j == base) {
         return Ok(()); // the jail changed nothing: nothing to merge
     }
@@ -321,7 +327,7 @@ fn finish_one(
         Err(e) => return Err(refuse(format!("the jail's copy was not merged back: {e}"))),
     };
     let parse = |p: &Path| -> Result<Vec<Key>, String> {
-        let (bytes, _) = super::home::read_regular(p).map_err(|e| e.to_string())?;
+        let (bytes, _) = super::readback::read_regular(p).map_err(|e| e.to_string())?;
         gitconfig::parse(&bytes).map_err(|e| e.to_string())
     };
     let human = parse(real).map_err(|e| {
@@ -336,7 +342,7 @@ fn finish_one(
             real.display(),
             m.kept.join(", ")
         );
-        super::home::alert(session_dir, real, "git-config-kept", &detail);
+        at_session_end(session_dir, AlertKind::GitConfigKept, real, &detail);
     }
     if m.too_many {
         let detail = format!(
@@ -344,7 +350,7 @@ fn finish_one(
             real.display(),
             merge::MAX_CARRIED
         );
-        super::home::alert(session_dir, real, "git-config-kept", &detail);
+        at_session_end(session_dir, AlertKind::GitConfigKept, real, &detail);
     }
     let mut problems: Vec<String> = m
         .conflicts

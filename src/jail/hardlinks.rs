@@ -20,6 +20,7 @@
 //! New installs inside the jail do not link: the environment tells pnpm and uv to copy
 //! (`COPY_ENV`), and their stores in the jail are its own layers on another filesystem anyway.
 
+use crate::alerts::{Alert, AlertKind, Severity};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -233,19 +234,13 @@ pub(crate) fn alert(runtime: &Path, session: &str, root: &Path, report: &Report)
             String::new()
         }
     );
-    let alert = crate::alerts::Alert {
-        id: crate::alerts::new_id("a"),
-        time: crate::alerts::now_rfc3339(),
-        severity: crate::alerts::Severity::High,
-        kind: "hard-link-open".into(),
-        path: root.to_path_buf(),
+    let alert = Alert::new(
+        AlertKind::HardLinkOpen,
+        Severity::High,
+        root,
         detail,
-        action: "alerted".into(),
-        quarantine_id: None,
-        sha256: None,
-        session: session.to_string(),
-        fingerprint: format!("hard-link-open:{}:{session}", root.display()),
-    };
+        session,
+    );
     if let Err(e) = crate::alerts::Store::new(runtime).add(&alert) {
         tracing::warn!("recording an alert: {e}");
     }

@@ -8,6 +8,7 @@
 //! - `seccomp`: the TIOCSTI/TIOCLINUX filter;
 //! - `placeholders`: stubs for missing entry points, created and removed safely across sessions;
 //! - `home`: the session-private `$HOME` and `~/.claude.json`;
+//! - `readback`: reading back what the jail may have written, never following it;
 //! - `exec`: the first process in the jail, which restores signal defaults and runs the command;
 //! - `seal`: the seals, anchors and masks mounted from outside while the jail's first process waits;
 //! - `links`: entry points reached through `$HOME`'s symlinks into writable roots;
@@ -36,6 +37,7 @@ pub(crate) mod nested;
 pub mod placeholders;
 pub mod plan;
 pub mod policy;
+pub(crate) mod readback;
 pub(crate) mod reseal;
 pub mod seal;
 pub mod seccomp;

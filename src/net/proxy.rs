@@ -13,6 +13,7 @@
 use super::error::ProxyError;
 use super::pattern::{normalize, Refusal, Rules};
 use super::NetPolicy;
+use crate::alerts::{Action, Alert, AlertKind, Severity};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
@@ -218,22 +219,23 @@ impl Shared {
         let Some((runtime, session)) = self.alerts.as_ref().filter(|_| first) else {
             return;
         };
-        let alert = crate::alerts::Alert {
+        let detail = format!(
+            "the jail tried to reach {host}:{port}; refused because {reason} (further attempts in \
+             this session are counted, not alerted; see docs/network.md)"
+        );
+        let path = PathBuf::from(format!("{host}:{port}"));
+        let alert = Alert {
             id: crate::alerts::new_id("n"),
-            time: crate::alerts::now_rfc3339(),
-            severity: crate::alerts::Severity::Info,
-            kind: "network-denied".into(),
-            path: PathBuf::from(format!("{host}:{port}")),
-            detail: format!(
-                "the jail tried to reach {host}:{port}; refused because {reason} (further attempts \
-                 in this session are counted, not alerted; see docs/network.md)"
-            ),
-            action: "denied".into(),
-            quarantine_id: None,
-            sha256: None,
-            session: session.clone(),
-            fingerprint: format!("network:{session}:{host}"),
-        };
+            ..Alert::new(
+                AlertKind::NetworkDenied,
+                Severity::Info,
+                &path,
+                detail,
+                session,
+            )
+        }
+        .action(Action::Denied)
+        .fingerprint(format!("network:{session}:{host}"));
         if let Err(e) = crate::alerts::Store::new(runtime).add(&alert) {
             tracing::warn!("network: the alert for {host} was not recorded: {e}");
         }

@@ -170,7 +170,7 @@ fn legacy_live(dir: &Path) -> Vec<String> {
     };
     rd.flatten()
         .filter_map(|e| {
-            let (bytes, _) = crate::jail::home::read_regular(&e.path()).ok()?;
+            let (bytes, _) = crate::jail::readback::read_regular(&e.path()).ok()?;
             let s = serde_json::from_slice::<SessionId>(&bytes).ok()?;
             s.alive().then_some(s.id)
         })

@@ -10,6 +10,7 @@
 use super::supervise::{Gate, Held, Jail};
 use super::watcher::{start_watcher, Record};
 use super::{input::Knobs, PendingSeals};
+use crate::alerts::{at_session_end, AlertKind};
 use crate::error::{Error, Result};
 use crate::jail::args::bwrap_args;
 use crate::jail::gitcopy;
@@ -445,6 +446,6 @@ fn unread_created(plan: &Plan, session_dir: &Path) {
              blocked, but a tool installed later would: review it",
             p.display()
         );
-        home::alert(session_dir, p, "entry-point-created", &detail);
+        at_session_end(session_dir, AlertKind::EntryPointCreated, p, &detail);
     }
 }
