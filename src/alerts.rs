@@ -397,12 +397,13 @@ impl Store {
     }
 }
 
-/// The short form for the prompt: one line per alert, then how to review and restore.
-pub fn print_prompt(alerts: &[Alert], out: &mut dyn Write, color: bool) {
+/// The short form for the prompt: one line per alert (a path in `home` shown from `~`), then how
+/// to review and restore.
+pub fn print_prompt(alerts: &[Alert], home: Option<&Path>, out: &mut dyn Write, color: bool) {
     if alerts.is_empty() {
         return;
     }
-    let home = std::env::var("HOME").unwrap_or_default();
+    let home = home.and_then(Path::to_str).unwrap_or_default();
     for a in alerts {
         let sev = a.severity.as_str().to_uppercase();
         let sev = if color {

@@ -314,13 +314,15 @@ pub(crate) fn scan_dir(dir: &Path) -> BTreeMap<String, Entry> {
     out
 }
 
-/// Take the baseline. `writable` decides which PATH directories the jail can write.
+/// Take the baseline. `writable` decides which PATH directories the jail can write; `home` is
+/// `$HOME` as git expands `~/` in the repositories' configs.
 pub fn take(
     session: &str,
     path_env: &std::ffi::OsStr,
     cwd: &Path,
     writable: &dyn Fn(&Path) -> bool,
     repos: &[entrypoints::Repo],
+    home: Option<&Path>,
     depth: Depth,
 ) -> Baseline {
     let all = path_entries(path_env, cwd);
@@ -350,7 +352,7 @@ pub fn take(
     if depth == Depth::Attributes {
         add_shadows(&mut dirs);
     }
-    let repos = repos.iter().map(repo_baseline).collect();
+    let repos = repos.iter().map(|r| repo_baseline(r, home)).collect();
     Baseline {
         taken_at: crate::alerts::now_rfc3339(),
         session: session.into(),
@@ -392,9 +394,8 @@ fn add_shadows(dirs: &mut [PathDir]) {
 }
 
 /// The hooks directory and exec-capable keys of one repository.
-pub(crate) fn repo_baseline(r: &entrypoints::Repo) -> RepoBaseline {
-    let exec_keys = exec_keys(&r.common_dir, &r.git_dir);
-    let home = std::env::var_os("HOME").map(PathBuf::from);
+pub(crate) fn repo_baseline(r: &entrypoints::Repo, home: Option<&Path>) -> RepoBaseline {
+    let exec_keys = exec_keys(&r.common_dir, &r.git_dir, home);
     let hooks_dir = exec_keys
         .iter()
         .rev()
@@ -402,12 +403,7 @@ pub(crate) fn repo_baseline(r: &entrypoints::Repo) -> RepoBaseline {
         .map_or_else(
             || r.common_dir.join("hooks"),
             |(_, _, v)| {
-                crate::gitconfig::hooks_path(
-                    v.as_bytes(),
-                    r.worktree.as_deref(),
-                    &r.git_dir,
-                    home.as_deref(),
-                )
+                crate::gitconfig::hooks_path(v.as_bytes(), r.worktree.as_deref(), &r.git_dir, home)
             },
         );
     RepoBaseline {
@@ -425,12 +421,16 @@ pub(crate) fn repo_baseline(r: &entrypoints::Repo) -> RepoBaseline {
 pub(crate) const REFUSED_KEY: &str = "(a config git refuses to read)";
 
 /// Exec-capable keys (entry-point catalogue §2.2–2.3) in a repository's config files and includes,
-/// read by `gitconfig` (git's own grammar and include rules); a file git refuses is `REFUSED_KEY`.
-pub(crate) fn exec_keys(common_dir: &Path, git_dir: &Path) -> Vec<(PathBuf, String, String)> {
+/// read by `gitconfig` (git's own grammar and include rules; `home` expands `~/`); a file git
+/// refuses is `REFUSED_KEY`.
+pub(crate) fn exec_keys(
+    common_dir: &Path,
+    git_dir: &Path,
+    home: Option<&Path>,
+) -> Vec<(PathBuf, String, String)> {
     let mut files = own_config_files(common_dir, git_dir);
     files.dedup();
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let c = crate::gitconfig::read(&files, home.as_deref());
+    let c = crate::gitconfig::read(&files, home);
     let mut out: Vec<(PathBuf, String, String)> = c
         .keys
         .iter()

@@ -322,7 +322,8 @@ pub fn main() -> i32 {
         }
     };
     init_logging(cli.verbose);
-    match crate::commands::exec(cli.command, cli.verbose) {
+    let host = crate::host::HostEnv::capture();
+    match crate::commands::exec(cli.command, cli.verbose, &host) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("claude-sandbox: {e}");

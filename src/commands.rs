@@ -19,9 +19,11 @@ mod run;
 mod watch;
 
 use crate::cli::Command;
+use crate::host::HostEnv;
 
-/// Run `command`; the exit status. `verbose` is the `-v` count (`explain` lists everything with it).
-pub(crate) fn exec(command: Command, verbose: u8) -> crate::Result<i32> {
+/// Run `command` on `host`; the exit status. `verbose` is the `-v` count (`explain` lists
+/// everything with it).
+pub(crate) fn exec(command: Command, verbose: u8, host: &HostEnv) -> crate::Result<i32> {
     match command {
         Command::Run {
             workspace,
@@ -30,44 +32,50 @@ pub(crate) fn exec(command: Command, verbose: u8) -> crate::Result<i32> {
             network,
             allow_domain,
             command,
-        } => run::exec(&crate::jail::launch::RunOptions {
-            workspace,
-            config,
-            dry_run,
-            network: network.map(Into::into),
-            allow_domains: allow_domain,
-            command,
-        }),
-        Command::Watch { workspace } => watch::exec(workspace),
+        } => run::exec(
+            &crate::jail::launch::RunOptions {
+                workspace,
+                config,
+                dry_run,
+                network: network.map(Into::into),
+                allow_domains: allow_domain,
+                command,
+            },
+            host,
+        ),
+        Command::Watch { workspace } => watch::exec(workspace, host),
         Command::Alerts {
             action,
             all,
             json,
             prompt,
-        } => alerts::exec(action, all, json, prompt),
-        Command::Restore { id, force } => restore::exec(&id, force),
+        } => alerts::exec(action, all, json, prompt, host),
+        Command::Restore { id, force } => restore::exec(&id, force, host),
         Command::Battery {
             case,
             json,
             keep,
             unguarded,
             dir,
-        } => battery::exec(&crate::battery::Options {
-            dir,
-            case,
-            json,
-            keep,
-            unguarded,
-        }),
-        Command::Hook { event } => Ok(hook::exec(&event)),
-        Command::Hooks { action } => hooks::exec(&action),
-        Command::Cache { action } => cache::exec(action),
-        Command::Doctor { json } => Ok(doctor::exec(json)),
+        } => battery::exec(
+            &crate::battery::Options {
+                dir,
+                case,
+                json,
+                keep,
+                unguarded,
+            },
+            host,
+        ),
+        Command::Hook { event } => Ok(hook::exec(&event, host)),
+        Command::Hooks { action } => hooks::exec(&action, host),
+        Command::Cache { action } => cache::exec(action, host),
+        Command::Doctor { json } => Ok(doctor::exec(json, host)),
         Command::Explain {
             workspace,
             config,
             json,
-        } => explain::exec(workspace, config, json, verbose > 0),
+        } => explain::exec(workspace, config, json, verbose > 0, host),
         Command::Completions { shell } => Ok(completions::exec(shell)),
         Command::Man => man::exec(),
     }

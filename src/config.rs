@@ -7,6 +7,7 @@
 //! weakens the jail. All three files are themselves entry points (sealed by the jail).
 
 use crate::error::{Error, Result};
+use crate::host::{self, HostEnv};
 use serde::Deserialize;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -79,13 +80,15 @@ pub struct ConfigPaths {
 }
 
 impl ConfigPaths {
-    pub fn new(home: &Path, workspace: &Path) -> Self {
-        let xdg = std::env::var_os("XDG_CONFIG_HOME")
+    pub fn new(home: &Path, workspace: &Path, env: &HostEnv) -> Self {
+        let xdg = env
+            .get(host::XDG_CONFIG_HOME)
             .map(PathBuf::from)
             .filter(|p| p.is_absolute())
             .unwrap_or_else(|| home.join(".config"));
         ConfigPaths {
-            system: std::env::var_os("CLAUDE_SANDBOX_SYSTEM_CONFIG")
+            system: env
+                .get(host::SYSTEM_CONFIG)
                 .map_or_else(|| PathBuf::from(SYSTEM_FILE), PathBuf::from),
             user: xdg.join("claude-sandbox/config.toml"),
             workspace: workspace.join(WORKSPACE_FILE),

@@ -310,8 +310,9 @@ fn walk_tree(
     generated
 }
 
-/// Walk the workspace and collect entry points and repositories.
-pub fn discover_workspace(ws: &Path) -> Discovery {
+/// Walk the workspace and collect entry points and repositories (`home`: `$HOME` as git expands
+/// `~/` in an include).
+pub fn discover_workspace(ws: &Path, home: Option<&Path>) -> Discovery {
     let mut d = Discovery::default();
     let mut git_dirs: Vec<PathBuf> = Vec::new();
     add_per_directory(&mut d, ws);
@@ -371,7 +372,7 @@ pub fn discover_workspace(ws: &Path) -> Discovery {
     while let Some(g) = git_dirs.pop() {
         let g = std::fs::canonicalize(&g).unwrap_or(g);
         if seen.insert(g.clone()) {
-            add_git_dir(&mut d, &g, &mut git_dirs);
+            add_git_dir(&mut d, &g, &mut git_dirs, home);
         }
     }
     d
@@ -416,7 +417,7 @@ pub fn common_dir(git_dir: &Path) -> PathBuf {
     }
 }
 
-fn add_git_dir(d: &mut Discovery, g: &Path, more: &mut Vec<PathBuf>) {
+fn add_git_dir(d: &mut Discovery, g: &Path, more: &mut Vec<PathBuf>, home: Option<&Path>) {
     let common = common_dir(g);
     let worktree = match g.file_name().and_then(|n| n.to_str()) {
         Some(".git") => g.parent().map(Path::to_path_buf),
@@ -453,7 +454,7 @@ fn add_git_dir(d: &mut Discovery, g: &Path, more: &mut Vec<PathBuf>) {
         Stub::File(""),
         "git: core.fsmonitor, core.hooksPath, hook.*, filters, aliases",
     );
-    let config_files = config_with_includes(&g.join("config"), worktree.as_deref());
+    let config_files = config_with_includes(&g.join("config"), worktree.as_deref(), home);
     for (file, hooks_path) in config_files {
         if file != g.join("config") {
             d.seal(
@@ -513,14 +514,14 @@ fn collect_module_dirs(dir: &Path, out: &mut Vec<PathBuf>, depth: usize) {
     }
 }
 
-/// The config file and every file it includes (read by `gitconfig`, git's rules), each with the
-/// `core.hooksPath` target it sets, if any.
+/// The config file and every file it includes (read by `gitconfig`, git's rules; `home` expands
+/// `~/`), each with the `core.hooksPath` target it sets, if any.
 pub(crate) fn config_with_includes(
     config: &Path,
     worktree: Option<&Path>,
+    home: Option<&Path>,
 ) -> Vec<(PathBuf, Option<PathBuf>)> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let c = crate::gitconfig::read(&[config.to_path_buf()], home.as_deref());
+    let c = crate::gitconfig::read(&[config.to_path_buf()], home);
     let git_dir = config.parent().unwrap_or(Path::new("/"));
     c.files
         .iter()
@@ -531,7 +532,7 @@ pub(crate) fn config_with_includes(
                     .rev()
                     .find(|k| k.name == "core.hookspath")
                     .and_then(|k| k.value.as_deref())
-                    .map(|v| crate::gitconfig::hooks_path(v, worktree, git_dir, home.as_deref())),
+                    .map(|v| crate::gitconfig::hooks_path(v, worktree, git_dir, home)),
                 _ => None,
             };
             (f.path.clone(), hooks)

@@ -91,17 +91,20 @@ fn some(items: &[String], full: bool) -> String {
 /// the default is a screenful.
 // One screen of text, written in the order it prints.
 #[allow(clippy::too_many_lines)]
-pub fn explain(opts: &RunOptions, json: bool, full: bool) -> Result<()> {
+pub fn explain(
+    opts: &RunOptions,
+    json: bool,
+    full: bool,
+    env: &crate::host::HostEnv,
+) -> Result<()> {
     let mut opts = opts.clone();
     opts.command = vec!["true".into()];
-    let (input, config) = plan_input(&opts, "explain")?;
+    let (input, config) = plan_input(&opts, "explain", env)?;
     let plan = plan(&input)?;
     // The conventional user bin directories are watched whether or not PATH has them yet.
     let home = &plan.policy.home;
-    let npm = crate::watch::shellpath::npm_prefix(
-        home,
-        input.env("NPM_CONFIG_PREFIX").map(std::ffi::OsStr::new),
-    );
+    let npm =
+        crate::watch::shellpath::npm_prefix(home, input.host.get(crate::host::NPM_CONFIG_PREFIX));
     let conventional = crate::watch::shellpath::conventional(home, npm.as_deref());
     let judged = std::env::join_paths(
         conventional

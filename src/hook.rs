@@ -13,6 +13,7 @@
 //! `beforeShellExecution`, `beforeReadFile`, `permission: deny`). Tool names are translated to Claude
 //! Code's vocabulary in one table.
 
+use crate::host::HOOK_BIN;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -95,7 +96,7 @@ pub fn sealed(p: &Path, cwd: &Path, home: &Path) -> Option<String> {
     {
         return Some("git runs hooks and config on commit, checkout and status".into());
     }
-    let ws = crate::jail::launch::default_workspace(cwd);
+    let ws = crate::host::default_workspace(cwd);
     for c in crate::entrypoints::per_directory() {
         if p.starts_with(ws.join(c.name)) {
             return Some(c.runs.to_string());
@@ -366,10 +367,6 @@ pub fn session_start(host: Host) -> String {
     .to_string()
 }
 
-/// Inside the jail the binary's own path is masked; the launcher binds a read-only copy here and
-/// names it in this variable, which the installed hook commands use.
-pub const HOOK_BIN_ENV: &str = "CLAUDE_SANDBOX_HOOK";
-
 /// Where a runtime's hooks are installed, relative to `$HOME` (every `Host` has one).
 fn hook_file(rt: &crate::runtimes::Runtime) -> PathBuf {
     PathBuf::from(rt.hook_file.expect("a hook host has a hook file"))
@@ -379,7 +376,7 @@ fn hook_file(rt: &crate::runtimes::Runtime) -> PathBuf {
 pub fn hook_config(host: Host, bin: &Path) -> (PathBuf, Value) {
     let cmd = |sub: &str, h: &str| {
         format!(
-            "\"${{{HOOK_BIN_ENV}:-{}}}\" hook {sub} --host {h}",
+            "\"${{{HOOK_BIN}:-{}}}\" hook {sub} --host {h}",
             bin.display()
         )
     };

@@ -16,6 +16,7 @@ pub(crate) mod error;
 pub(crate) mod explain;
 pub(crate) mod gitconfig;
 pub(crate) mod hook;
+pub mod host;
 pub(crate) mod jail;
 pub(crate) mod logfile;
 pub(crate) mod net;

@@ -2,9 +2,8 @@
 //! with a reason, or prints nothing (no opinion); exit 2 blocks when the payload cannot be read.
 
 use crate::cli::HookEvent;
-use std::path::PathBuf;
 
-pub(super) fn exec(event: &HookEvent) -> i32 {
+pub(super) fn exec(event: &HookEvent, env: &crate::host::HostEnv) -> i32 {
     match *event {
         HookEvent::SessionStart { host } => {
             println!("{}", crate::hook::session_start(host.into()));
@@ -16,9 +15,7 @@ pub(super) fn exec(event: &HookEvent) -> i32 {
                 eprintln!("claude-sandbox hook: cannot read stdin; blocking");
                 return 2;
             }
-            let home = std::env::var_os("HOME")
-                .map(PathBuf::from)
-                .unwrap_or_default();
+            let home = env.home().unwrap_or_default();
             match crate::hook::pre_tool_use(host.into(), &input, &home) {
                 Ok(Some(deny)) => {
                     println!("{deny}");

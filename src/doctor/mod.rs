@@ -6,6 +6,7 @@
 //! (pass/warn/fail), one line of why, and the fix; a check that crashes is a failed check, not a crash.
 //! Read-only: it changes nothing (the jail check runs a real jail in a throwaway workspace).
 
+use crate::host::HostEnv;
 use crate::jail::launch;
 mod hook;
 mod layers;
@@ -67,7 +68,7 @@ fn fail(name: &'static str, why: impl Into<String>, fix: impl Into<String>) -> C
     }
 }
 
-type CheckFn = fn() -> Vec<Check>;
+type CheckFn = fn(&HostEnv) -> Vec<Check>;
 
 /// Every check, cheap ones first.
 const CHECKS: &[(&str, CheckFn)] = &[
@@ -88,10 +89,10 @@ const CHECKS: &[(&str, CheckFn)] = &[
     ("network", crate::net::doctor::check_network),
 ];
 
-pub fn run_all() -> Vec<Check> {
+pub fn run_all(env: &HostEnv) -> Vec<Check> {
     let mut out = Vec::new();
     for (name, f) in CHECKS {
-        match std::panic::catch_unwind(f) {
+        match std::panic::catch_unwind(|| f(env)) {
             Ok(checks) => out.extend(checks),
             Err(_) => out.push(fail(
                 name,
@@ -104,10 +105,10 @@ pub fn run_all() -> Vec<Check> {
 }
 
 /// Print and return the exit status: 0 when nothing failed.
-pub fn doctor(json: bool) -> i32 {
+pub fn doctor(json: bool, env: &HostEnv) -> i32 {
     // Panics inside checks are reported as failed checks; keep the default hook from printing them.
     std::panic::set_hook(Box::new(|_| {}));
-    let checks = run_all();
+    let checks = run_all(env);
     let _ = std::panic::take_hook();
     let mut out = std::io::stdout().lock();
     if json {
@@ -164,8 +165,8 @@ fn command_output(program: &Path, args: &[&str]) -> Option<(bool, String)> {
     Some((o.status.success(), text.trim().to_string()))
 }
 
-fn check_bwrap() -> Vec<Check> {
-    match launch::find_bwrap() {
+fn check_bwrap(env: &HostEnv) -> Vec<Check> {
+    match env.find_bwrap() {
         Ok(p) => match command_output(&p, &["--version"]) {
             Some((true, v)) => vec![pass("bwrap", format!("{} ({v})", p.display()))],
             _ => vec![fail(
@@ -188,8 +189,8 @@ fn read_trim(p: &str) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
-fn check_userns() -> Vec<Check> {
-    let Ok(bwrap) = launch::find_bwrap() else {
+fn check_userns(env: &HostEnv) -> Vec<Check> {
+    let Ok(bwrap) = env.find_bwrap() else {
         return vec![fail(
             "user namespaces",
             "cannot test without bwrap",
@@ -249,7 +250,7 @@ fn check_userns() -> Vec<Check> {
     }
 }
 
-fn check_jail() -> Vec<Check> {
+fn check_jail(_: &HostEnv) -> Vec<Check> {
     let Ok(exe) = std::env::current_exe() else {
         return vec![fail(
             "jail",
@@ -317,9 +318,9 @@ pub(crate) fn trial_launch(
     Some(out)
 }
 
-fn check_runtime() -> Vec<Check> {
+fn check_runtime(env: &HostEnv) -> Vec<Check> {
     use std::os::unix::fs::MetadataExt;
-    let dir = crate::runtime::locate();
+    let dir = crate::runtime::locate(env);
     match std::fs::symlink_metadata(&dir) {
         Err(_) => vec![pass(
             "runtime directory",
@@ -333,7 +334,7 @@ fn check_runtime() -> Vec<Check> {
         Ok(m) if m.uid() != rustix::process::getuid().as_raw() => vec![fail(
             "runtime directory",
             format!("{} is owned by uid {}, not you", dir.display(), m.uid()),
-            format!("remove it (as root) or set {}", crate::runtime::ENV),
+            format!("remove it (as root) or set {}", crate::host::RUNTIME_DIR),
         )],
         Ok(m) if m.mode() & 0o077 != 0 => vec![warn(
             "runtime directory",
@@ -347,7 +348,7 @@ fn check_runtime() -> Vec<Check> {
     }
 }
 
-fn check_inotify() -> Vec<Check> {
+fn check_inotify(_: &HostEnv) -> Vec<Check> {
     let limits: Vec<String> = [
         "max_user_watches",
         "max_user_instances",
@@ -385,12 +386,12 @@ fn check_inotify() -> Vec<Check> {
 }
 
 /// PATH directories the jail could write, for the current directory's workspace.
-fn writable_path_dirs() -> crate::Result<(Vec<PathBuf>, PathBuf)> {
+fn writable_path_dirs(env: &HostEnv) -> crate::Result<(Vec<PathBuf>, PathBuf)> {
     let opts = launch::RunOptions {
         command: vec!["true".into()],
         ..Default::default()
     };
-    let (input, _) = launch::plan_input(&opts, "doctor")?;
+    let (input, _) = launch::plan_input(&opts, "doctor", env)?;
     let plan = crate::jail::plan::plan(&input)?;
     Ok((
         crate::explain::writable_path_dirs(&plan, &input.path_env),
@@ -398,8 +399,8 @@ fn writable_path_dirs() -> crate::Result<(Vec<PathBuf>, PathBuf)> {
     ))
 }
 
-fn check_watched() -> Vec<Check> {
-    let dirs = match writable_path_dirs() {
+fn check_watched(env: &HostEnv) -> Vec<Check> {
+    let dirs = match writable_path_dirs(env) {
         Ok((dirs, _)) => dirs,
         // A broken configuration file stops `run` with file:line; say the same here.
         Err(e @ crate::Error::Config { .. }) => {
@@ -438,9 +439,8 @@ fn check_watched() -> Vec<Check> {
         .collect()
 }
 
-fn check_path() -> Vec<Check> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let entries: Vec<PathBuf> = std::env::split_paths(&path).collect();
+fn check_path(env: &HostEnv) -> Vec<Check> {
+    let entries: Vec<PathBuf> = std::env::split_paths(env.path()).collect();
     let mut out = Vec::new();
     let relative: Vec<String> = entries
         .iter()
@@ -485,12 +485,14 @@ fn check_path() -> Vec<Check> {
     out
 }
 
-fn check_git() -> Vec<Check> {
+fn check_git(env: &HostEnv) -> Vec<Check> {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let ws = launch::default_workspace(&cwd);
+    let ws = crate::host::default_workspace(&cwd);
+    let home = env.home();
     let mut found = Vec::new();
-    for r in crate::entrypoints::discover_workspace(&ws).repos {
-        for (file, key, value) in crate::baseline::exec_keys(&r.common_dir, &r.git_dir) {
+    for r in crate::entrypoints::discover_workspace(&ws, home.as_deref()).repos {
+        let keys = crate::baseline::exec_keys(&r.common_dir, &r.git_dir, home.as_deref());
+        for (file, key, value) in keys {
             if key == "core.hookspath" || key == "core.fsmonitor" {
                 found.push(format!("{key}={value} in {}", file.display()));
             }
@@ -506,7 +508,7 @@ fn check_git() -> Vec<Check> {
     }
 }
 
-fn check_tiocsti() -> Vec<Check> {
+fn check_tiocsti(_: &HostEnv) -> Vec<Check> {
     match read_trim("/proc/sys/dev/tty/legacy_tiocsti").as_deref() {
         Some("0") => vec![pass("TIOCSTI", "dev.tty.legacy_tiocsti=0: the kernel refuses terminal injection; the jail's seccomp filter refuses it too")],
         Some(_) => vec![warn("TIOCSTI", "dev.tty.legacy_tiocsti=1: the jail refuses TIOCSTI with seccomp, but other programs outside could use it", "on the host: sysctl -w dev.tty.legacy_tiocsti=0")],
@@ -517,11 +519,10 @@ fn check_tiocsti() -> Vec<Check> {
 /// Marker written into every wrapper by the installer.
 pub const WRAPPER_MARK: &str = "# claude-sandbox wrapper";
 
-fn check_wrappers() -> Vec<Check> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
+fn check_wrappers(env: &HostEnv) -> Vec<Check> {
     let mut out = Vec::new();
     for agent in crate::runtimes::commands() {
-        let Some(found) = std::env::split_paths(&path)
+        let Some(found) = std::env::split_paths(env.path())
             .map(|d| d.join(agent))
             .find(|p| p.is_file())
         else {
@@ -545,8 +546,8 @@ fn check_wrappers() -> Vec<Check> {
     out
 }
 
-fn check_leftovers() -> Vec<Check> {
-    let rt = crate::runtime::locate();
+fn check_leftovers(env: &HostEnv) -> Vec<Check> {
+    let rt = crate::runtime::locate(env);
     let placeholders = crate::jail::placeholders::list(&rt);
     let sessions = std::fs::read_dir(crate::runtime::RuntimeDir::new(&rt).sessions())
         .map_or(0, std::iter::Iterator::count);
@@ -563,8 +564,8 @@ fn check_leftovers() -> Vec<Check> {
     )]
 }
 
-fn check_alerts() -> Vec<Check> {
-    let rt = crate::runtime::locate();
+fn check_alerts(env: &HostEnv) -> Vec<Check> {
+    let rt = crate::runtime::locate(env);
     let contents = crate::alerts::Store::new(&rt).read();
     let n = contents.unacked().count();
     let mut out = vec![if n == 0 {

@@ -19,6 +19,7 @@ use super::plan::{add_seals, plan, plan_jail, Plan, PlanInput};
 use super::policy::{Fds, Sealing};
 use super::{home, placeholders};
 use crate::error::{Error, Result};
+use crate::host::HostEnv;
 use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH};
 use std::ffi::OsString;
 use std::io::Write;
@@ -29,15 +30,7 @@ mod session;
 mod supervise;
 mod watcher;
 
-pub use input::{default_workspace, find_bwrap, home_dir, plan_input, resolve_command};
-
-/// Where bwrap may be; the first that exists is used. `CLAUDE_SANDBOX_BWRAP` overrides (an absolute
-/// path), for tests and unusual installs.
-pub const BWRAP_PATHS: &[&str] = &["/usr/bin/bwrap", "/usr/local/bin/bwrap", "/bin/bwrap"];
-
-/// `CLAUDE_SANDBOX_SEAL=bwrap` has bwrap make every mount (slower; the way to compare, and a way
-/// around a kernel without `mount_setattr`, though that is also detected and handled).
-pub const ENV_SEAL: &str = "CLAUDE_SANDBOX_SEAL";
+pub use input::plan_input;
 
 /// Signals forwarded to the jailed command.
 pub const FORWARDED: &[i32] = &[SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGWINCH, SIGUSR1, SIGUSR2];
@@ -55,7 +48,7 @@ pub struct RunOptions {
 }
 
 /// `claude-sandbox run`: returns the exit status to exit with.
-pub fn run(opts: &RunOptions) -> Result<i32> {
+pub fn run(opts: &RunOptions, env: &HostEnv) -> Result<i32> {
     let Some(cmd) = opts.command.first() else {
         return Err(Error::Usage(
             "run: no COMMAND given; usage: claude-sandbox run [--] COMMAND [ARGS...]".into(),
@@ -63,9 +56,9 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     };
     let t_start = std::time::Instant::now();
     let session = placeholders::SessionId::current();
-    let (input, _config) = plan_input(opts, &session.id)?;
-    let knobs = input::Knobs::of(&input);
-    let resolved = resolve_command(cmd, &input.path_env, &input.cwd)?;
+    let (input, _config) = plan_input(opts, &session.id, env)?;
+    let knobs = input::Knobs::of(env);
+    let resolved = crate::host::resolve_command(cmd, &input.path_env, &input.cwd)?;
     // Clean up after dead sessions before planning, so their placeholders are not taken for the
     // human's files (and then pulled away under this session).
     let runtime = if opts.dry_run {
@@ -74,7 +67,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         let runtime = crate::runtime::ensure(&input.runtime_dir)?;
         // Made before planning, so that the plan hides it in the jail (`layers::prepare` says why
         // when it cannot be made).
-        let _ = super::layers::ensure_store(&super::layers::store_dir(&input.home, &input.env));
+        let _ = super::layers::ensure_store(&super::layers::store_dir(&input.home, env));
         placeholders::sweep(&runtime)?;
         home::sweep_dead(&runtime, session_alive, &input.home);
         Some(runtime)
@@ -122,7 +115,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         return Ok(0);
     };
     // Held until the session ends: the store in use, and the overlay's upper directories.
-    let store = super::layers::store_dir(&input.home, &input.env);
+    let store = super::layers::store_dir(&input.home, env);
     let _layers = super::layers::prepare(&store, &mut plan.policy.layers)?;
     let pending = seals_pending.then_some(PendingSeals {
         input: &input,

@@ -19,6 +19,7 @@
 //! tmpfs), per user, 0700, no tool reads it, and it is hidden in the jail (nothing in the jail may
 //! change an upper or work directory behind the overlay's back).
 
+use crate::host::{self, HostEnv};
 use crate::jail::policy::Layer;
 use serde::Serialize;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
@@ -50,19 +51,16 @@ pub fn all() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
     DATA.iter().chain(CACHES)
 }
 
-/// Names the layer store instead of `~/.local/state/claude-sandbox/layers`.
-pub const ENV_DIR: &str = "CLAUDE_SANDBOX_LAYERS_DIR";
-
 /// `statfs` magic of overlayfs: an upper directory there is refused by the kernel.
 const OVERLAYFS_SUPER_MAGIC: i64 = 0x794c_7630;
 
-/// The layer store for this `$HOME` (`env`: the launcher's environment).
-pub fn store_dir(home: &Path, env: &[(String, String)]) -> PathBuf {
-    env.iter()
-        .find(|(k, v)| k == ENV_DIR && v.starts_with('/'))
+/// The layer store for this `$HOME`: `host::LAYERS_DIR` when it names an absolute path.
+pub fn store_dir(home: &Path, env: &HostEnv) -> PathBuf {
+    env.get(host::LAYERS_DIR)
+        .filter(|v| v.as_encoded_bytes().first() == Some(&b'/'))
         .map_or_else(
             || home.join(".local/state/claude-sandbox/layers"),
-            |(_, v)| PathBuf::from(v),
+            PathBuf::from,
         )
 }
 
@@ -197,7 +195,11 @@ pub fn prepare(store: &Path, layers: &mut [Layer]) -> crate::error::Result<Held>
     use rustix::fs::FlockOperation as Op;
     let err = |what: String, e: std::io::Error| {
         crate::error::Error::io(
-            format!("{what} (the cache layer store {}; set {ENV_DIR} to another directory you own, or remove it)", store.display()),
+            format!(
+                "{what} (the cache layer store {}; set {} to another directory you own, or remove it)",
+                store.display(),
+                host::LAYERS_DIR
+            ),
             e,
         )
     };

@@ -322,7 +322,7 @@ impl Policy {
             }),
             hook_bin: Some("/usr/local/bin/claude-sandbox".into()),
             hidden: vec!["/run/cs".into()],
-            setenv: vec![("CLAUDE_SANDBOX".into(), "1".into())],
+            setenv: vec![(crate::host::IN_JAIL.into(), "1".into())],
             unsetenv: vec!["SSH_AUTH_SOCK".into()],
             chdir: "/w/sub".into(),
             command: vec!["claude".into(), "--flag with space".into()],

@@ -145,7 +145,7 @@ fn reseal(bwrap: i32, paths: &[PathBuf], exe: &Path) -> std::io::Result<()> {
     };
     let mut child = std::process::Command::new(exe)
         .arg(super::seal::SUBCOMMAND)
-        .env_remove("CLAUDE_SANDBOX_SEAL")
+        .env_remove(crate::host::SEAL)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())

@@ -90,7 +90,7 @@ pub fn main() -> i32 {
 fn serve(text: &str) -> Result<(), SealError> {
     let req: SealRequest = serde_json::from_str(text).map_err(SealError::Request)?;
     // For the tests of the fallback: half the mounts, then a failure (or a death without a word).
-    let mode = std::env::var("CLAUDE_SANDBOX_SEAL").unwrap_or_default();
+    let mode = std::env::var(crate::host::SEAL).unwrap_or_default();
     let fail_halfway = mode == FAIL_HALFWAY || mode == DIE_HALFWAY;
     let ops = if fail_halfway {
         &req.ops[..req.ops.len() / 2]
@@ -104,7 +104,8 @@ fn serve(text: &str) -> Result<(), SealError> {
     }
     if fail_halfway {
         return Err(SealError::Enter(format!(
-            "CLAUDE_SANDBOX_SEAL={FAIL_HALFWAY}"
+            "{}={FAIL_HALFWAY}",
+            crate::host::SEAL
         )));
     }
     Ok(())

@@ -79,7 +79,7 @@ pub(crate) fn own_top_levels(
     entries: &mut [super::policy::HomeEntry],
     home: &Path,
     roots: &[&Path],
-    env: &[(String, String)],
+    env: &crate::host::HostEnv,
     setenv: &mut Vec<(String, String)>,
 ) {
     use super::policy::HomeBind;
@@ -206,7 +206,11 @@ pub(crate) fn named_top_names(home: &Path, sd: &StateDir) -> Vec<OsString> {
 
 /// The jail's own persistent store for `sd`, if it has one (beside the layer store, hidden like it
 /// is not needed: nothing outside reads it).
-pub(crate) fn store_path(home: &Path, env: &[(String, String)], sd: &StateDir) -> Option<PathBuf> {
+pub(crate) fn store_path(
+    home: &Path,
+    env: &crate::host::HostEnv,
+    sd: &StateDir,
+) -> Option<PathBuf> {
     let js = sd.jail_store.as_ref()?;
     let layers = super::layers::store_dir(home, env);
     let base = layers.parent().unwrap_or(&layers).join("state");

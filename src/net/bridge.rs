@@ -15,15 +15,15 @@ use std::os::unix::net::UnixStream;
 /// argv[1] of the `ProxyCommand`: `claude-sandbox __connect HOST PORT`.
 pub const CONNECT: &str = "__connect";
 
-/// In the exec helper: when `ENV_BRIDGE` names a socket, listen on the jail's loopback and fork a
+/// In the exec helper: when `host::NET_BRIDGE` names a socket, listen on the jail's loopback and fork a
 /// child that bridges every connection to it. The variable is removed from the command's
 /// environment. Called while the helper is single-threaded.
 pub(crate) fn start_from_env() -> Result<(), BridgeError> {
-    let Some(socket) = std::env::var_os(super::ENV_BRIDGE) else {
+    let Some(socket) = std::env::var_os(crate::host::NET_BRIDGE) else {
         return Ok(());
     };
     // SAFETY: the exec helper is single-threaded.
-    unsafe { std::env::remove_var(super::ENV_BRIDGE) };
+    unsafe { std::env::remove_var(crate::host::NET_BRIDGE) };
     let listener =
         TcpListener::bind(("127.0.0.1", super::PORT)).map_err(|source| BridgeError::Listen {
             port: super::PORT,

@@ -163,10 +163,6 @@ pub fn describe(p: &NetPolicy) -> Vec<String> {
 /// The loopback port inside the jail where the bridge serves both HTTP and SOCKS5 (the jail has a
 /// namespace of its own, so no port of the container is taken).
 pub const PORT: u16 = 3128;
-/// Set for the exec helper only (removed before the command runs): the socket to bridge to.
-pub const ENV_BRIDGE: &str = "CLAUDE_SANDBOX_NET_BRIDGE";
-/// Tests only: `name=ip,name=ip` resolved by the proxy instead of DNS (read by the launcher).
-pub const ENV_TEST_HOSTS: &str = "CLAUDE_SANDBOX_TEST_HOSTS";
 
 /// The environment that points every common client at the proxy (allowlist mode).
 pub fn proxy_env(hook_bin: Option<&str>) -> Vec<(String, String)> {
@@ -184,7 +180,7 @@ pub fn proxy_env(hook_bin: Option<&str>) -> Vec<(String, String)> {
     }
     env.push(("NODE_USE_ENV_PROXY".into(), "1".into()));
     env.push((
-        ENV_BRIDGE.into(),
+        crate::host::NET_BRIDGE.into(),
         format!("{}/{}", layout::NET_DIR, layout::NET_SOCKET),
     ));
     if let Some(bin) = hook_bin {

@@ -59,11 +59,13 @@ pub(crate) struct Running {
 }
 
 impl Proxy {
-    /// Bind `dir/proxy.sock` (the directory is made, 0700) for `policy`.
+    /// Bind `dir/proxy.sock` (the directory is made, 0700) for `policy`; `test_hosts`: names
+    /// resolved without DNS (`host::TEST_HOSTS`).
     pub(crate) fn bind(
         dir: &Path,
         policy: &NetPolicy,
         alerts: Option<(PathBuf, String)>,
+        test_hosts: Option<&str>,
     ) -> Result<Proxy, ProxyError> {
         let rules = Rules::new(&policy.allow, &policy.deny)?;
         std::fs::create_dir_all(dir).map_err(|source| ProxyError::Create {
@@ -76,9 +78,7 @@ impl Proxy {
             path: path.clone(),
             source,
         })?;
-        let hosts = std::env::var(super::ENV_TEST_HOSTS)
-            .map(|v| parse_hosts(&v))
-            .unwrap_or_default();
+        let hosts = test_hosts.map(parse_hosts).unwrap_or_default();
         Ok(Proxy {
             listener,
             shared: Arc::new(Shared {
@@ -125,19 +125,23 @@ impl Running {
     }
 }
 
-/// The proxy a launch needs: one in allowlist mode, none otherwise.
+/// The proxy a launch needs: one in allowlist mode (`net_dir`: the host directory of its socket),
+/// none otherwise.
 pub(crate) fn for_policy(
-    policy: &crate::jail::policy::Policy,
+    net_dir: Option<&Path>,
+    network: &NetPolicy,
     runtime: &Path,
     session: &str,
+    env: &crate::host::HostEnv,
 ) -> crate::error::Result<Option<Proxy>> {
-    let Some(dir) = &policy.net_dir else {
+    let Some(dir) = net_dir else {
         return Ok(None);
     };
     Proxy::bind(
         dir,
-        &policy.network,
+        network,
         Some((runtime.to_path_buf(), session.to_string())),
+        env.get_str(crate::host::TEST_HOSTS),
     )
     .map(Some)
     .map_err(|e| crate::error::Error::Jail(format!("starting the network proxy: {e}")))

@@ -25,7 +25,8 @@ impl Watcher {
             self.repo(repo).common_dir.clone(),
             self.repo(repo).git_dir.clone(),
         );
-        let keys = baseline::exec_keys(&common, &git_dir);
+        let home = self.cfg.host.home();
+        let keys = baseline::exec_keys(&common, &git_dir, home.as_deref());
         let known: BTreeSet<(String, String)> = self
             .repo(repo)
             .exec_keys
@@ -101,7 +102,7 @@ impl Watcher {
         let now = if taken.is_empty() {
             keys
         } else {
-            baseline::exec_keys(&common, &git_dir)
+            baseline::exec_keys(&common, &git_dir, home.as_deref())
         };
         self.repos.set_exec_keys(repo, now);
     }

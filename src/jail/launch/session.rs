@@ -272,7 +272,9 @@ pub(super) fn execute(
     let session_dir = session_home.dir.clone();
     // Allowlist mode: the proxy's socket is bound now (bwrap binds its directory into the jail) and
     // served once bwrap has started (the sealer is forked while the launcher has one thread).
-    let mut proxy = crate::net::proxy::for_policy(&plan.policy, runtime, &session.id)?;
+    let (net_dir, network) = (plan.policy.net_dir.as_deref(), &plan.policy.network);
+    let host = &launch.input.host;
+    let mut proxy = crate::net::proxy::for_policy(net_dir, network, runtime, &session.id, host)?;
     let mut proxy_running = None;
     let (for_bwrap, held_placeholders) = placeholders_before_bwrap(&plan, sealing, launch)?;
     let mut placeholders_made = false;

@@ -21,12 +21,14 @@ pub(super) fn start_watcher(
 ) -> Result<(watch::Running, Record)> {
     let (runtime, session) = (launch.runtime, launch.session);
     let t0 = std::time::Instant::now();
+    let host = &launch.input.host;
     let base = baseline::take(
         &session.id,
         &launch.input.path_env,
         &launch.input.cwd,
         &|p| plan.jail_can_write(p),
         &plan.repos,
+        host.home().as_deref(),
         baseline::Depth::Names,
     );
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "baseline taken");
@@ -42,6 +44,7 @@ pub(super) fn start_watcher(
         placeholders: plan.placeholders.iter().map(|p| p.path.clone()).collect(),
         resolve_delay: launch.knobs.resolve_delay,
         writable_roots: Some(plan.writable_roots()),
+        host: host.clone(),
     };
     let t0 = std::time::Instant::now();
     let running =
