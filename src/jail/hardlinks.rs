@@ -18,7 +18,7 @@
 //! budget, is alerted, never silently passed.
 //!
 //! New installs inside the jail do not link: the environment tells pnpm and uv to copy
-//! (`COPY_ENV`), and their stores in the jail are its own layers on another filesystem anyway.
+//! (`plan::COPY_ENV`), and their stores in the jail are its own layers on another filesystem anyway.
 
 use crate::alerts::{Alert, AlertKind, Severity};
 use std::collections::HashMap;
@@ -29,13 +29,6 @@ pub(crate) const SCAN_BUDGET: usize = 200_000;
 
 /// At most this many files are bound read-only when their link cannot be broken (each is a mount).
 pub(crate) const MAX_SEALS: usize = 64;
-
-/// Set in the jail: installers copy instead of linking from their stores into the workspace.
-pub(crate) const COPY_ENV: &[(&str, &str)] = &[
-    ("npm_config_package_import_method", "copy"),
-    ("pnpm_config_package_import_method", "copy"),
-    ("UV_LINK_MODE", "copy"),
-];
 
 /// One regular file the walk found.
 #[derive(Debug, Clone, PartialEq, Eq)]

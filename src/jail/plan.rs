@@ -55,6 +55,14 @@ pub const UNSET_ENV: &[&str] = &[
     host::RUNTIME_DIR,
 ];
 
+/// Set in the jail: installers copy instead of linking from their stores into the workspace
+/// (`hardlinks`).
+pub(crate) const COPY_ENV: &[(&str, &str)] = &[
+    ("npm_config_package_import_method", "copy"),
+    ("pnpm_config_package_import_method", "copy"),
+    ("UV_LINK_MODE", "copy"),
+];
+
 /// Privileged programs masked inside the jail (bwrap's `no_new_privs` already makes them useless;
 /// masking makes the failure immediate and obvious).
 pub const PRIVILEGED: &[&str] = &["sudo", "su", "doas", "pkexec"];
@@ -272,11 +280,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         }
     }
     // New installs copy from their stores instead of linking into the workspace (`hardlinks`).
-    setenv.extend(
-        super::hardlinks::COPY_ENV
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string())),
-    );
+    setenv.extend(COPY_ENV.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     let net_dir = (network.mode == crate::net::Mode::Allowlist).then(|| {
         setenv.extend(crate::net::proxy_env(
             input.self_exe.is_some().then_some(super::layout::HOOK_BIN),
