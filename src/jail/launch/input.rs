@@ -5,14 +5,29 @@
 //! Guards against a jail planned from one view of the environment and run from another, and against
 //! a bwrap or command found through a `PATH` the agent can write (bwrap by absolute path only).
 
-use super::RunOptions;
 use crate::config::{Config, ConfigPaths};
 use crate::error::{Error, Result};
 use crate::host::{self, HostEnv};
+use crate::jail::placeholders::SessionId;
 use crate::jail::plan::PlanInput;
 use crate::jail::policy::Sealing;
 use crate::watch;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// `run`'s options from the command line.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    pub workspace: Option<PathBuf>,
+    pub config: Option<PathBuf>,
+    pub dry_run: bool,
+    /// `--network MODE`: replaces the configured mode.
+    pub network: Option<crate::net::Mode>,
+    /// `--allow-domain D`: added to the allow list.
+    pub allow_domains: Vec<String>,
+    pub command: Vec<OsString>,
+}
 
 /// The environment's switches for a launch (tests, benchmarks, unusual kernels).
 #[derive(Debug, Clone, Copy)]
@@ -90,4 +105,12 @@ pub fn plan_input(
         uid: rustix::process::getuid().as_raw(),
     };
     Ok((input, config))
+}
+
+/// What the parts of a launch need of its input, read once.
+pub(super) struct Launch<'a> {
+    pub(super) input: &'a PlanInput,
+    pub(super) knobs: Knobs,
+    pub(super) runtime: &'a Path,
+    pub(super) session: &'a SessionId,
 }

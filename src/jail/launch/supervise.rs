@@ -4,13 +4,13 @@
 //! Guards against a command that runs before the jail is complete, a signal lost on its way to the
 //! jail, and a status misread (a signal reported as an exit).
 
-use super::FORWARDED;
 use crate::error::{Error, Result, EXIT_JAIL};
 use crate::jail::layout::{EXEC_FD, GO_FD, READY_FD, SECCOMP_FD, STATUS_FD, STDERR_FD};
 use crate::jail::mounts::Mount;
 use crate::jail::plan::Plan;
 use crate::jail::policy::Sealing;
 use crate::jail::{seal, seccomp};
+use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH};
 use signal_hook::iterator::exfiltrator::WithOrigin;
 use signal_hook::iterator::SignalsInfo;
 use signal_hook::low_level::siginfo::Cause;
@@ -19,6 +19,10 @@ use std::io::{BufRead, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+
+/// Signals forwarded to the jailed command.
+pub(super) const FORWARDED: &[i32] =
+    &[SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGWINCH, SIGUSR1, SIGUSR2];
 
 /// What bwrap reported on its status fd.
 #[derive(Debug, Default)]

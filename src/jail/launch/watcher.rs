@@ -4,7 +4,7 @@
 //! Guards against a plant made before the watcher looked: the command is held at the gate until both
 //! the seals and the watches are in.
 
-use super::session::Launch;
+use super::input::Launch;
 use crate::error::{Error, Result};
 use crate::jail::plan::Plan;
 use crate::{baseline, watch};
