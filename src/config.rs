@@ -13,8 +13,6 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use toml::Spanned;
 
-/// The name of the per-workspace configuration file.
-pub const WORKSPACE_FILE: &str = ".claude-sandbox.toml";
 /// The system-wide configuration file.
 pub const SYSTEM_FILE: &str = "/etc/claude-sandbox/config.toml";
 
@@ -91,7 +89,7 @@ impl ConfigPaths {
                 .get(host::SYSTEM_CONFIG)
                 .map_or_else(|| PathBuf::from(SYSTEM_FILE), PathBuf::from),
             user: xdg.join("claude-sandbox/config.toml"),
-            workspace: workspace.join(WORKSPACE_FILE),
+            workspace: workspace.join(crate::catalogue::WORKSPACE_FILE),
         }
     }
 

@@ -88,13 +88,8 @@ pub fn judge(targets: &Targets, cwd: &Path, home: &Path) -> Option<String> {
 
 /// Whether writing `p` would touch an entry point, and who runs it.
 pub fn sealed(p: &Path, cwd: &Path, home: &Path) -> Option<String> {
-    let s = p.to_string_lossy();
-    if s.contains("/.git/hooks/")
-        || s.ends_with("/.git/hooks")
-        || s.ends_with("/.git/config")
-        || s.contains("/.git/modules/") && (s.ends_with("/config") || s.contains("/hooks/"))
-    {
-        return Some("git runs hooks and config on commit, checkout and status".into());
+    if crate::catalogue::git::written_file(p) {
+        return Some(crate::catalogue::git::RUNS.into());
     }
     let ws = crate::host::default_workspace(cwd);
     for c in crate::entrypoints::per_directory() {

@@ -7,6 +7,7 @@
 //! sockets, `sudo`, terminal injection) is closed. `explain` tells a human what a launch would do.
 
 pub(crate) mod battery;
+pub(crate) mod catalogue;
 pub mod cli;
 pub(crate) mod commands;
 pub(crate) mod config;

@@ -14,7 +14,7 @@
 //! Adding a runtime: one `Runtime` in `runtimes/agents.rs`, its column in docs/runtimes.md, its
 //! tests and battery cases.
 
-use crate::entrypoints::{Catalogued, Stub};
+use crate::catalogue::{Catalogued, Stub};
 
 /// One agent runtime.
 #[derive(Debug)]

@@ -12,7 +12,7 @@
 //! the copy and renames it there: every write succeeds, and none reaches the human's file while the
 //! agent runs. When the session ends the copy is merged back key by key (`merge`): ordinary keys
 //! the jail changed are carried out with git itself (`git config --file`), keys whose new value
-//! makes git run something (`baseline::is_exec_key`, includes) keep the human's values and raise an
+//! makes git run something (`catalogue::git::is_exec_key`, includes) keep the human's values and raise an
 //! alert. The window in which an exec-capable key of the agent's is live outside is therefore zero.
 //!
 //! A mount on a file is detached when something *outside* renames over its path (the kernel allows

@@ -12,7 +12,8 @@
 //! `includeIf`) target and a global `core.hooksPath` that lie in a writable root are read by every
 //! `git` the human runs, in every repository.
 
-use crate::entrypoints::{Finding, Stub};
+use crate::catalogue::Stub;
+use crate::entrypoints::Finding;
 use crate::host::{self, HostEnv};
 use std::path::{Path, PathBuf};
 
@@ -151,12 +152,9 @@ pub(crate) fn global_git_targets(
         for (file, hooks) in
             crate::entrypoints::config_with_includes(&global, None, git_home.as_deref())
         {
-            let named = [(
-                file,
-                "included by your global git config: every git reads it",
-            )]
-            .into_iter()
-            .chain(hooks.map(|h| (h, "your global core.hooksPath: every repository's hooks")));
+            let named = [(file, crate::catalogue::git::GLOBAL_INCLUDED)]
+                .into_iter()
+                .chain(hooks.map(|h| (h, crate::catalogue::git::GLOBAL_HOOKS_PATH)));
             for (path, runs) in named {
                 let Ok(target) = std::fs::canonicalize(&path) else {
                     continue;

@@ -11,7 +11,7 @@
 //! The registry is one JSON file in the runtime directory, changed only under an exclusive `flock`.
 
 use super::plan::Placeholder;
-use crate::entrypoints::Stub;
+use crate::catalogue::Stub;
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::io::Write;

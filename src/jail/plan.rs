@@ -8,8 +8,9 @@
 //! can still save `~/.claude.json` by rename: it gets a private copy that is merged back afterwards.
 
 use super::policy::{HomeBind, HomeEntry, Mask, MaskKind, Policy, Sealed};
+use crate::catalogue::Stub;
 use crate::config::{Config, ConfigPaths};
-use crate::entrypoints::{self, Finding, Stub};
+use crate::entrypoints::{self, Finding};
 use crate::error::{Error, Result};
 use crate::host::{self, HostEnv};
 use serde::Serialize;

@@ -2,7 +2,7 @@
 //! into mounts (`mounts`) and bwrap arguments (`args`) needs no filesystem access. The jail's
 //! protocol: its types live here, and nothing here reads or writes a file.
 
-use crate::entrypoints::Stub;
+use crate::catalogue::Stub;
 use serde::Serialize;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

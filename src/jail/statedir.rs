@@ -20,7 +20,7 @@
 //! holds only this session's projects (yours, bound writable; their `memory/` read-only); Codex's
 //! `SQLite` stores live in a directory of the jail's own (`CODEX_SQLITE_HOME`), never read outside.
 
-use crate::entrypoints::Stub;
+use crate::catalogue::Stub;
 use crate::jail::policy::{How, StateBind};
 use crate::runtimes::{Access, Allowed, StateDir};
 use serde::{Deserialize, Serialize};

@@ -1,7 +1,7 @@
 //! Each runtime's definition (`super::Runtime`): what was measured, and why each name is where it is.
 
 use super::*;
-use crate::entrypoints::{dir, Stub};
+use crate::catalogue::{dir, Stub};
 
 const fn ep(rel: &'static str, stub: Stub, runs: &'static str) -> StateEntry {
     StateEntry { rel, stub, runs }

@@ -158,18 +158,15 @@ pub(crate) fn judge_key(key: &str, value: &str, new_repo: bool, own_file: bool) 
         kind: AlertKind::GitConfig,
         detail,
     };
-    let take_out = new_repo && own_file && key != baseline::REFUSED_KEY && !harmless(key, value);
+    let take_out = new_repo
+        && own_file
+        && key != baseline::REFUSED_KEY
+        && !crate::catalogue::git::runs_nothing_of_the_repository(key, value);
     if take_out {
         Verdict::Neutralise(finding)
     } else {
         Verdict::Alert(finding)
     }
-}
-
-/// Whether git treats this exec-capable value as running nothing of the repository's: the
-/// built-in fsmonitor daemon (`core.fsmonitor` as a boolean true).
-fn harmless(key: &str, value: &str) -> bool {
-    key == "core.fsmonitor" && crate::gitconfig::parse_bool(value) == Some(true)
 }
 
 /// A new file matching a configured `hidden` glob: visible in the jail until the next session.

@@ -90,7 +90,7 @@ mod tests {
         std::fs::write(ws.join("hk.pkl"), "").unwrap(); // exists: always sealed
         let finding = |name: &str| Finding {
             path: ws.join(name),
-            stub: crate::entrypoints::Stub::Dir,
+            stub: crate::catalogue::Stub::Dir,
             runs: String::new(),
         };
         let mut findings: Vec<Finding> =

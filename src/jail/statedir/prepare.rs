@@ -2,7 +2,7 @@
 //! `finish` reads.
 
 use super::{Copied, DirRecord, Record, Stamp, MAX_COPY};
-use crate::entrypoints::Stub;
+use crate::catalogue::Stub;
 use crate::jail::policy::{How, StateBind};
 use crate::runtimes::StateDir;
 use std::os::unix::fs::DirBuilderExt;

@@ -339,7 +339,7 @@ fn core_fsmonitor_is_read_as_one_boolean_by_the_baseline_and_the_judge() {
     for v in crate::gitconfig::tests::BOOLEANS {
         let git = crate::gitconfig::parse_bool(v);
         assert_eq!(
-            baseline::is_exec_key("core.fsmonitor", v),
+            crate::catalogue::git::is_exec_key("core.fsmonitor", v),
             git != Some(false),
             "{v:?}: exec-capable"
         );
