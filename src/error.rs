@@ -135,13 +135,15 @@ mod tests {
     fn hooks_install_fails_with_typed_errors() {
         let home = tempfile::tempdir().unwrap();
         std::fs::write(home.path().join(".claude"), "a file, not a directory").unwrap();
-        let e = crate::hook::install(crate::hook::Host::Claude, home.path(), false).unwrap_err();
+        let e = crate::hook::install(crate::runtimes::CLAUDE.hooks.unwrap(), home.path(), false)
+            .unwrap_err();
         assert_eq!(e.exit_code(), EXIT_JAIL, "{e}");
         assert!(e.to_string().starts_with("creating "), "{e}");
         std::fs::remove_file(home.path().join(".claude")).unwrap();
         std::fs::create_dir(home.path().join(".claude")).unwrap();
         std::fs::write(home.path().join(".claude/settings.json"), "{oops").unwrap();
-        let e = crate::hook::install(crate::hook::Host::Claude, home.path(), false).unwrap_err();
+        let e = crate::hook::install(crate::runtimes::CLAUDE.hooks.unwrap(), home.path(), false)
+            .unwrap_err();
         assert_eq!(e.exit_code(), EXIT_USAGE, "{e}");
         assert!(e.to_string().contains("not JSON"), "{e}");
     }

@@ -135,7 +135,11 @@ pub(crate) const CLAUDE: Runtime = Runtime {
         ),
         dir(".mcp.json", "Claude Code: stdio MCP server commands"),
     ],
-    hook_file: Some(".claude/settings.json"),
+    hooks: Some(Hooks {
+        name: "claude",
+        file: ".claude/settings.json",
+        protocol: Protocol::ClaudeCode,
+    }),
     hosts: &[
         "api.anthropic.com",
         "statsig.anthropic.com",
@@ -226,7 +230,11 @@ pub(crate) const CODEX: Runtime = Runtime {
         ".codex",
         "Codex CLI: project config.toml (mcp_servers, notify), hooks.json",
     )],
-    hook_file: Some(".codex/hooks.json"),
+    hooks: Some(Hooks {
+        name: "codex",
+        file: ".codex/hooks.json",
+        protocol: Protocol::ClaudeCode,
+    }),
     hosts: &["api.openai.com", "auth.openai.com", "chatgpt.com"],
     project_views: &[],
     home_views: &[],
@@ -329,7 +337,11 @@ pub(crate) const GEMINI: Runtime = Runtime {
         ".gemini",
         "Gemini CLI: settings.json hooks and mcpServers, commands, .env",
     )],
-    hook_file: Some(".gemini/settings.json"),
+    hooks: Some(Hooks {
+        name: "gemini",
+        file: ".gemini/settings.json",
+        protocol: Protocol::Gemini,
+    }),
     hosts: &[
         "generativelanguage.googleapis.com",
         "cloudcode-pa.googleapis.com",
@@ -360,7 +372,11 @@ pub(crate) const CURSOR: Runtime = Runtime {
         ],
     }],
     project: &[dir(".cursor", "Cursor: hooks.json, mcp.json")],
-    hook_file: Some(".cursor/hooks.json"),
+    hooks: Some(Hooks {
+        name: "cursor",
+        file: ".cursor/hooks.json",
+        protocol: Protocol::Cursor,
+    }),
     hosts: &["api2.cursor.sh", "api.cursor.com"],
     project_views: &[],
     home_views: &[],
@@ -430,7 +446,7 @@ pub(crate) const OPENCODE: Runtime = Runtime {
         dir("opencode.json", "OpenCode: plugins and MCP commands"),
         dir("opencode.jsonc", "OpenCode: plugins and MCP commands"),
     ],
-    hook_file: None,
+    hooks: None,
     hosts: &["opencode.ai", "models.dev"],
     // At every start it writes `.opencode/.gitignore` and its plugins' dependencies there
     // (measured with 1.18.33: "FileSystem.writeFile (.../.opencode/.gitignore)" on a read-only one).
@@ -446,7 +462,7 @@ pub(crate) const PI: Runtime = Runtime {
     commands: &["pi"],
     state: &[],
     project: &[],
-    hook_file: None,
+    hooks: None,
     hosts: &[],
     project_views: &[],
     home_views: &[],
