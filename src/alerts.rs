@@ -7,7 +7,7 @@
 //! Acknowledgements are a separate append-only file, so the alert log itself is never rewritten.
 
 use crate::error::{Error, Result};
-use crate::runtime::{Lock, RuntimeDir};
+use crate::runtime_dir::{Lock, RuntimeDir};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -234,7 +234,7 @@ impl Alert {
 /// Record an alert found when a session ends, high and alerted only, in the alert store of the
 /// runtime directory that `session_dir` (`<runtime>/sessions/<id>`) belongs to.
 pub(crate) fn at_session_end(session_dir: &Path, kind: AlertKind, path: &Path, detail: &str) {
-    let dir = crate::runtime::SessionDir::at(session_dir.to_path_buf());
+    let dir = crate::runtime_dir::SessionDir::at(session_dir.to_path_buf());
     let Some((runtime, session)) = dir.runtime_and_id() else {
         return;
     };

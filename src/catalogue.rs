@@ -4,9 +4,9 @@
 //! in `runtimes`, git's in `git`.
 //!
 //! Guards against a fact written twice and read two ways: discovery, the planner, the agents' hook
-//! adapter (`hook`), the watcher and the docs (`docs/entry-points.md`, checked by a test) read the
-//! same rows. A new per-directory name of a tool is one row of `TOOLS`; a new file git reads from a
-//! git directory is one row of `git::FILES`.
+//! adapter (`agent_hooks`), the watcher and the docs (`docs/entry-points.md`, checked by a test)
+//! read the same rows. A new per-directory name of a tool is one row of `TOOLS`; a new file git
+//! reads from a git directory is one row of `git::FILES`.
 
 pub(crate) mod git;
 

@@ -6,6 +6,7 @@
 //! sealed read-only whether or not it exists (`entrypoints`), and every escape hatch (Docker and IDE
 //! sockets, `sudo`, terminal injection) is closed. `explain` tells a human what a launch would do.
 
+pub(crate) mod agent_hooks;
 pub(crate) mod battery;
 pub(crate) mod catalogue;
 pub mod cli;
@@ -16,12 +17,11 @@ pub(crate) mod entrypoints;
 pub(crate) mod error;
 pub(crate) mod explain;
 pub(crate) mod gitconfig;
-pub(crate) mod hook;
 pub mod host;
 pub(crate) mod jail;
 pub(crate) mod logfile;
 pub(crate) mod net;
-pub(crate) mod runtime;
+pub(crate) mod runtime_dir;
 pub(crate) mod runtimes;
 pub(crate) mod secrets;
 

@@ -26,7 +26,7 @@ pub(crate) struct Runtime {
     pub state: &'static [StateDir],
     /// Names in a project (the workspace root, and wherever they exist below) that it reads.
     pub project: &'static [Catalogued],
-    /// How it calls the hook adapter (`hook`), if it has hooks.
+    /// How it calls the hook adapter (`agent_hooks`), if it has hooks.
     pub hooks: Option<Hooks>,
     /// Its API and sign-in hosts (in the network allow list's defaults: `net`).
     pub hosts: &'static [&'static str],
@@ -51,7 +51,7 @@ pub(crate) struct Hooks {
 }
 
 /// A hook protocol: the events a runtime calls its hooks on, their payloads and the answer that
-/// denies (`hook`).
+/// denies (`agent_hooks`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Protocol {
     /// Claude Code's (`PreToolUse`, `hookSpecificOutput` with `permissionDecision`), which Codex

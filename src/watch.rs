@@ -451,7 +451,7 @@ pub(crate) fn foreground(workspace: Option<PathBuf>, env: &HostEnv) -> crate::Re
             || format!("resolving the workspace {}", ws.display()),
         )
     })?;
-    let runtime = crate::runtime::ensure(&crate::runtime::locate(env))?;
+    let runtime = crate::runtime_dir::ensure(&crate::runtime_dir::locate(env))?;
     let session = format!("watch-{}", std::process::id());
     let path_env = env.path();
     let user_can_write = |p: &Path| {

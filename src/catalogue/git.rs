@@ -1,6 +1,6 @@
 //! git's facts: the files it reads from a git directory (`FILES`, and the ones its config names),
 //! and the keys of its config that make it run something (`is_exec_key`). Discovery seals the
-//! files (`entrypoints`), the agents' hook adapter refuses writes to them (`hook`), the baseline,
+//! files (`entrypoints`), the agents' hook adapter refuses writes to them (`agent_hooks`), the baseline,
 //! the watcher and the merge of the jail's config copies judge the keys; all read them here.
 //! git's own reading of a config file and of a boolean is `gitconfig`'s.
 

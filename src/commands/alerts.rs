@@ -11,7 +11,7 @@ pub(super) fn exec(
     prompt: bool,
     host: &crate::host::HostEnv,
 ) -> crate::Result<i32> {
-    let runtime = crate::runtime::ensure(&crate::runtime::locate(host))?;
+    let runtime = crate::runtime_dir::ensure(&crate::runtime_dir::locate(host))?;
     let store = crate::alerts::Store::new(&runtime);
     if prompt {
         let fresh = store.take_unshown()?;

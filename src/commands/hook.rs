@@ -6,7 +6,7 @@ use crate::cli::HookEvent;
 pub(super) fn exec(event: &HookEvent, env: &crate::host::HostEnv) -> i32 {
     match *event {
         HookEvent::SessionStart { host } => {
-            println!("{}", crate::hook::session_start(host));
+            println!("{}", crate::agent_hooks::session_start(host));
             0
         }
         HookEvent::PreToolUse { host } => {
@@ -16,7 +16,7 @@ pub(super) fn exec(event: &HookEvent, env: &crate::host::HostEnv) -> i32 {
                 return 2;
             }
             let home = env.home().unwrap_or_default();
-            match crate::hook::pre_tool_use(host, &input, &home) {
+            match crate::agent_hooks::pre_tool_use(host, &input, &home) {
                 Ok(Some(deny)) => {
                     println!("{deny}");
                     0

@@ -8,10 +8,10 @@
 
 use crate::host::HostEnv;
 use crate::jail::launch;
-mod hook;
 mod layers;
-use hook::check_hook;
+mod prompt_hook;
 use layers::check_layers;
+use prompt_hook::check_hook;
 use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -320,7 +320,7 @@ pub(crate) fn trial_launch(
 
 fn check_runtime(env: &HostEnv) -> Vec<Check> {
     use std::os::unix::fs::MetadataExt;
-    let dir = crate::runtime::locate(env);
+    let dir = crate::runtime_dir::locate(env);
     match std::fs::symlink_metadata(&dir) {
         Err(_) => vec![pass(
             "runtime directory",
@@ -547,9 +547,9 @@ fn check_wrappers(env: &HostEnv) -> Vec<Check> {
 }
 
 fn check_leftovers(env: &HostEnv) -> Vec<Check> {
-    let rt = crate::runtime::locate(env);
+    let rt = crate::runtime_dir::locate(env);
     let placeholders = crate::jail::placeholders::list(&rt);
-    let sessions = std::fs::read_dir(crate::runtime::RuntimeDir::new(&rt).sessions())
+    let sessions = std::fs::read_dir(crate::runtime_dir::RuntimeDir::new(&rt).sessions())
         .map_or(0, std::iter::Iterator::count);
     if placeholders.is_empty() && sessions == 0 {
         return vec![pass(
@@ -565,7 +565,7 @@ fn check_leftovers(env: &HostEnv) -> Vec<Check> {
 }
 
 fn check_alerts(env: &HostEnv) -> Vec<Check> {
-    let rt = crate::runtime::locate(env);
+    let rt = crate::runtime_dir::locate(env);
     let contents = crate::alerts::Store::new(&rt).read();
     let n = contents.unacked().count();
     let mut out = vec![if n == 0 {

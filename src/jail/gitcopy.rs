@@ -76,7 +76,7 @@ use divert::{divert, human_file, is_diverted, release};
 
 use crate::gitconfig::{self, Key};
 use crate::jail::policy::copy_name;
-use crate::runtime::SessionDir;
+use crate::runtime_dir::SessionDir;
 use serde::Serialize;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};

@@ -11,7 +11,7 @@
 use super::readback::{read_regular, Refused};
 use crate::alerts::{at_session_end, AlertKind};
 use crate::error::{Error, Result};
-use crate::runtime::{RuntimeDir, SessionDir};
+use crate::runtime_dir::{RuntimeDir, SessionDir};
 use serde_json::Value;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -28,7 +28,7 @@ pub const GUARDED_KEYS: &[&str] = &[
 
 const NAME: &str = crate::runtimes::CLAUDE_JSON;
 
-/// `<runtime>/sessions/<id>` (`runtime::SessionDir`).
+/// `<runtime>/sessions/<id>` (`runtime_dir::SessionDir`).
 pub fn session_dir(runtime: &Path, id: &str) -> PathBuf {
     RuntimeDir::new(runtime).session(id).path().to_path_buf()
 }

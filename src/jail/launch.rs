@@ -61,7 +61,7 @@ pub fn run(opts: &RunOptions, env: &HostEnv) -> Result<i32> {
     let runtime = if opts.dry_run {
         None
     } else {
-        let runtime = crate::runtime::ensure(&input.runtime_dir)?;
+        let runtime = crate::runtime_dir::ensure(&input.runtime_dir)?;
         // Made before planning, so that the plan hides it in the jail (`layers::prepare` says why
         // when it cannot be made).
         let _ = super::layers::ensure_store(&super::layers::store_dir(&input.home, env));

@@ -1,6 +1,7 @@
-//! The jail's layout: every path and file descriptor number that exists only inside the jail,
-//! named once. The launcher, bwrap's arguments (`args`), the sealer (`seal`), the helper (`exec`),
-//! the bridge (`net::bridge`) and the hooks' commands (`hook`) agree on these and on nothing else.
+//! The jail's layout: every path and file descriptor number that exists only inside the jail, named
+//! once. The launcher, bwrap's arguments (`args`), the sealer (`seal`), the helper (`exec`), the
+//! bridge (`net::bridge`) and the hooks' commands (`agent_hooks`) agree on these and on nothing
+//! else.
 //!
 //! Guards against two parts of the launch naming one place two ways (a mount made at one spelling,
 //! looked for at another) and against a jail-only path that could collide with one of the human's:

@@ -119,7 +119,7 @@ pub(crate) fn mounts(policy: &Policy, git_copies: &[GitCopy]) -> Vec<Mount> {
     out.extend(layers.into_iter().cloned().map(Mount::Layer));
     out.extend(policy.writable.iter().map(|p| bind(p, p, true)));
     if !git_copies.is_empty() {
-        let copies = crate::runtime::SessionDir::of_home(&policy.session_home).git_copies();
+        let copies = crate::runtime_dir::SessionDir::of_home(&policy.session_home).git_copies();
         out.push(bind(&copies, Path::new(layout::GIT_COPIES), true));
     }
     for (dir, keep) in &policy.state_views {

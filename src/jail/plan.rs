@@ -412,7 +412,7 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
     if !private.iter().any(|p| runtime_dir.starts_with(p)) {
         hidden.push(runtime_dir.clone());
     }
-    if let Some(base) = crate::runtime::shared_base(&input.host) {
+    if let Some(base) = crate::runtime_dir::shared_base(&input.host) {
         if base.is_dir() && !hidden.iter().any(|h| h == &base) && !runtime_dir.starts_with(&base) {
             hidden.push(base);
         } else if base.is_dir() && runtime_dir.starts_with(&base) {

@@ -367,7 +367,7 @@ pub(crate) fn is_scratch(sd: &StateDir, name: &OsStr) -> bool {
         .is_some_and(|n| sd.allowed(n) == Some(Allowed::Pattern))
 }
 
-/// For `hook`: whether `rel` (relative to a state directory) is a per-project entry the jail keeps
+/// For `agent_hooks`: whether `rel` (relative to a state directory) is a per-project entry the jail keeps
 /// read-only, and why.
 pub(crate) fn sealed_in_project(sd: &StateDir, rel: &Path) -> Option<&'static str> {
     let pp = sd.per_project.as_ref()?;

@@ -83,8 +83,8 @@ pub fn plan_input(
     let config_paths = ConfigPaths::new(&home, &workspace, env);
     let mut config = Config::load(&config_paths, opts.config.as_deref(), &home, &workspace)?;
     crate::net::apply_cli(&mut config.network, opts.network, &opts.allow_domains)?;
-    let runtime_dir = crate::runtime::locate(env);
-    let session_home = crate::runtime::RuntimeDir::new(&runtime_dir)
+    let runtime_dir = crate::runtime_dir::locate(env);
+    let session_home = crate::runtime_dir::RuntimeDir::new(&runtime_dir)
         .session(session_id)
         .home();
     let input = PlanInput {

@@ -50,7 +50,7 @@ pub(super) fn start_watcher(
     let running =
         watch::Running::start(cfg, &base).map_err(|e| Error::io("starting the watcher", e))?;
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "watches added");
-    let file = crate::runtime::SessionDir::at(session_dir.to_path_buf()).baseline();
+    let file = crate::runtime_dir::SessionDir::at(session_dir.to_path_buf()).baseline();
     let (over, wait) = std::sync::mpsc::channel::<()>();
     let writer = std::thread::spawn(move || {
         // Not while the agent starts on the same cores; not at all for a session over by then.

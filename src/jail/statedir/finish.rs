@@ -22,7 +22,7 @@ const MAX_TREE_BYTES: u64 = 512 << 20;
 /// Carry the jail's agent state out, quarantine the rest, remove the directories made for the
 /// session if left empty. Returns notes for the human.
 pub(crate) fn finish(session_dir: &Path) -> Vec<String> {
-    let session = crate::runtime::SessionDir::at(session_dir.to_path_buf());
+    let session = crate::runtime_dir::SessionDir::at(session_dir.to_path_buf());
     let Ok(text) = std::fs::read(session.state_record()) else {
         return Vec::new();
     };
@@ -242,7 +242,7 @@ fn quarantine_why(
     script: bool,
     notes: &mut Vec<String>,
 ) {
-    let session = crate::runtime::SessionDir::at(session_dir.to_path_buf());
+    let session = crate::runtime_dir::SessionDir::at(session_dir.to_path_buf());
     let Some((runtime, id)) = session.runtime_and_id() else {
         return;
     };

@@ -25,7 +25,7 @@ pub(crate) fn prepare(
     if states.is_empty() {
         return Ok(()); // no record: `finish` has nothing to do
     }
-    let session = crate::runtime::SessionDir::at(session_dir.to_path_buf());
+    let session = crate::runtime_dir::SessionDir::at(session_dir.to_path_buf());
     let session_home = session.home();
     let t0 = std::time::Instant::now();
     let mut record = Record::default();
