@@ -12,6 +12,8 @@ pub(crate) mod catalogue;
 pub mod cli;
 pub(crate) mod commands;
 pub(crate) mod config;
+#[cfg(test)]
+mod docs_tables;
 pub(crate) mod doctor;
 pub(crate) mod entrypoints;
 pub(crate) mod error;
