@@ -34,16 +34,7 @@ struct RawConfig {
     quarantine_new_executables: Option<bool>,
     hidden: Option<Vec<String>>,
     reveal: Option<Spanned<Vec<String>>>,
-    network: Option<Spanned<RawNetwork>>,
-}
-
-/// `[network]` (see `net`).
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawNetwork {
-    mode: Option<String>,
-    allow: Option<Vec<String>>,
-    deny: Option<Vec<String>>,
+    network: Option<Spanned<crate::net::NetTable>>,
 }
 
 /// The merged configuration, paths already expanded to absolute paths.
@@ -188,14 +179,7 @@ impl Config {
             let span = net.span();
             let net = net.into_inner();
             let workspace = scope == Scope::Workspace;
-            crate::net::merge(
-                &mut self.network,
-                net.mode.as_deref(),
-                net.allow,
-                net.deny,
-                workspace,
-            )
-            .map_err(|e| match e {
+            crate::net::merge(&mut self.network, net, workspace).map_err(|e| match e {
                 MergeError::Loosens(key) => loosening(path, text, span, &format!("network.{key}")),
                 MergeError::BadMode => Error::Config {
                     path: path.to_path_buf(),

@@ -77,6 +77,16 @@ const REGISTRIES: &[&str] = &[
     "raw.githubusercontent.com",
 ];
 
+/// `[network]` of one configuration file, as written (`config` reads the file, `merge` merges this):
+/// a new key of the table is a field here, and nothing in `config`.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NetTable {
+    pub mode: Option<String>,
+    pub allow: Option<Vec<String>>,
+    pub deny: Option<Vec<String>>,
+}
+
 /// `[network]` in the configuration, merged over the files and the command line.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct NetConfig {
@@ -196,12 +206,11 @@ pub fn proxy_env(hook_bin: Option<&str>) -> Vec<(String, String)> {
 /// deny entries. Returns the key that would loosen the policy, for the caller's error.
 pub(crate) fn merge(
     net: &mut NetConfig,
-    mode: Option<&str>,
-    allow: Option<Vec<String>>,
-    deny: Option<Vec<String>>,
+    table: NetTable,
     workspace: bool,
 ) -> Result<(), MergeError> {
-    if let Some(m) = mode {
+    let NetTable { mode, allow, deny } = table;
+    if let Some(m) = mode.as_deref() {
         let m = Mode::parse(m).ok_or(MergeError::BadMode)?;
         if workspace && m < net.mode() {
             return Err(MergeError::Loosens("mode"));
@@ -252,43 +261,55 @@ pub(crate) enum MergeError {
 mod tests {
     use super::*;
 
+    fn table(
+        mode: Option<&str>,
+        allow: Option<Vec<String>>,
+        deny: Option<Vec<String>>,
+    ) -> NetTable {
+        NetTable {
+            mode: mode.map(str::to_string),
+            allow,
+            deny,
+        }
+    }
+
     #[test]
     fn the_workspace_may_only_tighten() {
         let mut n = NetConfig::default();
-        merge(&mut n, Some("allowlist"), None, None, true).unwrap();
+        merge(&mut n, table(Some("allowlist"), None, None), true).unwrap();
         assert_eq!(n.mode(), Mode::Allowlist);
         assert_eq!(
-            merge(&mut n, Some("host"), None, None, true),
+            merge(&mut n, table(Some("host"), None, None), true),
             Err(MergeError::Loosens("mode"))
         );
         assert_eq!(
-            merge(&mut n, None, Some(vec!["x.com".into()]), None, true),
+            merge(&mut n, table(None, Some(vec!["x.com".into()]), None), true),
             Err(MergeError::Loosens("allow"))
         );
         merge(
             &mut n,
-            Some("none"),
-            None,
-            Some(vec!["*.x.com".into()]),
+            table(Some("none"), None, Some(vec!["*.x.com".into()])),
             true,
         )
         .unwrap();
         assert_eq!((n.mode(), n.deny.len()), (Mode::None, 1));
         merge(
             &mut n,
-            Some("host"),
-            Some(vec!["x.com".into()]),
-            None,
+            table(Some("host"), Some(vec!["x.com".into()]), None),
             false,
         )
         .unwrap();
         assert_eq!(n.mode(), Mode::Host);
         assert_eq!(
-            merge(&mut n, Some("open"), None, None, false),
+            merge(&mut n, table(Some("open"), None, None), false),
             Err(MergeError::BadMode)
         );
         assert!(matches!(
-            merge(&mut n, None, Some(vec!["http://x".into()]), None, false),
+            merge(
+                &mut n,
+                table(None, Some(vec!["http://x".into()]), None),
+                false
+            ),
             Err(MergeError::BadPattern(_))
         ));
     }
