@@ -11,8 +11,8 @@
 //! points are sealed even when missing. A runtime not measured here keeps its directory writable but
 //! for the catalogued entry points, and says so (docs/runtimes.md).
 //!
-//! Adding a runtime: one `Runtime` in `runtimes/agents.rs`, its column in docs/runtimes.md, its
-//! tests and battery cases.
+//! Adding a runtime: one `Runtime` in `runtimes/agents.rs`, listed in its `ALL`, its column in
+//! docs/runtimes.md, its tests and battery cases.
 
 use crate::catalogue::{Catalogued, Stub};
 
@@ -162,12 +162,11 @@ pub(crate) struct StateEntry {
 }
 
 mod agents;
+pub(crate) use agents::ALL;
 #[cfg(test)]
 pub(crate) use agents::{claude_project_slug, gemini_project_id};
-pub(crate) use agents::{CLAUDE, CODEX, CURSOR, GEMINI, OPENCODE, PI};
-
-/// Every runtime.
-pub(crate) const ALL: &[&Runtime] = &[&CLAUDE, &CODEX, &GEMINI, &CURSOR, &OPENCODE, &PI];
+#[cfg(test)]
+pub(crate) use agents::{CLAUDE, CODEX, CURSOR, GEMINI, OPENCODE};
 
 /// Every state directory of every runtime.
 pub(crate) fn state_dirs() -> impl Iterator<Item = &'static StateDir> {

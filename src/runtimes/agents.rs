@@ -7,6 +7,9 @@ const fn ep(rel: &'static str, stub: Stub, runs: &'static str) -> StateEntry {
     StateEntry { rel, stub, runs }
 }
 
+/// Every runtime.
+pub(crate) const ALL: &[&Runtime] = &[&CLAUDE, &CODEX, &GEMINI, &CURSOR, &OPENCODE, &PI];
+
 /// An empty file where a missing instruction or environment file is expected: read as "nothing".
 const EMPTY: Stub = Stub::File("");
 /// An empty JSON object where a missing settings file is expected.
