@@ -21,7 +21,7 @@ __claude_sandbox_hooked=1
 # default; tests set __claude_sandbox_bin before sourcing.
 __claude_sandbox_bin=${__claude_sandbox_bin:-/usr/local/bin/claude-sandbox}
 
-# The runtime directory, found as `claude-sandbox` finds it (src/runtime.rs), once.
+# The runtime directory, found as `claude-sandbox` finds it (src/runtime_dir.rs), once.
 if [ -n "${CLAUDE_SANDBOX_RUNTIME_DIR-}" ]; then
   __claude_sandbox_dir=$CLAUDE_SANDBOX_RUNTIME_DIR
 elif [ -d /run/claude-sandbox ] || [ "${UID-}" = 0 ]; then

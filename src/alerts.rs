@@ -6,8 +6,12 @@
 //! and a marker file is touched so that the prompt hook can notice new alerts with a shell builtin.
 //! Acknowledgements are a separate append-only file, so the alert log itself is never rewritten.
 
+mod kind;
+pub(crate) use kind::Action;
+pub use kind::AlertKind;
+
 use crate::error::{Error, Result};
-use crate::runtime::{Lock, RuntimeDir};
+use crate::runtime_dir::{Lock, RuntimeDir};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -37,10 +41,10 @@ pub struct Alert {
     pub id: String,
     pub time: String,
     pub severity: Severity,
-    pub kind: String,
+    pub kind: AlertKind,
     pub path: PathBuf,
     pub detail: String,
-    /// `quarantined`, `neutralised`, `alerted`.
+    /// `quarantined`, `neutralised`, `alerted` (`Action`).
     pub action: String,
     pub quarantine_id: Option<String>,
     pub sha256: Option<String>,
@@ -48,6 +52,71 @@ pub struct Alert {
     /// What makes two alerts the same event (kind, path, file identity): used to deduplicate.
     #[serde(default)]
     pub fingerprint: String,
+}
+
+impl Alert {
+    /// An alert of `kind` about `path`, found now in `session`: alerted (nothing quarantined), one
+    /// per session for that kind and path (`fingerprint`).
+    pub(crate) fn new(
+        kind: AlertKind,
+        severity: Severity,
+        path: &Path,
+        detail: impl Into<String>,
+        session: &str,
+    ) -> Alert {
+        Alert {
+            id: new_id("a"),
+            time: now_rfc3339(),
+            severity,
+            fingerprint: format!("{kind}:{}:{session}", path.display()),
+            kind,
+            path: path.to_path_buf(),
+            detail: detail.into(),
+            action: Action::Alerted.as_str().into(),
+            quarantine_id: None,
+            sha256: None,
+            session: session.to_string(),
+        }
+    }
+
+    pub(crate) fn action(mut self, action: Action) -> Alert {
+        self.action = action.as_str().into();
+        self
+    }
+
+    /// Quarantined as `id`, if it was (else alerted only).
+    pub(crate) fn quarantined(mut self, id: Option<String>) -> Alert {
+        if id.is_some() {
+            self.action = Action::Quarantined.as_str().into();
+        }
+        self.quarantine_id = id;
+        self
+    }
+
+    /// What makes two alerts the same event, when it is not the kind, path and session.
+    pub(crate) fn fingerprint(mut self, fingerprint: String) -> Alert {
+        self.fingerprint = fingerprint;
+        self
+    }
+}
+
+/// Record an alert found when a session ends, high and alerted only, in the alert store of the
+/// runtime directory that `session_dir` (`<runtime>/sessions/<id>`) belongs to.
+pub(crate) fn at_session_end(session_dir: &Path, kind: AlertKind, path: &Path, detail: &str) {
+    let dir = crate::runtime_dir::SessionDir::at(session_dir.to_path_buf());
+    let Some((runtime, session)) = dir.runtime_and_id() else {
+        return;
+    };
+    let alert = Alert::new(
+        kind,
+        Severity::High,
+        path,
+        detail,
+        &session.to_string_lossy(),
+    );
+    if let Err(e) = Store::new(runtime.root()).add(&alert) {
+        tracing::warn!("recording an alert: {e}");
+    }
 }
 
 pub struct Store {
@@ -197,12 +266,13 @@ impl Store {
     }
 }
 
-/// The short form for the prompt: one line per alert, then how to review and restore.
-pub fn print_prompt(alerts: &[Alert], out: &mut dyn Write, color: bool) {
+/// The short form for the prompt: one line per alert (a path in `home` shown from `~`), then how
+/// to review and restore.
+pub fn print_prompt(alerts: &[Alert], home: Option<&Path>, out: &mut dyn Write, color: bool) {
     if alerts.is_empty() {
         return;
     }
-    let home = std::env::var("HOME").unwrap_or_default();
+    let home = home.and_then(Path::to_str).unwrap_or_default();
     for a in alerts {
         let sev = a.severity.as_str().to_uppercase();
         let sev = if color {
@@ -340,7 +410,7 @@ mod tests {
             id: new_id("a"),
             time: now_rfc3339(),
             severity: Severity::Critical,
-            kind: "path-shadow".into(),
+            kind: AlertKind::PathShadow,
             path: "/h/.local/bin/git".into(),
             detail: "d".into(),
             action: "quarantined".into(),
@@ -376,6 +446,25 @@ mod tests {
         assert_eq!(store.ack(None).unwrap(), 1);
         assert_eq!(store.read().unacked().count(), 0);
         assert!(store.ack(Some(&["nope".into()])).is_err());
+    }
+
+    /// Each kind has a name of its own, read back as the same kind; one this version does not know
+    /// is kept as written.
+    #[test]
+    fn kinds_keep_their_names() {
+        for (i, k) in AlertKind::ALL.iter().enumerate() {
+            let json = serde_json::to_string(k).unwrap();
+            assert_eq!(serde_json::from_str::<AlertKind>(&json).unwrap(), *k);
+            assert!(!AlertKind::ALL[i + 1..]
+                .iter()
+                .any(|o| o.as_str() == k.as_str()));
+        }
+        let other: AlertKind = serde_json::from_str("\"from-a-later-version\"").unwrap();
+        assert_eq!(other, AlertKind::Other("from-a-later-version".into()));
+        assert_eq!(
+            serde_json::to_string(&other).unwrap(),
+            "\"from-a-later-version\""
+        );
     }
 
     #[test]

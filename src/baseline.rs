@@ -19,7 +19,6 @@
 
 use crate::entrypoints;
 use crate::error::{Error, Result};
-use crate::gitconfig::variable;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -314,13 +313,15 @@ pub(crate) fn scan_dir(dir: &Path) -> BTreeMap<String, Entry> {
     out
 }
 
-/// Take the baseline. `writable` decides which PATH directories the jail can write.
+/// Take the baseline. `writable` decides which PATH directories the jail can write; `home` is
+/// `$HOME` as git expands `~/` in the repositories' configs.
 pub fn take(
     session: &str,
     path_env: &std::ffi::OsStr,
     cwd: &Path,
     writable: &dyn Fn(&Path) -> bool,
     repos: &[entrypoints::Repo],
+    home: Option<&Path>,
     depth: Depth,
 ) -> Baseline {
     let all = path_entries(path_env, cwd);
@@ -350,7 +351,7 @@ pub fn take(
     if depth == Depth::Attributes {
         add_shadows(&mut dirs);
     }
-    let repos = repos.iter().map(repo_baseline).collect();
+    let repos = repos.iter().map(|r| repo_baseline(r, home)).collect();
     Baseline {
         taken_at: crate::alerts::now_rfc3339(),
         session: session.into(),
@@ -392,9 +393,8 @@ fn add_shadows(dirs: &mut [PathDir]) {
 }
 
 /// The hooks directory and exec-capable keys of one repository.
-pub(crate) fn repo_baseline(r: &entrypoints::Repo) -> RepoBaseline {
-    let exec_keys = exec_keys(&r.common_dir, &r.git_dir);
-    let home = std::env::var_os("HOME").map(PathBuf::from);
+pub(crate) fn repo_baseline(r: &entrypoints::Repo, home: Option<&Path>) -> RepoBaseline {
+    let exec_keys = exec_keys(&r.common_dir, &r.git_dir, home);
     let hooks_dir = exec_keys
         .iter()
         .rev()
@@ -402,12 +402,7 @@ pub(crate) fn repo_baseline(r: &entrypoints::Repo) -> RepoBaseline {
         .map_or_else(
             || r.common_dir.join("hooks"),
             |(_, _, v)| {
-                crate::gitconfig::hooks_path(
-                    v.as_bytes(),
-                    r.worktree.as_deref(),
-                    &r.git_dir,
-                    home.as_deref(),
-                )
+                crate::gitconfig::hooks_path(v.as_bytes(), r.worktree.as_deref(), &r.git_dir, home)
             },
         );
     RepoBaseline {
@@ -425,19 +420,24 @@ pub(crate) fn repo_baseline(r: &entrypoints::Repo) -> RepoBaseline {
 pub(crate) const REFUSED_KEY: &str = "(a config git refuses to read)";
 
 /// Exec-capable keys (entry-point catalogue §2.2–2.3) in a repository's config files and includes,
-/// read by `gitconfig` (git's own grammar and include rules); a file git refuses is `REFUSED_KEY`.
-pub(crate) fn exec_keys(common_dir: &Path, git_dir: &Path) -> Vec<(PathBuf, String, String)> {
+/// read by `gitconfig` (git's own grammar and include rules; `home` expands `~/`); a file git
+/// refuses is `REFUSED_KEY`.
+pub(crate) fn exec_keys(
+    common_dir: &Path,
+    git_dir: &Path,
+    home: Option<&Path>,
+) -> Vec<(PathBuf, String, String)> {
     let mut files = own_config_files(common_dir, git_dir);
     files.dedup();
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let c = crate::gitconfig::read(&files, home.as_deref());
+    let c = crate::gitconfig::read(&files, home);
     let mut out: Vec<(PathBuf, String, String)> = c
         .keys
         .iter()
         .filter_map(|l| {
             let lower = l.key.name.to_ascii_lowercase();
             let value = l.key.text();
-            is_exec_key(&lower, &value).then(|| (l.file.clone(), lower, value))
+            crate::catalogue::git::is_exec_key(&lower, &value)
+                .then(|| (l.file.clone(), lower, value))
         })
         .collect();
     for (file, bad) in c.bad() {
@@ -453,81 +453,6 @@ pub(crate) fn own_config_files(common_dir: &Path, git_dir: &Path) -> Vec<PathBuf
         common_dir.join("config.worktree"),
         git_dir.join("config.worktree"),
     ]
-}
-
-/// Whether a (lowercased) git config key makes git run something.
-pub(crate) fn is_exec_key(key: &str, value: &str) -> bool {
-    const EXACT: &[&str] = &[
-        "core.fsmonitor",
-        "core.hookspath",
-        "include.path",
-        "core.sshcommand",
-        "ssh.variant",
-        "credential.helper",
-        "core.pager",
-        "core.editor",
-        "sequence.editor",
-        "diff.external",
-        "gpg.program",
-        "gpg.ssh.defaultkeycommand",
-        "core.askpass",
-        "core.gitproxy",
-        "core.alternaterefscommand",
-        "gc.recentobjectshook",
-        "protocol.ext.allow",
-        "interactive.difffilter",
-        "sendemail.sendmailcmd",
-        "web.browser",
-        "uploadpack.packobjectshook",
-        "core.attributesfile",
-    ];
-    const SUFFIXES: &[(&str, &str)] = &[
-        ("hook.", ".command"),
-        ("includeif.", ".path"),
-        ("filter.", ".clean"),
-        ("filter.", ".smudge"),
-        ("filter.", ".process"),
-        ("credential.", ".helper"),
-        ("diff.", ".command"),
-        ("diff.", ".textconv"),
-        ("merge.", ".driver"),
-        ("gpg.", ".program"),
-        ("remote.", ".uploadpack"),
-        ("remote.", ".receivepack"),
-        ("remote.", ".vcs"),
-        ("trailer.", ".cmd"),
-        ("difftool.", ".cmd"),
-        ("mergetool.", ".cmd"),
-        ("difftool.", ".path"),
-        ("mergetool.", ".path"),
-        ("browser.", ".cmd"),
-        ("man.", ".cmd"),
-        ("guitool.", ".cmd"),
-        ("pager.", ""),
-    ];
-    if EXACT.contains(&key) {
-        return key != "core.fsmonitor" || !matches!(value, "false" | "0" | "no" | "off" | "");
-    }
-    if SUFFIXES
-        .iter()
-        .any(|(p, s)| key.starts_with(p) && key.ends_with(s) && key.len() > p.len() + s.len())
-    {
-        return true;
-    }
-    (key.starts_with("alias.") && value.trim_start().starts_with('!'))
-        || (key.starts_with("submodule.")
-            && key.ends_with(".update")
-            && value.trim_start().starts_with('!'))
-        || (key.starts_with("url.") && key.ends_with(".insteadof") && value.starts_with("ext::"))
-        // `[url "ext::sh -c …"] insteadOf = https://host/`: the command is in the subsection.
-        || (key.starts_with("url.ext::")
-            && matches!(variable(key), "insteadof" | "pushinsteadof"))
-        // A remote or submodule whose URL runs a command (`ext::`), and what lets git use it.
-        || ((key.starts_with("remote.") || key.starts_with("submodule."))
-            && matches!(variable(key), "url" | "pushurl")
-            && value.trim_start().starts_with("ext::"))
-        || ((key == "protocol.allow" || (key.starts_with("protocol.") && variable(key) == "allow"))
-            && !value.trim().eq_ignore_ascii_case("never"))
 }
 
 impl Baseline {
@@ -567,42 +492,5 @@ mod tests {
         assert_eq!(json, format!("[\"symlink\",\"{hex}\"]"));
         let back: (Kind, Option<Sha256>) = serde_json::from_str(&json).unwrap();
         assert_eq!(back, (Kind::Symlink, Some(sha)));
-    }
-
-    #[test]
-    fn exec_keys_are_recognised() {
-        for (k, v) in [
-            ("core.fsmonitor", "/x"),
-            ("hook.lint.command", "x"),
-            ("filter.lfs.smudge", "x"),
-            ("alias.st", "!sh"),
-            ("remote.origin.uploadpack", "x"),
-            ("url.x.insteadof", "ext::sh"),
-            ("pager.log", "x"),
-            ("includeif.gitdir:/x/.path", "y"),
-            ("url.ext::sh -c touch% x.insteadof", "https://h/"),
-            ("url.ext::sh -c touch% x.pushinsteadof", "https://h/"),
-            ("remote.origin.url", "ext::sh -c touch% x"),
-            ("remote.origin.pushurl", " ext::sh"),
-            ("submodule.s.url", "ext::sh"),
-            ("protocol.allow", "always"),
-            ("protocol.ext.allow", "user"),
-            ("mergetool.vimdiff.path", "/x"),
-            ("difftool.vimdiff.path", "/x"),
-        ] {
-            assert!(is_exec_key(k, v), "{k}");
-        }
-        for (k, v) in [
-            ("alias.st", "status"),
-            ("remote.origin.url", "x"),
-            ("core.fsmonitor", "false"),
-            ("user.name", "x"),
-            ("hook.x.event", "pre-commit"),
-            ("remote.origin.url", "https://h/r.git"),
-            ("protocol.allow", "never"),
-            ("url.https://h/.insteadof", "git@h:"),
-        ] {
-            assert!(!is_exec_key(k, v), "{k}");
-        }
     }
 }

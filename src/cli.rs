@@ -177,23 +177,50 @@ impl From<NetworkMode> for crate::net::Mode {
     }
 }
 
-/// `--host H`, `--runtime R`: `hook::Host` as the command line spells it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum HostArg {
-    Claude,
-    Codex,
-    Cursor,
-    Gemini,
-}
+/// `--host H`, `--runtime R`: an agent runtime with hooks, by its name (`runtimes::Hooks`): the
+/// values are the runtimes' own, so a runtime with hooks is a value by being one.
+#[derive(Debug, Clone, Copy)]
+struct HookRuntime;
 
-impl From<HostArg> for crate::hook::Host {
-    fn from(h: HostArg) -> Self {
-        match h {
-            HostArg::Claude => Self::Claude,
-            HostArg::Codex => Self::Codex,
-            HostArg::Cursor => Self::Cursor,
-            HostArg::Gemini => Self::Gemini,
-        }
+impl clap::builder::TypedValueParser for HookRuntime {
+    type Value = crate::runtimes::Hooks;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Self::Value, clap::Error> {
+        let name = value.to_string_lossy();
+        crate::runtimes::hooks_named(&name).ok_or_else(|| {
+            let mut e = clap::Error::new(clap::error::ErrorKind::InvalidValue).with_cmd(cmd);
+            if let Some(arg) = arg {
+                e.insert(
+                    clap::error::ContextKind::InvalidArg,
+                    clap::error::ContextValue::String(arg.to_string()),
+                );
+            }
+            e.insert(
+                clap::error::ContextKind::InvalidValue,
+                clap::error::ContextValue::String(name.into_owned()),
+            );
+            let valid = self.possible_values().into_iter().flatten();
+            e.insert(
+                clap::error::ContextKind::ValidValue,
+                clap::error::ContextValue::Strings(valid.map(|v| v.get_name().into()).collect()),
+            );
+            e
+        })
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        let mut names: Vec<&'static str> = crate::runtimes::hooks().map(|h| h.name).collect();
+        names.sort_unstable();
+        Some(Box::new(
+            names.into_iter().map(clap::builder::PossibleValue::new),
+        ))
     }
 }
 
@@ -202,14 +229,14 @@ pub(crate) enum HookEvent {
     /// Read the host's `PreToolUse` (`BeforeTool`, preToolUse...) payload on stdin.
     PreToolUse {
         /// The agent runtime calling (its hook protocol).
-        #[arg(long, value_enum)]
-        host: HostArg,
+        #[arg(long, value_parser = HookRuntime)]
+        host: crate::runtimes::Hooks,
     },
     /// Print the session-start context for the host.
     SessionStart {
         /// The agent runtime calling (its hook protocol).
-        #[arg(long, value_enum)]
-        host: HostArg,
+        #[arg(long, value_parser = HookRuntime)]
+        host: crate::runtimes::Hooks,
     },
 }
 
@@ -218,8 +245,8 @@ pub(crate) enum HooksAction {
     /// Install the hooks for a runtime into its user-level configuration.
     Install {
         /// The agent runtime to configure.
-        #[arg(long, value_enum)]
-        runtime: HostArg,
+        #[arg(long, value_parser = HookRuntime)]
+        runtime: crate::runtimes::Hooks,
         /// Print the resulting configuration instead of writing it.
         #[arg(long)]
         print: bool,
@@ -310,7 +337,7 @@ pub fn main() -> i32 {
     let args: Vec<OsString> = std::env::args_os().collect();
     if args
         .get(1)
-        .is_some_and(|a| a == crate::jail::exec::SUBCOMMAND)
+        .is_some_and(|a| a == crate::jail::layout::HELPER)
     {
         return crate::jail::exec::main(&args[2..]);
     }
@@ -331,7 +358,8 @@ pub fn main() -> i32 {
         }
     };
     init_logging(cli.verbose);
-    match crate::commands::exec(cli.command) {
+    let host = crate::host::HostEnv::capture();
+    match crate::commands::exec(cli.command, &host) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("claude-sandbox: {e}");
@@ -348,13 +376,13 @@ pub(crate) fn color_on(fd: impl std::os::fd::AsFd) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hook::Host;
     use crate::net::Mode;
 
     /// Every domain value has its spelling on the command line (the matches are exhaustive both
-    /// ways), and `--network` spells a mode as the configuration file does.
+    /// ways), and `--network` spells a mode as the configuration file does; every runtime with
+    /// hooks is a value of `--host` and `--runtime`, by its own name.
     #[test]
-    fn every_mode_and_host_has_its_command_line_value() {
+    fn every_mode_and_runtime_has_its_command_line_value() {
         let arg_of_mode = |m: Mode| match m {
             Mode::Host => NetworkMode::Host,
             Mode::Allowlist => NetworkMode::Allowlist,
@@ -366,14 +394,21 @@ mod tests {
             let name = arg.to_possible_value().unwrap().get_name().to_string();
             assert_eq!(Mode::parse(&name), Some(m), "--network {name}");
         }
-        let arg_of_host = |h: Host| match h {
-            Host::Claude => HostArg::Claude,
-            Host::Codex => HostArg::Codex,
-            Host::Cursor => HostArg::Cursor,
-            Host::Gemini => HostArg::Gemini,
-        };
-        for h in [Host::Claude, Host::Codex, Host::Cursor, Host::Gemini] {
-            assert_eq!(Host::from(arg_of_host(h)), h);
+        for h in crate::runtimes::hooks() {
+            let cli =
+                Cli::try_parse_from(["claude-sandbox", "hooks", "install", "--runtime", h.name])
+                    .unwrap();
+            let Command::Hooks {
+                action: HooksAction::Install { runtime, .. },
+            } = cli.command
+            else {
+                panic!("hooks install");
+            };
+            assert_eq!(runtime, h);
         }
+        assert!(
+            Cli::try_parse_from(["claude-sandbox", "hook", "session-start", "--host", "pi"])
+                .is_err()
+        );
     }
 }

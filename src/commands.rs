@@ -19,9 +19,10 @@ mod run;
 mod watch;
 
 use crate::cli::Command;
+use crate::host::HostEnv;
 
-/// Run `command`; the exit status.
-pub(crate) fn exec(command: Command) -> crate::Result<i32> {
+/// Run `command` on `host`; the exit status.
+pub(crate) fn exec(command: Command, host: &HostEnv) -> crate::Result<i32> {
     match command {
         Command::Run {
             workspace,
@@ -30,45 +31,51 @@ pub(crate) fn exec(command: Command) -> crate::Result<i32> {
             network,
             allow_domain,
             command,
-        } => run::exec(&crate::jail::launch::RunOptions {
-            workspace,
-            config,
-            dry_run,
-            network: network.map(Into::into),
-            allow_domains: allow_domain,
-            command,
-        }),
-        Command::Watch { workspace } => watch::exec(workspace),
+        } => run::exec(
+            &crate::jail::launch::RunOptions {
+                workspace,
+                config,
+                dry_run,
+                network: network.map(Into::into),
+                allow_domains: allow_domain,
+                command,
+            },
+            host,
+        ),
+        Command::Watch { workspace } => watch::exec(workspace, host),
         Command::Alerts {
             action,
             all,
             json,
             prompt,
-        } => alerts::exec(action, all, json, prompt),
-        Command::Restore { id, force } => restore::exec(&id, force),
+        } => alerts::exec(action, all, json, prompt, host),
+        Command::Restore { id, force } => restore::exec(&id, force, host),
         Command::Battery {
             case,
             json,
             keep,
             unguarded,
             dir,
-        } => battery::exec(&crate::battery::Options {
-            dir,
-            case,
-            json,
-            keep,
-            unguarded,
-        }),
-        Command::Hook { event } => Ok(hook::exec(&event)),
-        Command::Hooks { action } => hooks::exec(&action),
-        Command::Cache { action } => cache::exec(action),
-        Command::Doctor { json } => Ok(doctor::exec(json)),
+        } => battery::exec(
+            &crate::battery::Options {
+                dir,
+                case,
+                json,
+                keep,
+                unguarded,
+            },
+            host,
+        ),
+        Command::Hook { event } => Ok(hook::exec(&event, host)),
+        Command::Hooks { action } => hooks::exec(&action, host),
+        Command::Cache { action } => cache::exec(action, host),
+        Command::Doctor { json } => Ok(doctor::exec(json, host)),
         Command::Explain {
             full,
             workspace,
             config,
             json,
-        } => explain::exec(workspace, config, json, full),
+        } => explain::exec(workspace, config, json, full, host),
         Command::Completions { shell } => Ok(completions::exec(shell)),
         Command::Man { command } => man::exec(&command),
     }

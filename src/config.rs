@@ -7,13 +7,12 @@
 //! weakens the jail. All three files are themselves entry points (sealed by the jail).
 
 use crate::error::{Error, Result};
+use crate::host::{self, HostEnv};
 use serde::Deserialize;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use toml::Spanned;
 
-/// The name of the per-workspace configuration file.
-pub const WORKSPACE_FILE: &str = ".claude-sandbox.toml";
 /// The system-wide configuration file.
 pub const SYSTEM_FILE: &str = "/etc/claude-sandbox/config.toml";
 
@@ -35,16 +34,7 @@ struct RawConfig {
     quarantine_new_executables: Option<bool>,
     hidden: Option<Vec<String>>,
     reveal: Option<Spanned<Vec<String>>>,
-    network: Option<Spanned<RawNetwork>>,
-}
-
-/// `[network]` (see `net`).
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawNetwork {
-    mode: Option<String>,
-    allow: Option<Vec<String>>,
-    deny: Option<Vec<String>>,
+    network: Option<Spanned<crate::net::NetTable>>,
 }
 
 /// The merged configuration, paths already expanded to absolute paths.
@@ -79,16 +69,18 @@ pub struct ConfigPaths {
 }
 
 impl ConfigPaths {
-    pub fn new(home: &Path, workspace: &Path) -> Self {
-        let xdg = std::env::var_os("XDG_CONFIG_HOME")
+    pub fn new(home: &Path, workspace: &Path, env: &HostEnv) -> Self {
+        let xdg = env
+            .get(host::XDG_CONFIG_HOME)
             .map(PathBuf::from)
             .filter(|p| p.is_absolute())
             .unwrap_or_else(|| home.join(".config"));
         ConfigPaths {
-            system: std::env::var_os("CLAUDE_SANDBOX_SYSTEM_CONFIG")
+            system: env
+                .get(host::SYSTEM_CONFIG)
                 .map_or_else(|| PathBuf::from(SYSTEM_FILE), PathBuf::from),
             user: xdg.join("claude-sandbox/config.toml"),
-            workspace: workspace.join(WORKSPACE_FILE),
+            workspace: workspace.join(crate::catalogue::WORKSPACE_FILE),
         }
     }
 
@@ -187,14 +179,7 @@ impl Config {
             let span = net.span();
             let net = net.into_inner();
             let workspace = scope == Scope::Workspace;
-            crate::net::merge(
-                &mut self.network,
-                net.mode.as_deref(),
-                net.allow,
-                net.deny,
-                workspace,
-            )
-            .map_err(|e| match e {
+            crate::net::merge(&mut self.network, net, workspace).map_err(|e| match e {
                 MergeError::Loosens(key) => loosening(path, text, span, &format!("network.{key}")),
                 MergeError::BadMode => Error::Config {
                     path: path.to_path_buf(),

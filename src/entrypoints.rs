@@ -1,4 +1,4 @@
-//! The catalogue of entry points and their discovery in a workspace and a home directory.
+//! The discovery of the catalogue's entry points (`catalogue`) in a workspace and a home directory.
 //!
 //! Guards against deferred execution: a file the agent writes inside the jail that a program *outside*
 //! the jail later runs as the human (a git hook, `core.fsmonitor`, an `.envrc`, a VS Code task, an agent
@@ -10,173 +10,15 @@
 //! - per-directory names (`.envrc`, `.vscode/`, `.claude/`, `mise.toml`, ...) at the workspace root
 //!   (missing or not), and wherever they already exist in the tree (nested repositories included);
 //! - every git directory under the workspace: `.git` dirs, `.git` pointer files (worktrees,
-//!   submodules), bare repositories, `modules/*` of submodules, `worktrees/*`, with their `hooks/`,
-//!   `config`, `config.worktree`, `commondir`, the `core.hooksPath` target and `include` targets;
+//!   submodules), bare repositories, `modules/*` of submodules, `worktrees/*`, with the files git
+//!   reads there (`catalogue::git::FILES`), the `core.hooksPath` target and `include` targets;
 //! - the agent-state directories' own entry points (`~/.claude/settings.json`, `~/.codex/config.toml`...),
 //!   every existing entry of a measured runtime's state directory that is not on its writable
 //!   allowlist, and the scripts its settings name (`state`).
 
+use crate::catalogue::{git, Catalogued, Stub, TOOLS};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-
-/// What a missing entry point is replaced with. A directory is the default because every reader we
-/// checked treats a directory where it expects a file as absent (rustup, pyenv, npm, git's untracked
-/// listing), while an empty *file* changes behaviour (an empty `rust-toolchain.toml` breaks cargo, an
-/// empty `.python-version` switches pyenv to the system python). Files inside `.git` are the exception:
-/// git refuses a directory there, so they get content git reads as "nothing set".
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Stub {
-    /// An empty directory.
-    Dir,
-    /// A file with this content.
-    File(&'static str),
-}
-
-/// One catalogued name: where it is looked for, who runs what it holds.
-#[derive(Debug, Clone, Copy)]
-pub struct Catalogued {
-    pub name: &'static str,
-    pub stub: Stub,
-    pub runs: &'static str,
-    /// The commands that read it. When none of them is installed (on PATH or in a conventional user
-    /// bin directory), a missing one gets no placeholder: nothing outside would run it, and one
-    /// created during the session is alerted at its end (`jail::plan::readers`). Empty: always
-    /// placeholdered (read by editors and agents that need not be on PATH, or by us).
-    pub read_by: &'static [&'static str],
-    /// Set in the jail while the name is a placeholder, for a reader that fails on a directory.
-    pub jail_env: Option<(&'static str, &'static str)>,
-}
-
-const LEFTHOOK: &[&str] = &["lefthook"];
-const CARGO: &[&str] = &["cargo", "rustup", "rustc"];
-/// npm reads a `.npmrc` in the directory it runs in even without a `package.json`.
-const NODE_PMS: &[&str] = &["npm", "npx", "pnpm", "yarn", "bun", "corepack"];
-
-/// Always placeholdered when missing (also the agents' project names, `runtimes`: the agent that
-/// reads one may run as an editor's extension, not from PATH).
-pub(crate) const fn dir(name: &'static str, runs: &'static str) -> Catalogued {
-    Catalogued {
-        name,
-        stub: Stub::Dir,
-        runs,
-        read_by: &[],
-        jail_env: None,
-    }
-}
-
-/// Placeholdered when missing only if one of `read_by` is installed.
-const fn read_by(
-    name: &'static str,
-    read_by: &'static [&'static str],
-    runs: &'static str,
-) -> Catalogued {
-    Catalogued {
-        name,
-        stub: Stub::Dir,
-        runs,
-        read_by,
-        jail_env: None,
-    }
-}
-
-/// Names sealed at the workspace root (blocked when missing) and wherever they exist below it,
-/// besides the agent runtimes' own (`runtimes`; both together: `per_directory`).
-/// Missing ones below the root are not blocked: a placeholder per name per directory would cost a
-/// mount each (about 0.4 ms apiece at launch) for directories the human rarely opens as a project.
-const TOOLS: &[Catalogued] = &[
-    dir(
-        ".vscode",
-        "VS Code: tasks.json folderOpen tasks, settings naming executables, launch.json",
-    ),
-    dir(
-        ".devcontainer",
-        "Dev Containers: initializeCommand on the host, post*Command, features",
-    ),
-    dir(".idea", "JetBrains IDEs: run configurations, startup tasks"),
-    read_by(
-        ".husky",
-        &["npm", "pnpm", "yarn", "bun", "husky"],
-        "husky: git hooks run by every commit",
-    ),
-    read_by(".lefthook", LEFTHOOK, "lefthook: hook scripts"),
-    read_by(
-        ".cargo",
-        CARGO,
-        "cargo: config.toml runner, rustc-wrapper, linker for every cargo command",
-    ),
-    read_by(".envrc", &["direnv"], "direnv: shell code run on cd"),
-    read_by(
-        ".npmrc",
-        NODE_PMS,
-        "npm: node-options, script-shell, git, editor",
-    ),
-    read_by(
-        ".yarnrc.yml",
-        &["yarn", "corepack"],
-        "yarn: yarnPath runs a JavaScript file",
-    ),
-    Catalogued {
-        // pnpm `require`s it, and a directory fails every install: while it is a placeholder the
-        // jail's pnpm reads `/dev/null` instead (an empty module: no hooks). Not an empty file,
-        // which `git add -A` would commit.
-        jail_env: Some(("npm_config_pnpmfile", "/dev/null")),
-        ..read_by(
-            ".pnpmfile.cjs",
-            &["pnpm", "corepack"],
-            "pnpm: hooks run on install",
-        )
-    },
-    read_by("bunfig.toml", &["bun", "bunx"], "bun: preload scripts"),
-    read_by(
-        "mise.toml",
-        &["mise"],
-        "mise: [hooks] enter/cd, [env] _.source on cd",
-    ),
-    read_by(
-        ".mise.toml",
-        &["mise"],
-        "mise: [hooks] enter/cd, [env] _.source on cd",
-    ),
-    read_by(
-        ".tool-versions",
-        &["asdf", "mise"],
-        "asdf/mise: `path:` tool versions run by shims",
-    ),
-    read_by(
-        ".python-version",
-        &["pyenv", "uv", "rye"],
-        "pyenv: selects the python that shims run",
-    ),
-    read_by(
-        "rust-toolchain.toml",
-        CARGO,
-        "rustup: `path =` toolchain run by cargo/rustc proxies",
-    ),
-    read_by(
-        "rust-toolchain",
-        CARGO,
-        "rustup: toolchain run by cargo/rustc proxies",
-    ),
-    read_by("lefthook.yml", LEFTHOOK, "lefthook: hook commands"),
-    read_by(".lefthook.yml", LEFTHOOK, "lefthook: hook commands"),
-    read_by("lefthook-local.yml", LEFTHOOK, "lefthook: hook commands"),
-    read_by(
-        ".pre-commit-config.yaml",
-        &["pre-commit", "prek"],
-        "pre-commit/prek: `repo: local` entry commands on commit",
-    ),
-    read_by("hk.pkl", &["hk"], "hk: hook commands"),
-    read_by(
-        ".exrc",
-        &["vi", "vim", "nvim", "ex", "view"],
-        "vi/vim with `exrc`: ex commands",
-    ),
-    dir(
-        crate::config::WORKSPACE_FILE,
-        "claude-sandbox: the next session's policy",
-    ),
-];
 
 /// Every per-directory name: the tools' and the agent runtimes' (`runtimes`).
 pub fn per_directory() -> impl Iterator<Item = &'static Catalogued> {
@@ -310,8 +152,9 @@ fn walk_tree(
     generated
 }
 
-/// Walk the workspace and collect entry points and repositories.
-pub fn discover_workspace(ws: &Path) -> Discovery {
+/// Walk the workspace and collect entry points and repositories (`home`: `$HOME` as git expands
+/// `~/` in an include).
+pub fn discover_workspace(ws: &Path, home: Option<&Path>) -> Discovery {
     let mut d = Discovery::default();
     let mut git_dirs: Vec<PathBuf> = Vec::new();
     add_per_directory(&mut d, ws);
@@ -325,11 +168,7 @@ pub fn discover_workspace(ws: &Path) -> Discovery {
                 match kind {
                     Seen::Dir => git_dirs.push(path),
                     Seen::File => {
-                        d.seal(
-                            path.clone(),
-                            Stub::Dir,
-                            "git: `.git` pointer file names the git directory",
-                        );
+                        d.seal(path.clone(), git::POINTER.0, git::POINTER.1);
                         match read_gitdir_pointer(&path) {
                             Some(target) => git_dirs.push(target),
                             None => d
@@ -371,7 +210,7 @@ pub fn discover_workspace(ws: &Path) -> Discovery {
     while let Some(g) = git_dirs.pop() {
         let g = std::fs::canonicalize(&g).unwrap_or(g);
         if seen.insert(g.clone()) {
-            add_git_dir(&mut d, &g, &mut git_dirs);
+            add_git_dir(&mut d, &g, &mut git_dirs, home);
         }
     }
     d
@@ -416,7 +255,7 @@ pub fn common_dir(git_dir: &Path) -> PathBuf {
     }
 }
 
-fn add_git_dir(d: &mut Discovery, g: &Path, more: &mut Vec<PathBuf>) {
+fn add_git_dir(d: &mut Discovery, g: &Path, more: &mut Vec<PathBuf>, home: Option<&Path>) {
     let common = common_dir(g);
     let worktree = match g.file_name().and_then(|n| n.to_str()) {
         Some(".git") => g.parent().map(Path::to_path_buf),
@@ -430,40 +269,22 @@ fn add_git_dir(d: &mut Discovery, g: &Path, more: &mut Vec<PathBuf>) {
         common_dir: common.clone(),
     });
     // Files git reads from this git directory; missing ones get content git reads as "unset".
-    d.seal(
-        g.join("config.worktree"),
-        Stub::File(""),
-        "git: per-worktree config (core.fsmonitor, hooks)",
-    );
-    d.seal(
-        g.join("commondir"),
-        Stub::File(".\n"),
-        "git: `commondir` redirects hooks and config",
-    );
+    for f in git::files(git::In::GitDir) {
+        d.seal(g.join(f.rel), f.stub, f.runs);
+    }
     if g != common {
         return;
     }
-    d.seal(
-        g.join("hooks"),
-        Stub::Dir,
-        "git: hooks run by commit, checkout, merge, push, status",
-    );
-    d.seal(
-        g.join("config"),
-        Stub::File(""),
-        "git: core.fsmonitor, core.hooksPath, hook.*, filters, aliases",
-    );
-    let config_files = config_with_includes(&g.join("config"), worktree.as_deref());
+    for f in git::files(git::In::CommonDir) {
+        d.seal(g.join(f.rel), f.stub, f.runs);
+    }
+    let config_files = config_with_includes(&g.join("config"), worktree.as_deref(), home);
     for (file, hooks_path) in config_files {
         if file != g.join("config") {
-            d.seal(
-                file,
-                Stub::File(""),
-                "git: file included by a repository's config",
-            );
+            d.seal(file, git::INCLUDED.0, git::INCLUDED.1);
         }
         if let Some(hp) = hooks_path {
-            d.seal(hp, Stub::Dir, "git: core.hooksPath target: every hook");
+            d.seal(hp, git::HOOKS_PATH.0, git::HOOKS_PATH.1);
         }
     }
     for sub in ["modules", "worktrees"] {
@@ -473,21 +294,9 @@ fn add_git_dir(d: &mut Discovery, g: &Path, more: &mut Vec<PathBuf>) {
         for e in rd.flatten() {
             if sub == "worktrees" {
                 let w = e.path();
-                d.seal(
-                    w.join("commondir"),
-                    Stub::File("../..\n"),
-                    "git: a worktree's `commondir`",
-                );
-                d.seal(
-                    w.join("config.worktree"),
-                    Stub::File(""),
-                    "git: per-worktree config",
-                );
-                d.seal(
-                    w.join("gitdir"),
-                    Stub::File(""),
-                    "git: a worktree's back-pointer",
-                );
+                for f in git::files(git::In::Worktree) {
+                    d.seal(w.join(f.rel), f.stub, f.runs);
+                }
             } else {
                 collect_module_dirs(&e.path(), more, 0);
             }
@@ -513,14 +322,14 @@ fn collect_module_dirs(dir: &Path, out: &mut Vec<PathBuf>, depth: usize) {
     }
 }
 
-/// The config file and every file it includes (read by `gitconfig`, git's rules), each with the
-/// `core.hooksPath` target it sets, if any.
+/// The config file and every file it includes (read by `gitconfig`, git's rules; `home` expands
+/// `~/`), each with the `core.hooksPath` target it sets, if any.
 pub(crate) fn config_with_includes(
     config: &Path,
     worktree: Option<&Path>,
+    home: Option<&Path>,
 ) -> Vec<(PathBuf, Option<PathBuf>)> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let c = crate::gitconfig::read(&[config.to_path_buf()], home.as_deref());
+    let c = crate::gitconfig::read(&[config.to_path_buf()], home);
     let git_dir = config.parent().unwrap_or(Path::new("/"));
     c.files
         .iter()
@@ -531,7 +340,7 @@ pub(crate) fn config_with_includes(
                     .rev()
                     .find(|k| k.name == "core.hookspath")
                     .and_then(|k| k.value.as_deref())
-                    .map(|v| crate::gitconfig::hooks_path(v, worktree, git_dir, home.as_deref())),
+                    .map(|v| crate::gitconfig::hooks_path(v, worktree, git_dir, home)),
                 _ => None,
             };
             (f.path.clone(), hooks)

@@ -117,7 +117,7 @@ mod tests {
         let rt = tempfile::tempdir().unwrap();
         let wrong = crate::quarantine::load(rt.path(), "q123").unwrap_err();
         assert_eq!(wrong.exit_code(), EXIT_USAGE, "{wrong}");
-        let q = crate::runtime::RuntimeDir::new(rt.path()).quarantine();
+        let q = crate::runtime_dir::RuntimeDir::new(rt.path()).quarantine();
         std::fs::create_dir_all(&q).unwrap();
         std::fs::write(q.join("q123.json"), "{not json").unwrap();
         let corrupt = crate::quarantine::load(rt.path(), "q123").unwrap_err();
@@ -135,13 +135,17 @@ mod tests {
     fn hooks_install_fails_with_typed_errors() {
         let home = tempfile::tempdir().unwrap();
         std::fs::write(home.path().join(".claude"), "a file, not a directory").unwrap();
-        let e = crate::hook::install(crate::hook::Host::Claude, home.path(), false).unwrap_err();
+        let e =
+            crate::agent_hooks::install(crate::runtimes::CLAUDE.hooks.unwrap(), home.path(), false)
+                .unwrap_err();
         assert_eq!(e.exit_code(), EXIT_JAIL, "{e}");
         assert!(e.to_string().starts_with("creating "), "{e}");
         std::fs::remove_file(home.path().join(".claude")).unwrap();
         std::fs::create_dir(home.path().join(".claude")).unwrap();
         std::fs::write(home.path().join(".claude/settings.json"), "{oops").unwrap();
-        let e = crate::hook::install(crate::hook::Host::Claude, home.path(), false).unwrap_err();
+        let e =
+            crate::agent_hooks::install(crate::runtimes::CLAUDE.hooks.unwrap(), home.path(), false)
+                .unwrap_err();
         assert_eq!(e.exit_code(), EXIT_USAGE, "{e}");
         assert!(e.to_string().contains("not JSON"), "{e}");
     }

@@ -34,8 +34,8 @@ fn allowlist_note(home: &std::path::Path, dir: &std::path::Path) -> String {
 }
 
 /// What the jail's own top level of a state directory holds (`jail::statedir`).
-fn state_note(binds: &[crate::jail::statedir::StateBind]) -> String {
-    use crate::jail::statedir::How;
+fn state_note(binds: &[crate::jail::policy::StateBind]) -> String {
+    use crate::jail::policy::How;
     let count = |f: fn(&How) -> bool| binds.iter().filter(|b| f(&b.how)).count();
     let projects = binds.iter().find_map(|b| match &b.how {
         How::Projects(p) => Some(format!(
@@ -91,17 +91,20 @@ fn some(items: &[String], full: bool) -> String {
 /// the default is a screenful.
 // One screen of text, written in the order it prints.
 #[allow(clippy::too_many_lines)]
-pub fn explain(opts: &RunOptions, json: bool, full: bool) -> Result<()> {
+pub fn explain(
+    opts: &RunOptions,
+    json: bool,
+    full: bool,
+    env: &crate::host::HostEnv,
+) -> Result<()> {
     let mut opts = opts.clone();
     opts.command = vec!["true".into()];
-    let (input, config) = plan_input(&opts, "explain")?;
+    let (input, config) = plan_input(&opts, "explain", env)?;
     let plan = plan(&input)?;
     // The conventional user bin directories are watched whether or not PATH has them yet.
     let home = &plan.policy.home;
-    let npm = crate::watch::shellpath::npm_prefix(
-        home,
-        input.env("NPM_CONFIG_PREFIX").map(std::ffi::OsStr::new),
-    );
+    let npm =
+        crate::watch::shellpath::npm_prefix(home, input.host.get(crate::host::NPM_CONFIG_PREFIX));
     let conventional = crate::watch::shellpath::conventional(home, npm.as_deref());
     let judged = std::env::join_paths(
         conventional
@@ -301,7 +304,7 @@ pub fn explain(opts: &RunOptions, json: bool, full: bool) -> Result<()> {
 
 /// Where each cache layer lives: one line by default, one per layer with `--full`.
 fn caches(out: &mut impl Write, p: &crate::jail::policy::Policy, full: bool) {
-    type Layer = crate::jail::layers::Layer;
+    type Layer = crate::jail::policy::Layer;
     type Pick = fn(&&Layer) -> bool;
     let _ = writeln!(
         out,
@@ -309,14 +312,14 @@ fn caches(out: &mut impl Write, p: &crate::jail::policy::Policy, full: bool) {
     );
     if full {
         for l in &p.layers {
-            use crate::jail::layers::Mount;
+            use crate::jail::policy::LayerMount;
             let how = match l.mount() {
-                Mount::Overlay => format!(
+                LayerMount::Overlay => format!(
                     "overlay: yours read-only beneath, writes in {}",
                     l.upper.display()
                 ),
-                Mount::Yours => "no overlay here: yours, read-only".to_string(),
-                Mount::Own => format!(
+                LayerMount::Yours => "no overlay here: yours, read-only".to_string(),
+                LayerMount::Own => format!(
                     "its own directory {} (yours not visible)",
                     l.own_dir().display()
                 ),

@@ -340,6 +340,70 @@ pub(crate) fn variable(key: &str) -> &str {
     key.rsplit_once('.').map_or(key, |(_, v)| v)
 }
 
+/// A value as git reads a boolean (config.c: `git_parse_maybe_bool`): `true`, `yes`, `on` and
+/// `false`, `no`, `off` in any case; the empty value is false; an integer is true unless it is 0
+/// (`strtoimax` with base 0, so `0x10` and `010` too, with one optional unit `k`, `m` or `g`, and
+/// within an `int`). `None` for anything else: `core.fsmonitor` then names a hook that git runs.
+/// A bare key is `true` to git (`Key::text` says so).
+pub(crate) fn parse_bool(value: &str) -> Option<bool> {
+    if value.is_empty() {
+        return Some(false);
+    }
+    for (names, b) in [
+        (["true", "yes", "on"], true),
+        (["false", "no", "off"], false),
+    ] {
+        if names.iter().any(|n| value.eq_ignore_ascii_case(n)) {
+            return Some(b);
+        }
+    }
+    parse_int(value).map(|v| v != 0)
+}
+
+/// git's `git_parse_int`: C's `strtoimax(value, &end, 0)` (leading white space, a sign, `0x` hex,
+/// `0` octal), then a unit factor for what follows, and the product within an `int`.
+fn parse_int(value: &str) -> Option<i64> {
+    let s = value.trim_start_matches([' ', '\t', '\n', '\x0b', '\x0c', '\r']);
+    let (negative, s) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let hex = s.len() > 2
+        && (s.starts_with("0x") || s.starts_with("0X"))
+        && s.as_bytes()[2].is_ascii_hexdigit();
+    let (radix, digits) = if hex {
+        (16, &s[2..])
+    } else if s.starts_with('0') {
+        (8, s)
+    } else {
+        (10, s)
+    };
+    let end = digits
+        .find(|c: char| !c.is_digit(radix))
+        .unwrap_or(digits.len());
+    if end == 0 {
+        // No digits at all: `strtoimax` consumed nothing.
+        return None;
+    }
+    // Past `i64` is out of an `int`'s range anyway (git: ERANGE).
+    let magnitude = i64::from_str_radix(&digits[..end], radix).ok()?;
+    let factor: i64 = match digits[end..].to_ascii_lowercase().as_str() {
+        "" => 1,
+        "k" => 1 << 10,
+        "m" => 1 << 20,
+        "g" => 1 << 30,
+        _ => return None,
+    };
+    let v = if negative { -magnitude } else { magnitude };
+    // git's own bound, checked before the product: within `±INT_MAX`.
+    let max = i64::from(i32::MAX);
+    if (v < 0 && -max / factor > v) || (v > 0 && max / factor < v) {
+        return None;
+    }
+    Some(v * factor)
+}
+
 /// Whether a key includes another file (`include.path`, `includeif.<condition>.path`).
 pub(crate) fn is_include(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
@@ -436,4 +500,4 @@ fn read_one(path: &Path, depth: usize, home: Option<&Path>, c: &mut Config) {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -6,21 +6,25 @@
 //! sealed read-only whether or not it exists (`entrypoints`), and every escape hatch (Docker and IDE
 //! sockets, `sudo`, terminal injection) is closed. `explain` tells a human what a launch would do.
 
+pub(crate) mod agent_hooks;
 pub(crate) mod battery;
+pub(crate) mod catalogue;
 pub mod cli;
 pub(crate) mod commands;
 pub(crate) mod config;
+#[cfg(test)]
+mod docs_tables;
 pub(crate) mod doctor;
 pub(crate) mod entrypoints;
 pub(crate) mod error;
 pub(crate) mod escape;
 pub(crate) mod explain;
 pub(crate) mod gitconfig;
-pub(crate) mod hook;
+pub mod host;
 pub(crate) mod jail;
 pub(crate) mod logfile;
 pub(crate) mod net;
-pub(crate) mod runtime;
+pub(crate) mod runtime_dir;
 pub(crate) mod runtimes;
 pub(crate) mod secrets;
 

@@ -95,5 +95,5 @@ pub(crate) fn restore(runtime: &Path) {
 }
 
 pub(crate) fn log_path(runtime: &Path) -> PathBuf {
-    crate::runtime::RuntimeDir::new(runtime).log()
+    crate::runtime_dir::RuntimeDir::new(runtime).log()
 }

@@ -81,7 +81,7 @@ pub enum Method {
 pub(crate) const NEUTRALISED_MARK: &str = ".claude-sandbox-q-";
 
 fn qdir(runtime: &Path) -> PathBuf {
-    crate::runtime::RuntimeDir::new(runtime).quarantine()
+    crate::runtime_dir::RuntimeDir::new(runtime).quarantine()
 }
 
 fn open_dir(dir: &Path) -> Result<OwnedFd> {

@@ -11,10 +11,10 @@
 //! points are sealed even when missing. A runtime not measured here keeps its directory writable but
 //! for the catalogued entry points, and says so (docs/runtimes.md).
 //!
-//! Adding a runtime: one `Runtime` in `runtimes/agents.rs`, its column in docs/runtimes.md, its
-//! tests and battery cases.
+//! Adding a runtime: one `Runtime` in `runtimes/agents.rs`, listed in its `ALL`, its column in
+//! docs/runtimes.md, its tests and battery cases.
 
-use crate::entrypoints::{Catalogued, Stub};
+use crate::catalogue::{Catalogued, Stub};
 
 /// One agent runtime.
 #[derive(Debug)]
@@ -26,8 +26,8 @@ pub(crate) struct Runtime {
     pub state: &'static [StateDir],
     /// Names in a project (the workspace root, and wherever they exist below) that it reads.
     pub project: &'static [Catalogued],
-    /// Where `hooks install` writes its hook configuration, relative to `$HOME`.
-    pub hook_file: Option<&'static str>,
+    /// How it calls the hook adapter (`agent_hooks`), if it has hooks.
+    pub hooks: Option<Hooks>,
     /// Its API and sign-in hosts (in the network allow list's defaults: `net`).
     pub hosts: &'static [&'static str],
     /// Its npm package, when it ships as one: CI installs the version its allowlist was measured
@@ -39,6 +39,31 @@ pub(crate) struct Runtime {
     pub project_views: &'static [&'static str],
     /// The same for directories under `$HOME` (relative to it).
     pub home_views: &'static [&'static str],
+}
+
+/// A runtime's hooks (`Runtime::hooks`): `hooks install --runtime NAME` writes them into its
+/// settings, and they call `hook … --host NAME`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Hooks {
+    /// Its name on the command line and in the hook commands installed.
+    pub name: &'static str,
+    /// The user-level settings file the hooks go in, relative to `$HOME`.
+    pub file: &'static str,
+    /// The shape of that configuration, of what the runtime sends and of a denial.
+    pub protocol: Protocol,
+}
+
+/// A hook protocol: the events a runtime calls its hooks on, their payloads and the answer that
+/// denies (`agent_hooks`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Protocol {
+    /// Claude Code's (`PreToolUse`, `hookSpecificOutput` with `permissionDecision`), which Codex
+    /// speaks too.
+    ClaudeCode,
+    /// Gemini CLI's (`BeforeTool`, `decision: deny`).
+    Gemini,
+    /// Cursor's (`preToolUse`, `beforeShellExecution`, `beforeReadFile`, `permission: deny`).
+    Cursor,
 }
 
 /// Claude Code's own state and configuration at the top of `$HOME`: a private copy per session,
@@ -140,12 +165,11 @@ pub(crate) struct StateEntry {
 }
 
 mod agents;
+pub(crate) use agents::ALL;
 #[cfg(test)]
 pub(crate) use agents::{claude_project_slug, gemini_project_id};
-pub(crate) use agents::{CLAUDE, CODEX, CURSOR, GEMINI, OPENCODE, PI};
-
-/// Every runtime.
-pub(crate) const ALL: &[&Runtime] = &[&CLAUDE, &CODEX, &GEMINI, &CURSOR, &OPENCODE, &PI];
+#[cfg(test)]
+pub(crate) use agents::{CLAUDE, CODEX, CURSOR, GEMINI, OPENCODE};
 
 /// Every state directory of every runtime.
 pub(crate) fn state_dirs() -> impl Iterator<Item = &'static StateDir> {
@@ -155,6 +179,16 @@ pub(crate) fn state_dirs() -> impl Iterator<Item = &'static StateDir> {
 /// The runtime started by `command` (its file name), if any.
 pub(crate) fn by_command(command: &str) -> Option<&'static Runtime> {
     ALL.iter().copied().find(|r| r.commands.contains(&command))
+}
+
+/// Every runtime's hooks, in the order of `ALL`.
+pub(crate) fn hooks() -> impl Iterator<Item = Hooks> {
+    ALL.iter().filter_map(|r| r.hooks)
+}
+
+/// The hooks named `name` on the command line.
+pub(crate) fn hooks_named(name: &str) -> Option<Hooks> {
+    hooks().find(|h| h.name == name)
 }
 
 /// Every agent command.

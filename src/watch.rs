@@ -18,6 +18,7 @@
 
 use crate::baseline::{self, Baseline, Entry, Kind, Sha256};
 use crate::entrypoints;
+use crate::host::HostEnv;
 use crate::quarantine;
 use crate::walk;
 use inotify::{EventMask, Inotify};
@@ -43,8 +44,6 @@ mod verdict;
 pub use table::{poll_only_fs, Mode};
 use table::{DirId, PathPos, RepoId, Role, Table};
 
-/// Environment variable forcing the poll sweep everywhere.
-pub(crate) const ENV_MODE: &str = "CLAUDE_SANDBOX_WATCH";
 /// The sweep interval.
 pub(crate) const TICK: Duration = Duration::from_secs(1);
 /// How often the lazy inotify instance is read at most (`table::Table::lazy`): a repository made
@@ -81,10 +80,10 @@ pub struct WatchConfig {
     /// What the jail can write (`None`: what this user can write, for `watch`): decides which
     /// directories of the human's future shells are watched (see `shellpath`).
     pub writable_roots: Option<Vec<PathBuf>>,
+    /// The host's environment: `$HOME` (git's `~/`, the human's future shells), their shell and
+    /// npm prefix (`shellpath`).
+    pub host: HostEnv,
 }
-
-/// Environment variable setting `WatchConfig::resolve_delay` for `run`, in milliseconds.
-pub(crate) const ENV_RESOLVE_DELAY: &str = "CLAUDE_SANDBOX_RESOLVE_DELAY_MS";
 
 /// A directory's identity and change time. Any entry created, removed or renamed in it moves its
 /// ctime, so an unchanged stamp means unchanged names.
@@ -441,10 +440,10 @@ impl Running {
 
 /// `claude-sandbox watch`: the watcher in the foreground, without a jail, until SIGINT/SIGTERM.
 /// Writable PATH directories are those this user can write.
-pub(crate) fn foreground(workspace: Option<PathBuf>) -> crate::Result<i32> {
+pub(crate) fn foreground(workspace: Option<PathBuf>, env: &HostEnv) -> crate::Result<i32> {
     let cwd = std::env::current_dir()
         .map_err(|e| crate::Error::io("reading the current directory", e))?;
-    let ws = workspace.unwrap_or_else(|| crate::jail::launch::default_workspace(&cwd));
+    let ws = workspace.unwrap_or_else(|| crate::host::default_workspace(&cwd));
     let ws = std::fs::canonicalize(&ws).map_err(|e| {
         crate::Error::named_path(
             e,
@@ -452,20 +451,22 @@ pub(crate) fn foreground(workspace: Option<PathBuf>) -> crate::Result<i32> {
             || format!("resolving the workspace {}", ws.display()),
         )
     })?;
-    let runtime = crate::runtime::ensure(&crate::runtime::locate())?;
+    let runtime = crate::runtime_dir::ensure(&crate::runtime_dir::locate(env))?;
     let session = format!("watch-{}", std::process::id());
-    let path_env = std::env::var_os("PATH").unwrap_or_default();
+    let path_env = env.path();
     let user_can_write = |p: &Path| {
         let existing = p.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"));
         rustix::fs::access(existing, rustix::fs::Access::WRITE_OK).is_ok()
     };
-    let repos = entrypoints::discover_workspace(&ws).repos;
+    let home = env.home();
+    let repos = entrypoints::discover_workspace(&ws, home.as_deref()).repos;
     let base = baseline::take(
         &session,
-        &path_env,
+        path_env,
         &cwd,
         &user_can_write,
         &repos,
+        home.as_deref(),
         baseline::Depth::Attributes,
     );
     let (stop_r, stop_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
@@ -481,7 +482,7 @@ pub(crate) fn foreground(workspace: Option<PathBuf>) -> crate::Result<i32> {
         runtime,
         session,
         workspace: ws,
-        force_poll: std::env::var(ENV_MODE).is_ok_and(|v| v == "poll"),
+        force_poll: env.get_str(crate::host::WATCH) == Some("poll"),
         quarantine_new: false,
         hidden_globs: Vec::new(),
         catch_up: true,
@@ -489,6 +490,7 @@ pub(crate) fn foreground(workspace: Option<PathBuf>) -> crate::Result<i32> {
         tree_dirs: Vec::new(),
         resolve_delay: RESOLVE_DELAY,
         writable_roots: None,
+        host: env.clone(),
     };
     let mut watcher = Watcher::new(cfg, &base);
     for (dir, mode) in watcher.modes() {

@@ -46,10 +46,15 @@ impl std::fmt::Display for Agent {
 impl Agent {
     fn find(program: &'static str) -> Agent {
         let path = agents_path(Path::new("/nonexistent"));
+        // A home of its own: `--version` writes state too (caches, a config directory).
+        let home = tempfile::Builder::new()
+            .prefix("cs-agent-version-")
+            .tempdir_in(test_tmp())
+            .expect("tempdir");
         let out = std::process::Command::new(program)
             .arg("--version")
             .env("PATH", &path)
-            .env("HOME", test_tmp())
+            .env("HOME", home.path())
             .stdin(std::process::Stdio::null())
             .output();
         let version = match out {

@@ -610,6 +610,7 @@ fn baseline_time(n: usize, depth: baseline::Depth) -> (f64, f64, usize) {
             d.path(),
             &|p| p.starts_with(d.path()),
             &[],
+            None,
             depth,
         );
         let read = b.dirs[0].entries.len() + b.dirs[0].deferred.len();
@@ -626,6 +627,7 @@ fn start_watcher(scene: &Path, path_env: &str, rt: &Path, ws: PathBuf, poll: boo
         scene,
         &|p| p.starts_with(scene),
         &[],
+        None,
         baseline::Depth::Attributes,
     );
     let cfg = WatchConfig {
@@ -640,6 +642,8 @@ fn start_watcher(scene: &Path, path_env: &str, rt: &Path, ws: PathBuf, poll: boo
         placeholders: std::collections::HashSet::default(),
         resolve_delay: claude_sandbox::watch::RESOLVE_DELAY,
         writable_roots: Some(vec![scene.to_path_buf()]),
+        // The watcher of a launch reads the launcher's: this process's.
+        host: claude_sandbox::host::HostEnv::capture(),
     };
     Running::start(cfg, &base).unwrap()
 }

@@ -10,6 +10,7 @@
 //! case must then be `MISSED`, which proves the case can fail.
 
 use crate::error::{Error, Result};
+use crate::host::{self, HostEnv};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
@@ -110,11 +111,11 @@ fn default_payload_timeout() -> u64 {
 
 /// Where the cases are: `--dir`, `$CLAUDE_SANDBOX_BATTERY`, `PREFIX/share/claude-sandbox/battery`
 /// next to an installed binary, or this checkout's `battery/`.
-pub fn cases_dir(opt: Option<&Path>) -> PathBuf {
+pub fn cases_dir(opt: Option<&Path>, env: &HostEnv) -> PathBuf {
     if let Some(d) = opt {
         return d.to_path_buf();
     }
-    if let Some(d) = std::env::var_os("CLAUDE_SANDBOX_BATTERY") {
+    if let Some(d) = env.get(host::BATTERY) {
         return PathBuf::from(d);
     }
     if let Some(prefix) = std::env::current_exe()
@@ -197,8 +198,9 @@ fn sh(cmd: &str, scene: &Scene, timeout: Duration) -> (bool, String) {
     (r.ok, r.output)
 }
 
-fn scene(case: &Case, bin: &Path) -> Result<Scene> {
-    let base = std::env::var_os("CLAUDE_SANDBOX_TEST_TMP")
+fn scene(case: &Case, bin: &Path, host_env: &HostEnv) -> Result<Scene> {
+    let base = host_env
+        .get(host::TEST_TMP)
         .map_or_else(|| PathBuf::from("/var/tmp"), PathBuf::from);
     let root = base.join(format!(
         "claude-sandbox-battery-{}-{}",
@@ -252,10 +254,7 @@ fn scene(case: &Case, bin: &Path) -> Result<Scene> {
                 .display()
                 .to_string(),
         ),
-        (
-            "CLAUDE_SANDBOX_RUNTIME_DIR".into(),
-            rt.display().to_string(),
-        ),
+        (host::RUNTIME_DIR.into(), rt.display().to_string()),
         ("GIT_CONFIG_NOSYSTEM".into(), "1".into()),
         ("TERM".into(), "xterm".into()),
         ("NO_COLOR".into(), "1".into()),
@@ -263,8 +262,8 @@ fn scene(case: &Case, bin: &Path) -> Result<Scene> {
     // The watch mode the battery was asked for reaches the scene's launcher (the scene's
     // environment is otherwise its own: `CLAUDE_SANDBOX_WATCH=poll claude-sandbox battery`).
     let mut env = env;
-    if let Ok(mode) = std::env::var(crate::watch::ENV_MODE) {
-        env.push((crate::watch::ENV_MODE.into(), mode));
+    if let Some(mode) = host_env.get_str(host::WATCH) {
+        env.push((host::WATCH.into(), mode.into()));
     }
     // The launcher itself runs from a copy under $HOME, in a writable cache directory (so that rewriting "the guard that
     // launches the next session" is a real attempt on a writable path, and --unguarded cannot
@@ -350,7 +349,7 @@ fn parse_ms(rfc3339: &str) -> Option<f64> {
 }
 
 /// Run one case and judge it.
-pub fn run_case(case: &Case, bin: &Path, unguarded: bool, keep: bool) -> Outcome {
+pub fn run_case(case: &Case, bin: &Path, unguarded: bool, keep: bool, env: &HostEnv) -> Outcome {
     let outcome = |verdict, latency_ms, detail: String| Outcome {
         name: case.name.clone(),
         class: case.class.clone(),
@@ -363,7 +362,7 @@ pub fn run_case(case: &Case, bin: &Path, unguarded: bool, keep: bool) -> Outcome
             return outcome(Verdict::Skipped, None, why);
         }
     }
-    let s = match scene(case, bin) {
+    let s = match scene(case, bin, env) {
         Ok(mut s) => {
             if let Some(path) = &case.path {
                 let home = format!("{}/", s.root.join("home").display());
@@ -499,8 +498,8 @@ fn run_payload(
 }
 
 /// Run the battery; returns the exit status (1 if anything failed).
-pub fn run(opts: &Options) -> Result<i32> {
-    let dir = cases_dir(opts.dir.as_deref());
+pub fn run(opts: &Options, env: &HostEnv) -> Result<i32> {
+    let dir = cases_dir(opts.dir.as_deref(), env);
     let mut cases = load(&dir)?;
     if let Some(g) = &opts.case {
         cases.retain(|c| glob_match(g, &c.name));
@@ -534,7 +533,7 @@ pub fn run(opts: &Options) -> Result<i32> {
     }
     let mut results = Vec::new();
     for case in &cases {
-        let r = run_case(case, &bin, opts.unguarded, opts.keep);
+        let r = run_case(case, &bin, opts.unguarded, opts.keep, env);
         if !opts.json {
             let good = passed(r.verdict, opts.unguarded);
             let v = format!("{:<12}", r.verdict.label());
@@ -602,7 +601,7 @@ mod tests {
 
     #[test]
     fn the_shipped_cases_parse_and_are_unique() {
-        let cases = load(&cases_dir(None)).unwrap();
+        let cases = load(&cases_dir(None, &HostEnv::default())).unwrap();
         assert!(cases.len() >= 40, "{} cases", cases.len());
         let mut names: Vec<_> = cases.iter().map(|c| c.name.clone()).collect();
         names.sort();

@@ -9,13 +9,15 @@ pub(super) fn exec(
     all: bool,
     json: bool,
     prompt: bool,
+    host: &crate::host::HostEnv,
 ) -> crate::Result<i32> {
-    let runtime = crate::runtime::ensure(&crate::runtime::locate())?;
+    let runtime = crate::runtime_dir::ensure(&crate::runtime_dir::locate(host))?;
     let store = crate::alerts::Store::new(&runtime);
     if prompt {
         let fresh = store.take_unshown()?;
         crate::alerts::print_prompt(
             &fresh,
+            host.home().as_deref(),
             &mut std::io::stdout().lock(),
             crate::cli::color_on(std::io::stdout()),
         );

@@ -2,9 +2,9 @@
 
 use crate::cli::CacheAction;
 
-pub(super) fn exec(action: CacheAction) -> crate::Result<i32> {
-    let home = crate::jail::launch::home_dir()?;
-    let store = crate::jail::layers::store_dir(&home, &std::env::vars().collect::<Vec<_>>());
+pub(super) fn exec(action: CacheAction, host: &crate::host::HostEnv) -> crate::Result<i32> {
+    let home = host.home_dir()?;
+    let store = crate::jail::layers::store_dir(&home, host);
     match action {
         CacheAction::Ls { json } => Ok(crate::jail::layers::list(&home, &store, json)),
         CacheAction::Clear { name } => {

@@ -1,5 +1,5 @@
 //! `claude-sandbox doctor`: each check with a mark, why, and the fix.
 
-pub(super) fn exec(json: bool) -> i32 {
-    crate::doctor::doctor(json)
+pub(super) fn exec(json: bool, host: &crate::host::HostEnv) -> i32 {
+    crate::doctor::doctor(json, host)
 }

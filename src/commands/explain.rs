@@ -8,6 +8,7 @@ pub(super) fn exec(
     config: Option<PathBuf>,
     json: bool,
     full: bool,
+    host: &crate::host::HostEnv,
 ) -> crate::Result<i32> {
     let opts = RunOptions {
         workspace,
@@ -16,6 +17,6 @@ pub(super) fn exec(
         command: Vec::new(),
         ..Default::default()
     };
-    crate::explain::explain(&opts, json, full)?;
+    crate::explain::explain(&opts, json, full, host)?;
     Ok(0)
 }

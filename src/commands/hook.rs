@@ -2,12 +2,11 @@
 //! with a reason, or prints nothing (no opinion); exit 2 blocks when the payload cannot be read.
 
 use crate::cli::HookEvent;
-use std::path::PathBuf;
 
-pub(super) fn exec(event: &HookEvent) -> i32 {
+pub(super) fn exec(event: &HookEvent, env: &crate::host::HostEnv) -> i32 {
     match *event {
         HookEvent::SessionStart { host } => {
-            println!("{}", crate::hook::session_start(host.into()));
+            println!("{}", crate::agent_hooks::session_start(host));
             0
         }
         HookEvent::PreToolUse { host } => {
@@ -16,10 +15,8 @@ pub(super) fn exec(event: &HookEvent) -> i32 {
                 eprintln!("claude-sandbox hook: cannot read stdin; blocking");
                 return 2;
             }
-            let home = std::env::var_os("HOME")
-                .map(PathBuf::from)
-                .unwrap_or_default();
-            match crate::hook::pre_tool_use(host.into(), &input, &home) {
+            let home = env.home().unwrap_or_default();
+            match crate::agent_hooks::pre_tool_use(host, &input, &home) {
                 Ok(Some(deny)) => {
                     println!("{deny}");
                     0

@@ -3,10 +3,10 @@
 
 use crate::cli::HooksAction;
 
-pub(super) fn exec(action: &HooksAction) -> crate::Result<i32> {
+pub(super) fn exec(action: &HooksAction, host: &crate::host::HostEnv) -> crate::Result<i32> {
     let &HooksAction::Install { runtime, print } = action;
-    let home = crate::jail::launch::home_dir()?;
-    let out = crate::hook::install(runtime.into(), &home, print)?;
+    let home = host.home_dir()?;
+    let out = crate::agent_hooks::install(runtime, &home, print)?;
     print!("{out}");
     Ok(0)
 }

@@ -3,9 +3,9 @@
 
 use crate::jail::launch::RunOptions;
 
-pub(super) fn exec(opts: &RunOptions) -> crate::Result<i32> {
-    if !opts.dry_run && crate::jail::nested::inside_this_jail() {
-        return crate::jail::nested::exec_directly(&opts.command);
+pub(super) fn exec(opts: &RunOptions, host: &crate::host::HostEnv) -> crate::Result<i32> {
+    if !opts.dry_run && crate::jail::nested::inside_this_jail(host) {
+        return crate::jail::nested::exec_directly(&opts.command, host);
     }
-    crate::jail::launch::run(opts)
+    crate::jail::launch::run(opts, host)
 }

@@ -2,6 +2,6 @@
 
 use std::path::PathBuf;
 
-pub(super) fn exec(workspace: Option<PathBuf>) -> crate::Result<i32> {
-    crate::watch::foreground(workspace)
+pub(super) fn exec(workspace: Option<PathBuf>, host: &crate::host::HostEnv) -> crate::Result<i32> {
+    crate::watch::foreground(workspace, host)
 }

@@ -6,12 +6,11 @@
 use super::{pass, Check};
 
 /// The jail's own cache layers: where, and how much disk they take.
-pub(super) fn check_layers() -> Vec<Check> {
-    let Ok(home) = crate::jail::launch::home_dir() else {
+pub(super) fn check_layers(env: &crate::host::HostEnv) -> Vec<Check> {
+    let Ok(home) = env.home_dir() else {
         return Vec::new();
     };
-    let env: Vec<(String, String)> = std::env::vars().collect();
-    let store = crate::jail::layers::store_dir(&home, &env);
+    let store = crate::jail::layers::store_dir(&home, env);
     let total: u64 = crate::jail::layers::rows(&home, &store)
         .iter()
         .map(|r| r.bytes)

@@ -6,11 +6,12 @@
 //! (pass/warn/fail), one line of why, and the fix; a check that crashes is a failed check, not a crash.
 //! Read-only: it changes nothing (the jail check runs a real jail in a throwaway workspace).
 
+use crate::host::HostEnv;
 use crate::jail::launch;
-mod hook;
 mod layers;
-use hook::check_hook;
+mod prompt_hook;
 use layers::check_layers;
+use prompt_hook::check_hook;
 use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -67,7 +68,7 @@ fn fail(name: &'static str, why: impl Into<String>, fix: impl Into<String>) -> C
     }
 }
 
-type CheckFn = fn() -> Vec<Check>;
+type CheckFn = fn(&HostEnv) -> Vec<Check>;
 
 /// Every check, cheap ones first.
 const CHECKS: &[(&str, CheckFn)] = &[
@@ -89,10 +90,10 @@ const CHECKS: &[(&str, CheckFn)] = &[
     ("network", crate::net::doctor::check_network),
 ];
 
-pub fn run_all() -> Vec<Check> {
+pub fn run_all(env: &HostEnv) -> Vec<Check> {
     let mut out = Vec::new();
     for (name, f) in CHECKS {
-        match std::panic::catch_unwind(f) {
+        match std::panic::catch_unwind(|| f(env)) {
             Ok(checks) => out.extend(checks),
             Err(_) => out.push(fail(
                 name,
@@ -105,10 +106,10 @@ pub fn run_all() -> Vec<Check> {
 }
 
 /// Print and return the exit status: 0 when nothing failed.
-pub fn doctor(json: bool) -> i32 {
+pub fn doctor(json: bool, env: &HostEnv) -> i32 {
     // Panics inside checks are reported as failed checks; keep the default hook from printing them.
     std::panic::set_hook(Box::new(|_| {}));
-    let checks = run_all();
+    let checks = run_all(env);
     let _ = std::panic::take_hook();
     let mut out = std::io::stdout().lock();
     if json {
@@ -165,8 +166,8 @@ fn command_output(program: &Path, args: &[&str]) -> Option<(bool, String)> {
     Some((o.status.success(), text.trim().to_string()))
 }
 
-fn check_bwrap() -> Vec<Check> {
-    match launch::find_bwrap() {
+fn check_bwrap(env: &HostEnv) -> Vec<Check> {
+    match env.find_bwrap() {
         Ok(p) => match command_output(&p, &["--version"]) {
             Some((true, v)) => vec![pass("bwrap", format!("{} ({v})", p.display()))],
             _ => vec![fail(
@@ -193,8 +194,8 @@ fn read_trim(p: &str) -> Option<String> {
 /// that named only the one that failed first cost a container rebuild per option.
 const SECURITY_OPTS_FIX: &str = "devcontainer.json: \"runArgs\": [\"--security-opt\", \"seccomp=unconfined\", \"--security-opt\", \"apparmor=unconfined\", \"--security-opt\", \"systempaths=unconfined\"] (Podman: also --security-opt unmask=ALL), or the claude-sandbox Feature, which sets them; then rebuild the container (docs/devcontainer.md)";
 
-fn check_userns() -> Vec<Check> {
-    let Ok(bwrap) = launch::find_bwrap() else {
+fn check_userns(env: &HostEnv) -> Vec<Check> {
+    let Ok(bwrap) = env.find_bwrap() else {
         return vec![fail(
             "user namespaces",
             "cannot test without bwrap",
@@ -254,7 +255,7 @@ fn check_userns() -> Vec<Check> {
     }
 }
 
-fn check_jail() -> Vec<Check> {
+fn check_jail(_: &HostEnv) -> Vec<Check> {
     let Ok(exe) = std::env::current_exe() else {
         return vec![fail(
             "jail",
@@ -322,9 +323,9 @@ pub(crate) fn trial_launch(
     Some(out)
 }
 
-fn check_runtime() -> Vec<Check> {
+fn check_runtime(env: &HostEnv) -> Vec<Check> {
     use std::os::unix::fs::MetadataExt;
-    let dir = crate::runtime::locate();
+    let dir = crate::runtime_dir::locate(env);
     match std::fs::symlink_metadata(&dir) {
         Err(_) => vec![pass(
             "runtime directory",
@@ -338,7 +339,7 @@ fn check_runtime() -> Vec<Check> {
         Ok(m) if m.uid() != rustix::process::getuid().as_raw() => vec![fail(
             "runtime directory",
             format!("{} is owned by uid {}, not you", dir.display(), m.uid()),
-            format!("remove it (as root) or set {}", crate::runtime::ENV),
+            format!("remove it (as root) or set {}", crate::host::RUNTIME_DIR),
         )],
         Ok(m) if m.mode() & 0o077 != 0 => vec![warn(
             "runtime directory",
@@ -352,7 +353,7 @@ fn check_runtime() -> Vec<Check> {
     }
 }
 
-fn check_inotify() -> Vec<Check> {
+fn check_inotify(_: &HostEnv) -> Vec<Check> {
     let limits: Vec<String> = [
         "max_user_watches",
         "max_user_instances",
@@ -390,12 +391,12 @@ fn check_inotify() -> Vec<Check> {
 }
 
 /// PATH directories the jail could write, for the current directory's workspace.
-fn writable_path_dirs() -> crate::Result<(Vec<PathBuf>, PathBuf)> {
+fn writable_path_dirs(env: &HostEnv) -> crate::Result<(Vec<PathBuf>, PathBuf)> {
     let opts = launch::RunOptions {
         command: vec!["true".into()],
         ..Default::default()
     };
-    let (input, _) = launch::plan_input(&opts, "doctor")?;
+    let (input, _) = launch::plan_input(&opts, "doctor", env)?;
     let plan = crate::jail::plan::plan(&input)?;
     Ok((
         crate::explain::writable_path_dirs(&plan, &input.path_env),
@@ -403,8 +404,8 @@ fn writable_path_dirs() -> crate::Result<(Vec<PathBuf>, PathBuf)> {
     ))
 }
 
-fn check_watched() -> Vec<Check> {
-    let dirs = match writable_path_dirs() {
+fn check_watched(env: &HostEnv) -> Vec<Check> {
+    let dirs = match writable_path_dirs(env) {
         Ok((dirs, _)) => dirs,
         // A broken configuration file stops `run` with file:line; say the same here.
         Err(e @ crate::Error::Config { .. }) => {
@@ -443,9 +444,8 @@ fn check_watched() -> Vec<Check> {
         .collect()
 }
 
-fn check_path() -> Vec<Check> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let entries: Vec<PathBuf> = std::env::split_paths(&path).collect();
+fn check_path(env: &HostEnv) -> Vec<Check> {
+    let entries: Vec<PathBuf> = std::env::split_paths(env.path()).collect();
     let mut out = Vec::new();
     let relative: Vec<String> = entries
         .iter()
@@ -490,12 +490,14 @@ fn check_path() -> Vec<Check> {
     out
 }
 
-fn check_git() -> Vec<Check> {
+fn check_git(env: &HostEnv) -> Vec<Check> {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let ws = launch::default_workspace(&cwd);
+    let ws = crate::host::default_workspace(&cwd);
+    let home = env.home();
     let mut found = Vec::new();
-    for r in crate::entrypoints::discover_workspace(&ws).repos {
-        for (file, key, value) in crate::baseline::exec_keys(&r.common_dir, &r.git_dir) {
+    for r in crate::entrypoints::discover_workspace(&ws, home.as_deref()).repos {
+        let keys = crate::baseline::exec_keys(&r.common_dir, &r.git_dir, home.as_deref());
+        for (file, key, value) in keys {
             if key == "core.hookspath" || key == "core.fsmonitor" {
                 found.push(format!("{key}={value} in {}", file.display()));
             }
@@ -511,7 +513,7 @@ fn check_git() -> Vec<Check> {
     }
 }
 
-fn check_tiocsti() -> Vec<Check> {
+fn check_tiocsti(_: &HostEnv) -> Vec<Check> {
     match read_trim("/proc/sys/dev/tty/legacy_tiocsti").as_deref() {
         Some("0") => vec![pass("TIOCSTI", "dev.tty.legacy_tiocsti=0: the kernel refuses terminal injection; the jail's seccomp filter refuses it too")],
         Some(_) => vec![warn("TIOCSTI", "dev.tty.legacy_tiocsti=1: the jail refuses TIOCSTI with seccomp, but other programs outside could use it", "on the host: sysctl -w dev.tty.legacy_tiocsti=0")],
@@ -559,11 +561,10 @@ fn installer_command_for(exe: &Path, args: &str) -> String {
 /// Marker written into every wrapper by the installer.
 pub const WRAPPER_MARK: &str = "# claude-sandbox wrapper";
 
-fn check_wrappers() -> Vec<Check> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
+fn check_wrappers(env: &HostEnv) -> Vec<Check> {
     let mut out = Vec::new();
     for agent in crate::runtimes::commands() {
-        let Some(found) = std::env::split_paths(&path)
+        let Some(found) = std::env::split_paths(env.path())
             .map(|d| d.join(agent))
             .find(|p| p.is_file())
         else {
@@ -604,15 +605,15 @@ fn check_wrappers() -> Vec<Check> {
 
 /// Which release of each installed agent is here, and which one its state allowlist was measured
 /// with (docs/runtimes.md): a newer one may write names the table does not know.
-fn check_agent_versions() -> Vec<Check> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
+fn check_agent_versions(env: &HostEnv) -> Vec<Check> {
+    let path = env.path();
     let mut out = Vec::new();
     for r in crate::runtimes::ALL {
         let Some(measured) = r.state.iter().find_map(crate::runtimes::StateDir::measured) else {
             continue;
         };
         let Some(found) = r.commands.iter().find_map(|c| {
-            std::env::split_paths(&path)
+            std::env::split_paths(path)
                 .map(|d| d.join(c))
                 .find(|p| p.is_file())
         }) else {
@@ -652,10 +653,10 @@ fn check_agent_versions() -> Vec<Check> {
     out
 }
 
-fn check_leftovers() -> Vec<Check> {
-    let rt = crate::runtime::locate();
+fn check_leftovers(env: &HostEnv) -> Vec<Check> {
+    let rt = crate::runtime_dir::locate(env);
     let placeholders = crate::jail::placeholders::list(&rt);
-    let sessions = std::fs::read_dir(crate::runtime::RuntimeDir::new(&rt).sessions())
+    let sessions = std::fs::read_dir(crate::runtime_dir::RuntimeDir::new(&rt).sessions())
         .map_or(0, std::iter::Iterator::count);
     if placeholders.is_empty() && sessions == 0 {
         return vec![pass(
@@ -670,8 +671,8 @@ fn check_leftovers() -> Vec<Check> {
     )]
 }
 
-fn check_alerts() -> Vec<Check> {
-    let rt = crate::runtime::locate();
+fn check_alerts(env: &HostEnv) -> Vec<Check> {
+    let rt = crate::runtime_dir::locate(env);
     let contents = crate::alerts::Store::new(&rt).read();
     let n = contents.unacked().count();
     let mut out = vec![if n == 0 {

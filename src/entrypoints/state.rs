@@ -7,7 +7,8 @@
 //! anything a runtime reads that nobody catalogued yet — an existing entry is read-only unless the
 //! runtime was measured writing it.
 
-use super::{Finding, Stub};
+use super::Finding;
+use crate::catalogue::Stub;
 use crate::runtimes::{self, Access, StateDir};
 use serde_json::Value;
 use std::path::{Path, PathBuf};

@@ -38,7 +38,7 @@ fn caches_and_environments_are_not_walked_and_nothing_else_is_skipped() {
     repo_in("notvenv/r");
     std::fs::create_dir(ws.join("notvenv/pyvenv.cfg")).unwrap();
 
-    let d = discover_workspace(ws);
+    let d = discover_workspace(ws, None);
     let found: Vec<PathBuf> = d.repos.iter().map(|r| r.git_dir.clone()).collect();
     let git_dir = |dir: &str| std::fs::canonicalize(ws.join(dir).join(".git")).unwrap();
     for kept in ["wrongsig/r", "fifo/r", "link/r", "plain/r", "notvenv/r"] {

@@ -187,3 +187,75 @@ fn includes_are_followed_as_git_follows_them() {
     let c = read(&[repo.join("loop")], Some(&home));
     assert!(matches!(c.bad().next(), Some((_, Bad::TooDeep))));
 }
+
+/// Values as git reads a boolean, on both sides of every rule of `parse_bool`: words in any case,
+/// the empty value, integers in every base git accepts, units, the bounds of an `int`, and what git
+/// takes for a command instead (`core.fsmonitor` then runs it).
+pub(crate) const BOOLEANS: &[&str] = &[
+    // Words, in any case.
+    "",
+    "true",
+    "TRUE",
+    "tRuE",
+    "Yes",
+    "on",
+    "false",
+    "FALSE",
+    "Off",
+    "no",
+    // Integers: signs, white space, bases.
+    "0",
+    "00",
+    "-0",
+    "+1",
+    " 1",
+    "1 ",
+    "1",
+    "2",
+    "-3",
+    "010",
+    "08",
+    "0x0",
+    "0x10",
+    "0X1F",
+    "0x",
+    "0xg",
+    // Units, and the bounds of an `int`.
+    "1k",
+    "1K",
+    "0k",
+    "1kb",
+    "1m",
+    "1g",
+    "2g",
+    "-2g",
+    "3g",
+    "2147483647",
+    "2147483648",
+    "-2147483647",
+    "-2147483648",
+    "99999999999",
+    // Commands to git.
+    "- 1",
+    "+-1",
+    "./hook",
+    "true;x",
+    "yes please",
+    "k",
+];
+
+/// `parse_bool` against git itself (`git config --type=bool` refuses what is not a boolean).
+#[test]
+fn booleans_are_read_as_git_reads_them() {
+    for v in BOOLEANS {
+        let out = Command::new("git")
+            .args(["-c", &format!("core.fsmonitor={v}")])
+            .args(["config", "--type=bool", "core.fsmonitor"])
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", "/nonexistent")
+            .output()
+            .expect("git is needed for these tests");
+        let git = out.status.success().then(|| out.stdout == b"true\n");
+        assert_eq!(parse_bool(v), git, "{v:?}");
+    }
+}

@@ -1,23 +1,15 @@
 //! The bwrap argument vector: a pure function of a `Policy`.
 //!
-//! Mount order matters, because a later mount hides what an earlier one put at the same place:
 //! 1. namespaces and process options (`--die-with-parent`, new user, PID and IPC namespaces, no caps);
 //! 2. the whole root read-only, fresh `/dev` and `/proc`;
-//! 3. `/run` as a read-only view (`sockets`), then private tmpfs (`/tmp`, `$XDG_RUNTIME_DIR`);
-//! 4. the session's `$HOME`, then its top-level entries (read-only, writable holes, symlinks,
-//!    filtered views of directories where sockets appear);
-//! 5. the layers (`layers`), then the writable roots (the workspace, holes that may lie in a layer),
-//!    then anchors (writable self-binds that make `.git` and nested
-//!    repositories' ancestors impossible to rename); then hidden directories (the runtime directory),
-//!    after every writable bind so that none can re-expose it;
-//! 6. sealed entry points, read-only over themselves: after the writable roots, so they win; then
-//!    the agents' private state (a tmpfs each: `runtimes`), after the seals that hold them;
-//! 7. masks (`/dev/null` over sockets and privileged binaries, empty dirs over socket dirs): last, so
-//!    nothing can re-expose them;
-//! 8. seccomp, status fd, environment, working directory, the command (through the exec helper, see
+//! 3. the jail's mounts (`mounts`, in their order), each as bwrap makes it; with the launcher
+//!    sealing, only those before `Mount::Stage`, and the host's tree bound for the sealer;
+//! 4. seccomp, status fd, environment, working directory, the command (through the exec helper, see
 //!    `exec`).
 
-use super::policy::{Fds, HomeBind, MaskKind, Policy, Sealing};
+use super::layout;
+use super::mounts::{mounts, Mount};
+use super::policy::{Fds, LayerMount, Policy, Sealing};
 use std::ffi::OsString;
 use std::path::Path;
 
@@ -37,8 +29,8 @@ impl Argv {
     }
 }
 
-/// Build bwrap's arguments (without the program name). With `Sealing::ByLauncher`, `/run`'s view
-/// and the private directories in it (step 3), and steps 4 to 7 are left to `seal::seal_ops`.
+/// Build bwrap's arguments (without the program name). With `Sealing::ByLauncher`, the mounts from
+/// `Mount::Stage` on are the sealer's (`seal`).
 pub fn bwrap_args(policy: &Policy, fds: Fds, sealing: Sealing) -> Vec<OsString> {
     let mut a = Argv(Vec::new());
     a.flag("--die-with-parent")
@@ -52,54 +44,15 @@ pub fn bwrap_args(policy: &Policy, fds: Fds, sealing: Sealing) -> Vec<OsString> 
     a.flag("--cap-drop").flag("ALL");
     a.flag("--ro-bind").flag("/").flag("/");
     a.flag("--dev").flag("/dev").flag("--proc").flag("/proc");
-    // With the launcher sealing, the sealer makes `/run`'s view: bwrap re-reads the mount table for
-    // each bind it makes and each `--remount-ro` (1.4 ms of its set-up here, on the launch's
-    // critical path), the sealer does not. The command is still held at the gate until it is in.
-    let run_view = policy
-        .run_view
-        .as_ref()
-        .filter(|_| sealing == Sealing::InBwrap);
-    if let Some(run) = run_view {
-        let dir = Path::new("/run");
-        a.flag("--tmpfs").path(dir);
-        for d in &run.dirs {
-            a.flag("--dir").path(d);
+    for m in &mounts(policy, &policy.git_copies) {
+        if *m == Mount::Stage && sealing == Sealing::ByLauncher {
+            // The rest is the sealer's: bwrap re-reads the mount table for each bind it makes and
+            // each `--remount-ro` (~0.4 ms apiece, on the launch's critical path), the sealer does
+            // not. bwrap only shows it the host's tree; the command waits at the gate meanwhile.
+            a.flag("--bind").flag("/").flag(layout::STAGE);
+            break;
         }
-        for k in &run.keep {
-            a.same("--ro-bind", k);
-        }
-        a.flag("--remount-ro").path(dir);
-    }
-    // A private directory inside `/run`'s view is made with the view, by whoever makes the view.
-    let sealer_makes = |p: &std::path::PathBuf| {
-        run_view.is_none() && policy.run_view.as_ref().is_some_and(|r| r.dirs.contains(p))
-    };
-    for p in policy.private.iter().filter(|p| !sealer_makes(p)) {
-        a.flag("--tmpfs").path(p);
-    }
-    if let (Some(dir), Sealing::InBwrap) = (&policy.net_dir, sealing) {
-        // The proxy's socket: the jail's only way out in allowlist mode (in the private `/tmp`).
-        // With the launcher sealing, the sealer binds it (a bind costs bwrap a re-read of the
-        // mount table).
-        a.flag("--bind")
-            .path(dir)
-            .path(Path::new(crate::net::JAIL_DIR));
-    }
-    if let (Some(bin), Sealing::InBwrap) = (&policy.hook_bin, sealing) {
-        // A read-only tmpfs mount point holding only a read-only bind: neither can be replaced.
-        let dir = Path::new(crate::hook::HOOK_BIN_DIR);
-        a.flag("--tmpfs").path(dir);
-        a.flag("--ro-bind")
-            .path(bin)
-            .path(&dir.join("claude-sandbox"));
-        a.flag("--remount-ro").path(dir);
-    }
-    if sealing == Sealing::ByLauncher {
-        // `$HOME` and the writable roots are the sealer's: bwrap only shows it the host's tree.
-        a.flag("--bind").flag("/").flag(super::seal::STAGE);
-    } else {
-        home_and_writable(&mut a, policy);
-        seals(&mut a, policy);
+        mount(&mut a, policy, m);
     }
     if let Some(fd) = fds.seccomp {
         a.flag("--seccomp").flag(&fd.to_string());
@@ -122,8 +75,7 @@ pub fn bwrap_args(policy: &Policy, fds: Fds, sealing: Sealing) -> Vec<OsString> 
     a.flag("--chdir").path(bwrap_cwd);
     a.flag("--");
     if let Some((exe, stderr)) = fds.exec_helper {
-        a.flag(&format!("/proc/self/fd/{exe}"))
-            .flag(crate::jail::exec::SUBCOMMAND);
+        a.flag(&format!("/proc/self/fd/{exe}")).flag(layout::HELPER);
         a.flag(&exe.to_string()).flag(&stderr.to_string());
         if let Some((ready, go)) = fds.gate {
             a.flag(&ready.to_string())
@@ -136,80 +88,65 @@ pub fn bwrap_args(policy: &Policy, fds: Fds, sealing: Sealing) -> Vec<OsString> 
     a.0
 }
 
-/// Steps 4 and 5 (to the writable roots): the session's `$HOME`, its entries, the writable roots.
-fn home_and_writable(a: &mut Argv, policy: &Policy) {
-    a.flag("--bind")
-        .path(&policy.session_home)
-        .path(&policy.home);
-    for e in &policy.home_entries {
-        let dest = policy.home.join(&e.name);
-        match &e.bind {
-            HomeBind::ReadOnly => a.same("--ro-bind", &dest),
-            HomeBind::Writable => a.same("--bind", &dest),
-            HomeBind::Symlink(target) => a.flag("--symlink").path(target).path(&dest),
-            HomeBind::Filtered(keep) => {
-                a.flag("--tmpfs").path(&dest);
-                for name in keep {
-                    a.same("--ro-bind", &dest.join(name));
-                }
-                a.flag("--remount-ro").path(&dest)
+/// One mount as bwrap makes it, and what it makes instead of what it cannot.
+fn mount(a: &mut Argv, policy: &Policy, m: &Mount) {
+    match m {
+        // bwrap's own view is the host's tree already.
+        Mount::Stage | Mount::Unstage => {}
+        Mount::Bind { src, dst, writable } => {
+            let how = if *writable { "--bind" } else { "--ro-bind" };
+            a.flag(how).path(src).path(dst);
+        }
+        Mount::Symlink { target, dst } => {
+            a.flag("--symlink").path(target).path(dst);
+        }
+        // bubblewrap 0.8 has no overlay: each cache is the jail's own directory, never the human's;
+        // a data layer you have is your directory, read-only.
+        Mount::Layer(l) => match l.without_overlay().mount() {
+            LayerMount::Yours => {
+                a.same("--ro-bind", &l.path);
             }
-            HomeBind::State(binds) => {
-                let home = &policy.home;
-                for m in super::statedir::entry_mounts(home, &policy.session_home, &e.name, binds) {
-                    let how = if m.writable { "--bind" } else { "--ro-bind" };
-                    a.flag(how).path(&m.src).path(&m.dst);
-                }
-                continue;
+            LayerMount::Own | LayerMount::Overlay => {
+                a.flag("--bind").path(&l.own).path(&l.path);
             }
-        };
-    }
-    // bwrap 0.8 has no overlay: each cache is the jail's own directory, never the human's; a data
-    // layer you have is your directory, read-only. Before the writable roots, which may lie inside.
-    for l in super::layers::without_overlay(&policy.layers) {
-        match l.mount() {
-            super::layers::Mount::Yours => a.same("--ro-bind", &l.path),
-            _ => a.flag("--bind").path(&l.own).path(&l.path),
-        };
-    }
-    for p in &policy.writable {
-        a.same("--bind", p);
-    }
-    for (dir, keep) in &policy.state_views {
-        a.flag("--tmpfs").path(dir);
-        for name in keep {
-            a.same("--ro-bind", &dir.join(name));
+        },
+        // bwrap cannot mount a symlink: the config keeps its read-only seal.
+        Mount::LinkOver { dst, .. } => {
+            a.same("--ro-bind", dst);
+        }
+        Mount::Tmpfs(p) => {
+            a.flag("--tmpfs").path(p);
+        }
+        Mount::RemountReadOnly(p) => {
+            a.flag("--remount-ro").path(p);
+        }
+        Mount::Anchor(p) => {
+            a.same("--bind", p);
+        }
+        // Inside a layer bwrap binds the jail's own directory: the human's files there are not in
+        // the jail, and a mount point made for a seal or a mask would be left in the layer.
+        Mount::ReadOnly(p) | Mount::MaskFile(p) | Mount::MaskDir(p) if in_own_layer(policy, p) => {}
+        Mount::ReadOnly(p) => {
+            a.same("--ro-bind", p);
+        }
+        Mount::MaskFile(p) => {
+            a.flag("--ro-bind").flag("/dev/null").path(p);
+        }
+        Mount::Hide(p) | Mount::MaskDir(p) => {
+            a.flag("--tmpfs").path(p).flag("--remount-ro").path(p);
         }
     }
 }
 
-/// Steps 5 (after the writable roots) to 7: anchors, hidden directories, seals, masks.
-fn seals(a: &mut Argv, policy: &Policy) {
-    for p in &policy.anchors {
-        a.same("--bind", p);
-    }
-    for p in &policy.hidden {
-        a.flag("--tmpfs").path(p).flag("--remount-ro").path(p);
-    }
-    // Inside a layer bwrap binds the jail's own directory: the human's files there are not in the
-    // jail, and a mount point made for them would be left in the layer.
-    let outside_layers = |p: &Path| !super::layers::hides(policy, p);
-    for s in policy.sealed.iter().filter(|s| outside_layers(&s.path)) {
-        a.same("--ro-bind", &s.path);
-    }
-    for p in &policy.state_private {
-        a.flag("--tmpfs").path(p);
-    }
-    for m in policy.masks.iter().filter(|m| outside_layers(&m.path)) {
-        match m.kind {
-            MaskKind::File => a.flag("--ro-bind").flag("/dev/null").path(&m.path),
-            MaskKind::Dir => a
-                .flag("--tmpfs")
-                .path(&m.path)
-                .flag("--remount-ro")
-                .path(&m.path),
-        };
-    }
+/// Whether bwrap's view of `path` is the jail's own directory of a layer (none of your files are
+/// there), and not a writable root bound over it.
+fn in_own_layer(policy: &Policy, path: &Path) -> bool {
+    let own = |l: &super::policy::Layer| l.without_overlay().mount() == LayerMount::Own;
+    policy
+        .layers
+        .iter()
+        .any(|l| own(l) && path.starts_with(&l.path))
+        && !policy.writable.iter().any(|w| path.starts_with(w))
 }
 
 /// Quote one argument for a POSIX shell (used by `--dry-run`).
@@ -250,9 +187,8 @@ mod tests {
         .map(|s| s.into_string().unwrap())
         .collect();
         let want = "--die-with-parent --unshare-user --unshare-pid --unshare-ipc --cap-drop ALL \
-            --ro-bind / / --dev /dev --proc /proc \
-            --tmpfs /run --dir /run/user/1 --ro-bind /run/lock /run/lock --remount-ro /run \
-            --tmpfs /tmp --tmpfs /run/user/1 \
+            --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp \
+            --tmpfs /run --ro-bind /run/lock /run/lock --tmpfs /run/user/1 --remount-ro /run \
             --tmpfs /tmp/.claude-sandbox --ro-bind /usr/local/bin/claude-sandbox /tmp/.claude-sandbox/claude-sandbox \
             --remount-ro /tmp/.claude-sandbox \
             --bind /run/cs/1/s/home /h --ro-bind /h/.bashrc /h/.bashrc --bind /h/.claude /h/.claude \
@@ -340,7 +276,7 @@ mod tests {
         for s in [Sealing::InBwrap, Sealing::ByLauncher] {
             let t = text(&p, s);
             assert!(t.starts_with("--die-with-parent --unshare-user --unshare-pid --unshare-ipc --unshare-net --cap-drop ALL"), "{t}");
-            assert!(!t.contains(crate::net::JAIL_DIR), "{t}");
+            assert!(!t.contains(layout::NET_DIR), "{t}");
         }
         p.network.mode = crate::net::Mode::Allowlist;
         p.net_dir = Some("/run/cs/1/s/net".into());
@@ -354,12 +290,14 @@ mod tests {
                 Sealing::ByLauncher => assert!(!t.contains(net), "{t}"),
             }
         }
-        let ops = crate::jail::seal::seal_ops(&p, &[]);
-        assert!(ops.contains(&crate::jail::seal::SealOp::Bind {
-            src: "/run/cs/1/s/net".into(),
-            dst: crate::net::JAIL_DIR.into(),
-            writable: true,
-        }));
+        let ops = mounts(&p, &[]);
+        assert!(
+            crate::jail::mounts::the_sealers(&ops).contains(&Mount::Bind {
+                src: "/run/cs/1/s/net".into(),
+                dst: layout::NET_DIR.into(),
+                writable: true,
+            })
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! entry points were replaced while the jail could reach them, to review them before their tools
 //! read them (docs/threat-model.md).
 
+use crate::alerts::{at_session_end, AlertKind};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -83,7 +84,7 @@ pub(crate) fn alert(ids: &[Identity], skip: &[PathBuf], session_dir: &Path) {
              reads it",
             p.display()
         );
-        super::home::alert(session_dir, &p, "seal-detached", &detail);
+        at_session_end(session_dir, AlertKind::SealDetached, &p, &detail);
     }
 }
 

@@ -16,9 +16,6 @@ use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 
-/// argv[1] that selects the helper.
-pub const SUBCOMMAND: &str = "__exec";
-
 /// The byte that opens the gate.
 pub const GO: u8 = b'G';
 

@@ -6,14 +6,14 @@
 //! into the human's config is live at once for the human's git outside (VS Code runs `git status` on
 //! its own, which runs `core.fsmonitor`): a watcher that neutralises after the fact leaves a window.
 //!
-//! So inside the jail `.git/config` is a *symlink*, mounted over the file (a mounted symlink cannot be
-//! removed or renamed over: EBUSY), pointing at the jail's copy under `JAIL_DIR`. git resolves a
-//! symlinked config before it locks (`lockfile.c`), so it writes `<copy>.lock` beside the copy and
-//! renames it there: every write succeeds, and none reaches the human's file while the agent runs.
-//! When the session ends the copy is merged back key by key (`merge`): ordinary keys the jail changed
-//! are carried out with git itself (`git config --file`), keys whose new value makes git run something
-//! (`baseline::is_exec_key`, includes) keep the human's values and raise an alert. The window in
-//! which an exec-capable key of the agent's is live outside is therefore zero.
+//! So inside the jail `.git/config` is a *symlink*, mounted over the file (a mounted symlink cannot
+//! be removed or renamed over: EBUSY), pointing at the jail's copy under `layout::GIT_COPIES`. git
+//! resolves a symlinked config before it locks (`lockfile.c`), so it writes `<copy>.lock` beside
+//! the copy and renames it there: every write succeeds, and none reaches the human's file while the
+//! agent runs. When the session ends the copy is merged back key by key (`merge`): ordinary keys
+//! the jail changed are carried out with git itself (`git config --file`), keys whose new value
+//! makes git run something (`catalogue::git::is_exec_key`, includes) keep the human's values and raise an
+//! alert. The window in which an exec-capable key of the agent's is live outside is therefore zero.
 //!
 //! A mount on a file is detached when something *outside* renames over its path (the kernel allows
 //! that from another mount namespace), and the human's own `git config`, `git remote add` or VS Code's
@@ -70,46 +70,20 @@ fn paths(p: &[PathBuf]) -> String {
         .join(", ")
 }
 
-pub(crate) use divert::dir as diverted_dir;
+use crate::alerts::{at_session_end, AlertKind};
+use crate::jail::policy::GitCopy;
 use divert::{divert, human_file, is_diverted, release};
 
 use crate::gitconfig::{self, Key};
-use crate::runtime::SessionDir;
+use crate::jail::policy::copy_name;
+use crate::runtime_dir::SessionDir;
 use serde::Serialize;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-/// Where the session's copies are bound in the jail (its private `/tmp`).
-pub(crate) const JAIL_DIR: &str = "/tmp/.claude-sandbox-git";
-
-/// One git config the jail gets its own copy of.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct GitCopy {
-    /// The human's config (`<common dir>/config`, or `~/.gitconfig`).
-    pub real: PathBuf,
-    /// Its number in the session (the copy's directory).
-    pub index: usize,
-    /// A repository's config, diverted while sessions run (`~/.gitconfig` is not: in the jail it is
-    /// a symlink in the session's private `$HOME`, which nothing outside renames).
-    pub divert: bool,
-}
-
-impl GitCopy {
-    /// The copy as the jail sees it: what the mounted symlink points at.
-    pub(crate) fn in_jail(&self) -> PathBuf {
-        Path::new(JAIL_DIR).join(copy_name(self.index))
-    }
-}
-
-/// The copy's name in the copies' directory: side by side in one directory (git's lock file for
-/// it is `<name>.lock`, beside it), so that a copy costs one inode.
-fn copy_name(index: usize) -> String {
-    format!("{index}.config")
-}
-
-/// The session's copies, bound writable at `JAIL_DIR` (`session_home`'s session directory).
+/// The session's copies, bound writable at `layout::GIT_COPIES` (`session_home`'s session directory).
 pub(crate) fn copies_dir(session_home: &Path) -> PathBuf {
-    SessionDir::at(session_home.parent().unwrap_or(session_home).to_path_buf()).git_copies()
+    SessionDir::of_home(session_home).git_copies()
 }
 
 /// The configs as they were at launch and which copy is whose (`Base`, one file): never in the jail.
@@ -230,7 +204,7 @@ pub(crate) fn prepare(
 /// Make the jail's copy of one config; returns its bytes (the merge's base).
 fn copy_one(session_home: &Path, c: &GitCopy) -> std::io::Result<Vec<u8>> {
     let (bytes, mode) =
-        super::home::read_regular(&human_file(&c.real)).map_err(std::io::Error::other)?;
+        super::readback::read_regular(&human_file(&c.real)).map_err(std::io::Error::other)?;
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -311,7 +285,7 @@ pub(crate) fn finish(session_dir: &Path) -> Vec<String> {
         }
         if let Err(e) = release(real, &session_name(session_dir)) {
             let e = e.to_string();
-            super::home::alert(session_dir, real, "git-config-diversion", &e);
+            at_session_end(session_dir, AlertKind::GitConfigDiversion, real, &e);
             notes.push(e);
         }
     }
@@ -331,10 +305,15 @@ fn finish_one(
     let refuse = |detail: String| {
         let detail = format!("{detail}; your config is unchanged");
         let e = not_merged(detail);
-        super::home::alert(session_dir, real, "git-config-refused", &e.to_string());
+        at_session_end(
+            session_dir,
+            AlertKind::GitConfigRefused,
+            real,
+            &e.to_string(),
+        );
         e
     };
-    let jail = super::home::read_regular(copy).map(|(bytes, _)| bytes);
+    let jail = super::readback::read_regular(copy).map(|(bytes, _)| bytes);
     if jail.as_deref().is_ok_and(|j| j == base) {
         return Ok(()); // the jail changed nothing: nothing to merge
     }
@@ -348,7 +327,7 @@ fn finish_one(
         Err(e) => return Err(refuse(format!("the jail's copy was not merged back: {e}"))),
     };
     let parse = |p: &Path| -> Result<Vec<Key>, String> {
-        let (bytes, _) = super::home::read_regular(p).map_err(|e| e.to_string())?;
+        let (bytes, _) = super::readback::read_regular(p).map_err(|e| e.to_string())?;
         gitconfig::parse(&bytes).map_err(|e| e.to_string())
     };
     let human = parse(real).map_err(|e| {
@@ -363,7 +342,7 @@ fn finish_one(
             real.display(),
             m.kept.join(", ")
         );
-        super::home::alert(session_dir, real, "git-config-kept", &detail);
+        at_session_end(session_dir, AlertKind::GitConfigKept, real, &detail);
     }
     if m.too_many {
         let detail = format!(
@@ -371,7 +350,7 @@ fn finish_one(
             real.display(),
             merge::MAX_CARRIED
         );
-        super::home::alert(session_dir, real, "git-config-kept", &detail);
+        at_session_end(session_dir, AlertKind::GitConfigKept, real, &detail);
     }
     let mut problems: Vec<String> = m
         .conflicts

@@ -18,8 +18,9 @@
 //! budget, is alerted, never silently passed.
 //!
 //! New installs inside the jail do not link: the environment tells pnpm and uv to copy
-//! (`COPY_ENV`), and their stores in the jail are its own layers on another filesystem anyway.
+//! (`plan::COPY_ENV`), and their stores in the jail are its own layers on another filesystem anyway.
 
+use crate::alerts::{Alert, AlertKind, Severity};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -28,13 +29,6 @@ pub(crate) const SCAN_BUDGET: usize = 200_000;
 
 /// At most this many files are bound read-only when their link cannot be broken (each is a mount).
 pub(crate) const MAX_SEALS: usize = 64;
-
-/// Set in the jail: installers copy instead of linking from their stores into the workspace.
-pub(crate) const COPY_ENV: &[(&str, &str)] = &[
-    ("npm_config_package_import_method", "copy"),
-    ("pnpm_config_package_import_method", "copy"),
-    ("UV_LINK_MODE", "copy"),
-];
 
 /// One regular file the walk found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -233,19 +227,13 @@ pub(crate) fn alert(runtime: &Path, session: &str, root: &Path, report: &Report)
             String::new()
         }
     );
-    let alert = crate::alerts::Alert {
-        id: crate::alerts::new_id("a"),
-        time: crate::alerts::now_rfc3339(),
-        severity: crate::alerts::Severity::High,
-        kind: "hard-link-open".into(),
-        path: root.to_path_buf(),
+    let alert = Alert::new(
+        AlertKind::HardLinkOpen,
+        Severity::High,
+        root,
         detail,
-        action: "alerted".into(),
-        quarantine_id: None,
-        sha256: None,
-        session: session.to_string(),
-        fingerprint: format!("hard-link-open:{}:{session}", root.display()),
-    };
+        session,
+    );
     if let Err(e) = crate::alerts::Store::new(runtime).add(&alert) {
         tracing::warn!("recording an alert: {e}");
     }

@@ -8,8 +8,10 @@
 //! private copy: after the session it is merged back, except for the keys that make code run or grant
 //! trust (`mcpServers`, `allowedTools`, ...), which keep the values the human's file has.
 
+use super::readback::{read_regular, Refused};
+use crate::alerts::{at_session_end, AlertKind};
 use crate::error::{Error, Result};
-use crate::runtime::{RuntimeDir, SessionDir};
+use crate::runtime_dir::{RuntimeDir, SessionDir};
 use serde_json::Value;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -26,7 +28,7 @@ pub const GUARDED_KEYS: &[&str] = &[
 
 const NAME: &str = crate::runtimes::CLAUDE_JSON;
 
-/// `<runtime>/sessions/<id>` (`runtime::SessionDir`).
+/// `<runtime>/sessions/<id>` (`runtime_dir::SessionDir`).
 pub fn session_dir(runtime: &Path, id: &str) -> PathBuf {
     RuntimeDir::new(runtime).session(id).path().to_path_buf()
 }
@@ -58,27 +60,6 @@ pub fn prepare(session_dir: &Path, home: &Path, session_json: &[u8]) -> Result<P
     Ok(session_home)
 }
 
-/// The largest `~/.claude.json` carried in or out (real ones are well under a megabyte; a huge one
-/// is a denial of service on the merge, not state).
-const MAX_JSON: u64 = 32 << 20;
-
-/// Why a file the launcher copies in or out was not taken.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum Refused {
-    #[error("it does not exist")]
-    Missing,
-    #[error("it is a symbolic link (never followed)")]
-    Symlink,
-    #[error("it is not a regular file")]
-    NotRegular,
-    #[error("it is larger than {} MiB", MAX_JSON >> 20)]
-    TooLarge,
-    #[error("{0}")]
-    Io(std::io::Error),
-    #[error("it is not a JSON object: {0}")]
-    NotJson(String),
-}
-
 /// Why the jail's `~/.claude.json` was not merged back (your file is then unchanged).
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum MergeError {
@@ -94,39 +75,6 @@ pub(crate) enum MergeError {
         context: String,
         source: std::io::Error,
     },
-}
-
-/// Read a regular file without following a symlink at its last component or blocking on a FIFO,
-/// and at most `MAX_JSON` bytes of it. Returns the bytes and the permission bits.
-pub(crate) fn read_regular(path: &Path) -> std::result::Result<(Vec<u8>, u32), Refused> {
-    use rustix::fs::{Mode, OFlags};
-    use std::io::Read;
-    let fd = rustix::fs::open(
-        path,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
-        Mode::empty(),
-    )
-    .map_err(|e| match e {
-        rustix::io::Errno::NOENT => Refused::Missing,
-        rustix::io::Errno::LOOP => Refused::Symlink,
-        e => Refused::Io(e.into()),
-    })?;
-    let st = rustix::fs::fstat(&fd).map_err(|e| Refused::Io(e.into()))?;
-    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
-        return Err(Refused::NotRegular);
-    }
-    if u64::try_from(st.st_size).unwrap_or(u64::MAX) > MAX_JSON {
-        return Err(Refused::TooLarge);
-    }
-    let mut bytes = Vec::new();
-    std::fs::File::from(fd)
-        .take(MAX_JSON + 1)
-        .read_to_end(&mut bytes)
-        .map_err(Refused::Io)?;
-    if bytes.len() as u64 > MAX_JSON {
-        return Err(Refused::TooLarge);
-    }
-    Ok((bytes, st.st_mode & 0o7777))
 }
 
 /// A JSON object, parsed strictly, from a file read as `read_regular` reads.
@@ -155,7 +103,12 @@ pub fn finish(session_dir: &Path, home: &Path, workspace: &Path) -> Vec<String> 
             let detail = format!(
                 "the jail's ~/.claude.json was not merged back: {why}; your file is unchanged"
             );
-            alert(session_dir, &home.join(NAME), "merge-refused", &detail);
+            at_session_end(
+                session_dir,
+                AlertKind::MergeRefused,
+                &home.join(NAME),
+                &detail,
+            );
             notes.push(detail);
             None
         }
@@ -254,31 +207,6 @@ pub(crate) fn merge_back(
     }
     std::fs::rename(&tmp, real).map_err(io("replacing", real))?;
     Ok(refused)
-}
-
-/// Record what happened to a file copied out of the jail (`kind`: `merge-refused`, ...), in the
-/// alert store of the session's runtime directory.
-pub(crate) fn alert(session_dir: &Path, path: &Path, kind: &str, detail: &str) {
-    let dir = SessionDir::at(session_dir.to_path_buf());
-    let Some((runtime, session)) = dir.runtime_and_id() else {
-        return;
-    };
-    let alert = crate::alerts::Alert {
-        id: crate::alerts::new_id("a"),
-        time: crate::alerts::now_rfc3339(),
-        severity: crate::alerts::Severity::High,
-        kind: kind.into(),
-        path: path.to_path_buf(),
-        detail: detail.to_string(),
-        action: "alerted".into(),
-        quarantine_id: None,
-        sha256: None,
-        session: session.to_string_lossy().into_owned(),
-        fingerprint: format!("{kind}:{}:{}", path.display(), session.to_string_lossy()),
-    };
-    if let Err(e) = crate::alerts::Store::new(runtime.root()).add(&alert) {
-        tracing::warn!("recording an alert: {e}");
-    }
 }
 
 /// Replace the guarded keys of `obj` by the host's values (or remove them if the host has none).
@@ -406,7 +334,7 @@ mod tests {
                 "larger than",
                 Box::new(|p: &Path| {
                     let f = std::fs::File::create(p).unwrap();
-                    f.set_len(MAX_JSON + 1).unwrap();
+                    f.set_len(crate::jail::readback::MAX + 1).unwrap();
                 }),
             ),
             (
@@ -435,7 +363,7 @@ mod tests {
             assert!(notes.iter().any(|n| n.contains(why)), "case {i}: {notes:?}");
             let alerts = crate::alerts::Store::new(&runtime).read().alerts;
             assert_eq!(alerts.len(), 1, "case {i}");
-            assert_eq!(alerts[0].kind, "merge-refused");
+            assert_eq!(alerts[0].kind, AlertKind::MergeRefused);
             assert!(!session.exists());
         }
         // A symlinked ~/.claude.json of yours is neither read nor replaced.

@@ -1,7 +1,8 @@
 //! The launcher: plan, create placeholders, start bwrap, forward signals, propagate the exit status,
-//! clean up. `run` here; the input read once in `input`, the session and its clean-up guards in
-//! `session`, the watcher's start in `watcher`, bwrap, the sealer, the gate and the signals in
-//! `supervise`.
+//! clean up. `run` and `execute` here hold the order of a launch (the steps of docs/architecture.md,
+//! "A launch"); its parts never call back into them: the input read once in `input`, the session
+//! and its clean-up guards in `session`, the watcher's start in `watcher`, bwrap, the sealer, the
+//! gate and the signals in `supervise`.
 //!
 //! Guards against a jail that is weaker than it claims: bwrap is found by absolute path (never through
 //! a PATH the agent can write), the seccomp filter and the status pipe are passed as file descriptors,
@@ -14,55 +15,37 @@
 //! the init's children and signals them.
 
 use super::args::{bwrap_args, shell_quote};
+use super::layout::{EXEC_FD, GO_FD, READY_FD, SECCOMP_FD, STATUS_FD, STDERR_FD};
 use super::plan::{add_seals, plan, plan_jail, Plan, PlanInput};
 use super::policy::{Fds, Sealing};
-use super::{home, placeholders};
+use super::{gitcopy, home, placeholders};
 use crate::error::{Error, Result};
-use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH};
-use std::ffi::OsString;
+use crate::host::HostEnv;
+use crate::watch;
+use input::Launch;
+use session::{end_session, placeholders_before_bwrap, BeforeGate, SessionHome, Unopened};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use supervise::{Gate, Jail};
+use watcher::Record;
 
 mod input;
 mod session;
 mod supervise;
 mod watcher;
 
-pub use input::{default_workspace, find_bwrap, home_dir, plan_input, resolve_command};
+pub use input::{plan_input, RunOptions};
 
-/// Where bwrap may be; the first that exists is used. `CLAUDE_SANDBOX_BWRAP` overrides (an absolute
-/// path), for tests and unusual installs.
-pub const BWRAP_PATHS: &[&str] = &["/usr/bin/bwrap", "/usr/local/bin/bwrap", "/bin/bwrap"];
-
-/// The fd numbers bwrap receives (fixed so that `--dry-run` prints the exact argv).
-const SECCOMP_FD: i32 = 3;
-const STATUS_FD: i32 = 4;
-const EXEC_FD: i32 = 5;
-const STDERR_FD: i32 = 6;
-const READY_FD: i32 = 7;
-const GO_FD: i32 = 8;
-
-/// `CLAUDE_SANDBOX_SEAL=bwrap` has bwrap make every mount (slower; the way to compare, and a way
-/// around a kernel without `mount_setattr`, though that is also detected and handled).
-pub const ENV_SEAL: &str = "CLAUDE_SANDBOX_SEAL";
-
-/// Signals forwarded to the jailed command.
-pub const FORWARDED: &[i32] = &[SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGWINCH, SIGUSR1, SIGUSR2];
-
-#[derive(Debug, Clone, Default)]
-pub struct RunOptions {
-    pub workspace: Option<PathBuf>,
-    pub config: Option<PathBuf>,
-    pub dry_run: bool,
-    /// `--network MODE`: replaces the configured mode.
-    pub network: Option<crate::net::Mode>,
-    /// `--allow-domain D`: added to the allow list.
-    pub allow_domains: Vec<String>,
-    pub command: Vec<OsString>,
-}
+/// The fds bwrap is given, at their numbers in the jail (`layout`).
+const FDS: Fds = Fds {
+    seccomp: Some(SECCOMP_FD),
+    status: Some(STATUS_FD),
+    exec_helper: Some((EXEC_FD, STDERR_FD)),
+    gate: Some((READY_FD, GO_FD)),
+};
 
 /// `claude-sandbox run`: returns the exit status to exit with.
-pub fn run(opts: &RunOptions) -> Result<i32> {
+pub fn run(opts: &RunOptions, env: &HostEnv) -> Result<i32> {
     let Some(cmd) = opts.command.first() else {
         return Err(Error::Usage(
             "run: no COMMAND given; usage: claude-sandbox run [--] COMMAND [ARGS...]".into(),
@@ -70,18 +53,18 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     };
     let t_start = std::time::Instant::now();
     let session = placeholders::SessionId::current();
-    let (input, _config) = plan_input(opts, &session.id)?;
-    let knobs = input::Knobs::of(&input);
-    let resolved = resolve_command(cmd, &input.path_env, &input.cwd)?;
+    let (input, _config) = plan_input(opts, &session.id, env)?;
+    let knobs = input::Knobs::of(env);
+    let resolved = crate::host::resolve_command(cmd, &input.path_env, &input.cwd)?;
     // Clean up after dead sessions before planning, so their placeholders are not taken for the
     // human's files (and then pulled away under this session).
     let runtime = if opts.dry_run {
         None
     } else {
-        let runtime = crate::runtime::ensure(&input.runtime_dir)?;
+        let runtime = crate::runtime_dir::ensure(&input.runtime_dir)?;
         // Made before planning, so that the plan hides it in the jail (`layers::prepare` says why
         // when it cannot be made).
-        let _ = super::layers::ensure_store(&super::layers::store_dir(&input.home, &input.env));
+        let _ = super::layers::ensure_store(&super::layers::store_dir(&input.home, env));
         placeholders::sweep(&runtime)?;
         home::sweep_dead(&runtime, session_alive, &input.home);
         Some(runtime)
@@ -112,15 +95,10 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     for w in &plan.warnings {
         tracing::warn!("{w}");
     }
-    let fds = Fds {
-        seccomp: Some(SECCOMP_FD),
-        status: Some(STATUS_FD),
-        exec_helper: Some((EXEC_FD, STDERR_FD)),
-        gate: Some((READY_FD, GO_FD)),
-    };
-    // `--dry-run` prints the jail as bwrap alone would build it: the same mounts, one argv, no gate.
-    let args = bwrap_args(&plan.policy, Fds { gate: None, ..fds }, Sealing::InBwrap);
     let Some(runtime) = runtime else {
+        // `--dry-run` prints the jail as bwrap alone would build it: the same mounts, one argv,
+        // no gate.
+        let args = bwrap_args(&plan.policy, Fds { gate: None, ..FDS }, Sealing::InBwrap);
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{}", shell_quote(plan.policy.bwrap.as_os_str()));
         for a in &args {
@@ -129,7 +107,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         return Ok(0);
     };
     // Held until the session ends: the store in use, and the overlay's upper directories.
-    let store = super::layers::store_dir(&input.home, &input.env);
+    let store = super::layers::store_dir(&input.home, env);
     let _layers = super::layers::prepare(&store, &mut plan.policy.layers)?;
     let pending = seals_pending.then_some(PendingSeals {
         input: &input,
@@ -137,13 +115,131 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         resolved: &resolved,
         session: &session.id,
     });
-    let launch = session::Launch {
+    let launch = Launch {
         input: &input,
         knobs,
         runtime: &runtime,
         session: &session,
     };
-    session::execute(plan, pending, fds, &launch)
+    execute(plan, pending, &launch)
+}
+
+/// Steps 5 to 10: the session, bwrap, the seals and the watcher, the gate, the end. The exit status
+/// to exit with.
+fn execute(mut plan: Plan, mut pending: Option<PendingSeals>, launch: &Launch) -> Result<i32> {
+    let exists = |p: &Path| std::fs::symlink_metadata(p).is_ok();
+    let (runtime, session) = (launch.runtime, launch.session);
+    let mut sealing = launch.knobs.sealing;
+    // With the launcher sealing, the jail's own state directories are made beside the placeholders
+    // while bwrap starts (`BeforeGate::seal_and_watch`); bwrap needs them before it starts.
+    let states_now = sealing == Sealing::InBwrap || pending.is_none();
+    let session_home = SessionHome::prepare(&plan, launch, states_now)?;
+    let session_dir = session_home.dir.clone();
+    // Allowlist mode: the proxy's socket is bound now (bwrap binds its directory into the jail) and
+    // served once bwrap has started (the sealer is forked while the launcher has one thread).
+    let (net_dir, network) = (plan.policy.net_dir.as_deref(), &plan.policy.network);
+    let host = &launch.input.host;
+    let mut proxy = crate::net::proxy::for_policy(net_dir, network, runtime, &session.id, host)?;
+    let mut proxy_running = None;
+    let (for_bwrap, held_placeholders) = placeholders_before_bwrap(&plan, sealing, launch)?;
+    let mut placeholders_made = false;
+    let t0 = std::time::Instant::now();
+    // Dropped before the placeholders and the session's home on an early return.
+    let mut watcher: Option<(watch::Running, Record)> = None;
+    let mut retried = false;
+    let mut guarded = None;
+    let result = loop {
+        // A socket that went away since planning (a server stopped) cannot be bound over; dropping
+        // its mask is safe, since nothing is left to reach.
+        plan.policy.masks.retain(|m| exists(&m.path));
+        let args = bwrap_args(&plan.policy, FDS, sealing);
+        let mut jail = Unopened(Some(Jail::spawn(
+            &plan,
+            &args,
+            sealing,
+            launch.knobs.exec_sealer,
+        )?));
+        tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "bwrap started");
+        if let Some(p) = proxy.take() {
+            proxy_running = Some(p.start());
+        }
+        // The rest of the plan, the baseline and the watcher are made while bwrap builds the jail:
+        // the command cannot run before the gate opens, so nothing the agent does can precede them.
+        let mut to_copy = None;
+        if let Some(p) = pending.take() {
+            p.complete(&mut plan)?;
+            // Only the sealer can mount a symlink: the jail's own git configs come with it.
+            to_copy = Some(gitcopy::choose(&plan.policy, &plan.repos));
+        }
+        let for_sealer: Vec<_> = plan
+            .placeholders
+            .iter()
+            .filter(|p| !placeholders_made && !for_bwrap.contains(p))
+            .cloned()
+            .collect();
+        let before = BeforeGate {
+            plan: &plan,
+            launch,
+            session_dir: &session_dir,
+            t0,
+        };
+        let (held, started, copied) =
+            before.seal_and_watch(jail.jail(), &for_sealer, to_copy, watcher.is_none());
+        if let Some(copied) = copied {
+            plan.policy.git_copies = copied;
+        }
+        placeholders_made = true;
+        if let Some(started) = started {
+            tracing::debug!(
+                ms = t0.elapsed().as_secs_f64() * 1e3,
+                "baseline taken, watcher started"
+            );
+            watcher = Some(started?);
+        }
+        let held = held?;
+        // The command owns the terminal from here: log lines go to the runtime's log file.
+        crate::logfile::divert(runtime, &session.id);
+        match jail.take().open_gate(held) {
+            Gate::Opened(jail) => {
+                tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "gate opened");
+                let bwrap = jail.child.as_raw_nonzero().get();
+                guarded = Some(crate::jail::detached::guard(&plan.policy, bwrap));
+                break jail.wait();
+            }
+            Gate::SealFailed(jail, why) => {
+                // Not a weaker jail: the command never ran; the same mounts are now bwrap's.
+                tracing::info!(
+                    "sealing from outside failed ({why}); bwrap makes the seals instead"
+                );
+                jail.abort();
+                gitcopy::withdraw(&session_dir, &mut plan.policy.git_copies)
+                    .map_err(|e| Error::Jail(e.to_string()))?;
+                sealing = Sealing::InBwrap;
+            }
+            Gate::SetupFailed(jail) => {
+                let result = jail.wait();
+                // One retry when the failure was a mask target vanishing during setup.
+                if result.is_err() && !retried && plan.policy.masks.iter().any(|m| !exists(&m.path))
+                {
+                    retried = true;
+                    continue;
+                }
+                break result;
+            }
+        }
+    };
+    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "jail ended");
+    if let Some(proxy) = proxy_running {
+        for line in proxy.summary() {
+            eprintln!("claude-sandbox: network: {line}");
+        }
+    }
+    if let Some(g) = guarded {
+        g.finish(&plan.policy, &session_dir);
+    }
+    end_session(&plan, launch, session_home, held_placeholders, watcher);
+    crate::logfile::restore(runtime);
+    result
 }
 
 /// A command that is masked in the jail (`sudo`, bwrap itself) would fail there with a confusing

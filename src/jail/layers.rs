@@ -19,9 +19,8 @@
 //! tmpfs), per user, 0700, no tool reads it, and it is hidden in the jail (nothing in the jail may
 //! change an upper or work directory behind the overlay's back).
 
-mod overlay;
-
-pub(crate) use overlay::Making;
+use crate::host::{self, HostEnv};
+use crate::jail::policy::Layer;
 use serde::Serialize;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -52,72 +51,16 @@ pub fn all() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
     DATA.iter().chain(CACHES)
 }
 
-/// Names the layer store instead of `~/.local/state/claude-sandbox/layers`.
-pub const ENV_DIR: &str = "CLAUDE_SANDBOX_LAYERS_DIR";
-
 /// `statfs` magic of overlayfs: an upper directory there is refused by the kernel.
 const OVERLAYFS_SUPER_MAGIC: i64 = 0x794c_7630;
 
-/// One cache as the jail sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Layer {
-    pub name: String,
-    /// Where the jail sees it (`~/.cache`): the human's directory.
-    pub path: PathBuf,
-    /// The overlay's lower layer: the human's directory (resolved), or the store's empty directory
-    /// when the human has none.
-    pub lower: PathBuf,
-    pub upper: PathBuf,
-    pub work: PathBuf,
-    /// The directory bound instead when there is no overlay.
-    pub own: PathBuf,
-    /// Whether the sealer mounts the overlay (else `own` is bound).
-    pub overlay: bool,
-    /// Whether the human's directory exists. When it does not, the overlay would show `upper`
-    /// alone: the sealer binds `upper` instead (an overlay mount costs ~1.5-2.5 ms here).
-    pub human: bool,
-    /// Data of installed tools (`DATA`): without an overlay, your directory is shown read-only
-    /// instead of the jail's own (empty) directory.
-    pub data: bool,
-}
-
-/// How a layer is mounted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mount {
-    /// Your directory read-only beneath the jail's upper directory.
-    Overlay,
-    /// The jail's own directory alone (the upper directory, or `own` without an overlay).
-    Own,
-    /// Your directory, read-only (a data layer without an overlay).
-    Yours,
-}
-
-impl Layer {
-    pub fn mount(&self) -> Mount {
-        match (self.overlay, self.human, self.data) {
-            (true, true, _) => Mount::Overlay,
-            (false, true, true) => Mount::Yours,
-            _ => Mount::Own,
-        }
-    }
-
-    /// The directory bound at `path` when there is no overlay.
-    pub fn own_dir(&self) -> &Path {
-        if self.overlay {
-            &self.upper
-        } else {
-            &self.own
-        }
-    }
-}
-
-/// The layer store for this `$HOME` (`env`: the launcher's environment).
-pub fn store_dir(home: &Path, env: &[(String, String)]) -> PathBuf {
-    env.iter()
-        .find(|(k, v)| k == ENV_DIR && v.starts_with('/'))
+/// The layer store for this `$HOME`: `host::LAYERS_DIR` when it names an absolute path.
+pub fn store_dir(home: &Path, env: &HostEnv) -> PathBuf {
+    env.get(host::LAYERS_DIR)
+        .filter(|v| v.as_encoded_bytes().first() == Some(&b'/'))
         .map_or_else(
             || home.join(".local/state/claude-sandbox/layers"),
-            |(_, v)| PathBuf::from(v),
+            PathBuf::from,
         )
 }
 
@@ -197,35 +140,6 @@ pub fn plan(home: &Path, store: &Path) -> Vec<Layer> {
     layers
 }
 
-/// The sealer's mounts of the layers (`seal::seal_ops`), parents before what lies inside them,
-/// and at each depth the overlays first, so that they form one run mounted side by side.
-pub(crate) fn seal_ops(layers: &[Layer]) -> Vec<super::seal::SealOp> {
-    use super::seal::SealOp;
-    let mut ordered: Vec<&Layer> = layers.iter().collect();
-    ordered.sort_by_key(|l| (l.path.components().count(), l.mount() != Mount::Overlay));
-    ordered
-        .into_iter()
-        .map(|l| match l.mount() {
-            Mount::Overlay => SealOp::Overlay {
-                lower: l.lower.clone(),
-                upper: l.upper.clone(),
-                work: l.work.clone(),
-                dst: l.path.clone(),
-            },
-            Mount::Own => SealOp::Bind {
-                src: l.own_dir().to_path_buf(),
-                dst: l.path.clone(),
-                writable: true,
-            },
-            Mount::Yours => SealOp::Bind {
-                src: l.path.clone(),
-                dst: l.path.clone(),
-                writable: false,
-            },
-        })
-        .collect()
-}
-
 /// What the launcher holds for the session: the store in use, and (in overlay mode) the upper
 /// directories (the kernel only warns when two overlays share one; files would then change under
 /// each other).
@@ -281,7 +195,11 @@ pub fn prepare(store: &Path, layers: &mut [Layer]) -> crate::error::Result<Held>
     use rustix::fs::FlockOperation as Op;
     let err = |what: String, e: std::io::Error| {
         crate::error::Error::io(
-            format!("{what} (the cache layer store {}; set {ENV_DIR} to another directory you own, or remove it)", store.display()),
+            format!(
+                "{what} (the cache layer store {}; set {} to another directory you own, or remove it)",
+                store.display(),
+                host::LAYERS_DIR
+            ),
             e,
         )
     };
@@ -343,22 +261,6 @@ fn open_lock(path: &Path) -> std::io::Result<std::fs::File> {
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
-}
-
-/// The layers as bwrap mounts them (no overlay): parents first, every one a plain directory.
-pub fn without_overlay(layers: &[Layer]) -> impl Iterator<Item = Layer> + '_ {
-    layers.iter().map(|l| Layer {
-        overlay: false,
-        ..l.clone()
-    })
-}
-
-/// Whether bwrap's view of `path` is the jail's own directory of a layer (none of your files are
-/// there, so a seal or mask of yours there has nothing to cover, and its mount point would be left
-/// in the layer), and not a writable root bound over it.
-pub fn hides(policy: &super::policy::Policy, path: &Path) -> bool {
-    without_overlay(&policy.layers).any(|l| l.mount() == Mount::Own && path.starts_with(&l.path))
-        && !policy.writable.iter().any(|w| path.starts_with(w))
 }
 
 /// Disk use of a tree in bytes (blocks, as `du`), never following a symlink.

@@ -12,7 +12,9 @@
 //! `includeIf`) target and a global `core.hooksPath` that lie in a writable root are read by every
 //! `git` the human runs, in every repository.
 
-use crate::entrypoints::{Finding, Stub};
+use crate::catalogue::Stub;
+use crate::entrypoints::Finding;
+use crate::host::{self, HostEnv};
 use std::path::{Path, PathBuf};
 
 /// At most this many directory entries are read looking for links (a bound on the launch's cost).
@@ -132,25 +134,27 @@ pub(crate) fn home_link_targets(
 }
 
 /// Findings for the files the human's global git config includes and the hooks directory it names,
-/// where they lie in a writable root (not a hole).
+/// where they lie in a writable root (not a hole); `env`: git's `$XDG_CONFIG_HOME` and `$HOME`.
 pub(crate) fn global_git_targets(
     home: &Path,
     holes: &[PathBuf],
     writable_roots: &[PathBuf],
+    env: &HostEnv,
 ) -> Vec<Finding> {
-    let xdg = std::env::var_os("XDG_CONFIG_HOME")
+    let xdg = env
+        .get(host::XDG_CONFIG_HOME)
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
         .unwrap_or_else(|| home.join(".config"));
     let mut out = Vec::new();
     for global in [home.join(".gitconfig"), xdg.join("git/config")] {
-        for (file, hooks) in crate::entrypoints::config_with_includes(&global, None) {
-            let named = [(
-                file,
-                "included by your global git config: every git reads it",
-            )]
-            .into_iter()
-            .chain(hooks.map(|h| (h, "your global core.hooksPath: every repository's hooks")));
+        let git_home = env.home();
+        for (file, hooks) in
+            crate::entrypoints::config_with_includes(&global, None, git_home.as_deref())
+        {
+            let named = [(file, crate::catalogue::git::GLOBAL_INCLUDED)]
+                .into_iter()
+                .chain(hooks.map(|h| (h, crate::catalogue::git::GLOBAL_HOOKS_PATH)));
             for (path, runs) in named {
                 let Ok(target) = std::fs::canonicalize(&path) else {
                     continue;
@@ -252,7 +256,8 @@ mod tests {
         )
         .unwrap();
         std::fs::write(home.join("elsewhere.inc"), "").unwrap();
-        let got = global_git_targets(&home, &[], std::slice::from_ref(&ws));
+        let env = HostEnv::default();
+        let got = global_git_targets(&home, &[], std::slice::from_ref(&ws), &env);
         let mut paths: Vec<_> = got.iter().map(|f| f.path.clone()).collect();
         paths.sort();
         assert_eq!(paths, [ws.join("extra.inc"), ws.join("hooks")]);

@@ -1,11 +1,14 @@
 //! The jail: bubblewrap around the agent, with every entry point sealed and every escape hatch masked.
 //!
 //! - `policy`: the resolved policy (plain data);
+//! - `layout`: every path and file descriptor number inside the jail, named once;
 //! - `plan`: reads the workspace, `$HOME`, config and sockets into a policy (reads, never writes);
+//! - `mounts`: the jail's mounts, in order, from the policy alone (one list for bwrap and the sealer);
 //! - `args`: the pure policy → bwrap argv function;
 //! - `seccomp`: the TIOCSTI/TIOCLINUX filter;
 //! - `placeholders`: stubs for missing entry points, created and removed safely across sessions;
 //! - `home`: the session-private `$HOME` and `~/.claude.json`;
+//! - `readback`: reading back what the jail may have written, never following it;
 //! - `exec`: the first process in the jail, which restores signal defaults and runs the command;
 //! - `seal`: the seals, anchors and masks mounted from outside while the jail's first process waits;
 //! - `links`: entry points reached through `$HOME`'s symlinks into writable roots;
@@ -27,11 +30,14 @@ pub(crate) mod hardlinks;
 pub mod home;
 pub mod launch;
 pub mod layers;
+pub(crate) mod layout;
 pub(crate) mod links;
+pub(crate) mod mounts;
 pub(crate) mod nested;
 pub mod placeholders;
 pub mod plan;
 pub mod policy;
+pub(crate) mod readback;
 pub(crate) mod reseal;
 pub mod seal;
 pub mod seccomp;

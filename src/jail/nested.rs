@@ -10,13 +10,13 @@
 //! `--unshare-user`). Outside, someone who sets `CLAUDE_SANDBOX=1` meets a bwrap that exists and the
 //! launch goes on as always; where bwrap is missing outside, the single-uid map is still missing and
 //! the launch fails closed as before.
+//!
+//! The launcher sets `host::IN_JAIL` in the jail (shells can show it in a prompt:
+//! `PS1='${CLAUDE_SANDBOX:+(jail) }'"$PS1"`).
 
+use crate::host::{self, HostEnv, IN_JAIL};
 use std::ffi::OsStr;
 use std::os::unix::process::CommandExt;
-
-/// The variable the launcher sets in the jail (shells can show it in a prompt:
-/// `PS1='${CLAUDE_SANDBOX:+(jail) }'"$PS1"`).
-pub(crate) const ENV: &str = "CLAUDE_SANDBOX";
 
 /// Whether `/proc/self/uid_map` maps exactly one uid (bwrap's user namespace). A container's map
 /// covers a range (`0 0 4294967295`, or rootless `0 1000 1` followed by a subordinate range).
@@ -31,23 +31,19 @@ pub(crate) fn inside_jail(flag: Option<&OsStr>, bwrap_usable: bool, uid_map: &st
     flag == Some(OsStr::new("1")) && !bwrap_usable && single_uid_map(uid_map)
 }
 
-/// This process, judged by [`inside_jail`].
-pub(crate) fn inside_this_jail() -> bool {
-    let flag = std::env::var_os(ENV);
+/// This process (`env`: its environment), judged by [`inside_jail`].
+pub(crate) fn inside_this_jail(env: &HostEnv) -> bool {
+    let flag = env.get(IN_JAIL);
     if flag.is_none() {
         return false;
     }
     let uid_map = std::fs::read_to_string("/proc/self/uid_map").unwrap_or_default();
-    inside_jail(
-        flag.as_deref(),
-        super::launch::find_bwrap().is_ok(),
-        &uid_map,
-    )
+    inside_jail(flag, env.find_bwrap().is_ok(), &uid_map)
 }
 
 /// `run` inside the jail: say so and exec COMMAND directly (the surrounding jail still applies).
 /// Returns only on failure, with the exit status (126/127 as `run` would).
-pub(crate) fn exec_directly(command: &[std::ffi::OsString]) -> crate::Result<i32> {
+pub(crate) fn exec_directly(command: &[std::ffi::OsString], env: &HostEnv) -> crate::Result<i32> {
     let Some(cmd) = command.first() else {
         return Err(crate::Error::Usage(
             "run: no COMMAND given; usage: claude-sandbox run [--] COMMAND [ARGS...]".into(),
@@ -55,8 +51,7 @@ pub(crate) fn exec_directly(command: &[std::ffi::OsString]) -> crate::Result<i32
     };
     let cwd = std::env::current_dir()
         .map_err(|e| crate::Error::io("reading the current directory", e))?;
-    let resolved =
-        super::launch::resolve_command(cmd, &std::env::var_os("PATH").unwrap_or_default(), &cwd)?;
+    let resolved = host::resolve_command(cmd, env.path(), &cwd)?;
     eprintln!(
         "claude-sandbox: already inside the jail; running {} directly",
         cmd.to_string_lossy()
@@ -81,7 +76,7 @@ pub(crate) fn greeting(command: &OsStr, terminal: bool) -> Option<String> {
     );
     (terminal && shell).then(|| {
         format!(
-            "claude-sandbox: you are inside the jail ({ENV}=1); the workspace and agent state are \
+            "claude-sandbox: you are inside the jail ({IN_JAIL}=1); the workspace and agent state are \
              writable, entry points are sealed; `exit` leaves it"
         )
     })

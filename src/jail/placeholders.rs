@@ -11,7 +11,7 @@
 //! The registry is one JSON file in the runtime directory, changed only under an exclusive `flock`.
 
 use super::plan::Placeholder;
-use crate::entrypoints::Stub;
+use crate::catalogue::Stub;
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -70,8 +70,8 @@ struct Registry {
 
 /// Run `f` on the registry under an exclusive lock, then save it atomically.
 fn with_registry<T>(runtime: &Path, f: impl FnOnce(&mut Registry) -> Result<T>) -> Result<T> {
-    let layout = crate::runtime::RuntimeDir::new(runtime);
-    let _lock = layout.lock(crate::runtime::Lock::Placeholders)?;
+    let layout = crate::runtime_dir::RuntimeDir::new(runtime);
+    let _lock = layout.lock(crate::runtime_dir::Lock::Placeholders)?;
     let path = layout.placeholders();
     let read = std::fs::read(&path).ok();
     let mut reg: Registry = match &read {
@@ -153,7 +153,7 @@ pub fn sweep(runtime: &Path) -> Result<()> {
 
 /// Paths of placeholders currently on disk and registered.
 pub fn list(runtime: &Path) -> Vec<PathBuf> {
-    std::fs::read(crate::runtime::RuntimeDir::new(runtime).placeholders())
+    std::fs::read(crate::runtime_dir::RuntimeDir::new(runtime).placeholders())
         .ok()
         .and_then(|b| serde_json::from_slice::<Registry>(&b).ok())
         .map(|r| r.entries.into_iter().map(|e| e.path).collect())

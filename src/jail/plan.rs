@@ -8,9 +8,11 @@
 //! can still save `~/.claude.json` by rename: it gets a private copy that is merged back afterwards.
 
 use super::policy::{HomeBind, HomeEntry, Mask, MaskKind, Policy, Sealed};
+use crate::catalogue::Stub;
 use crate::config::{Config, ConfigPaths};
-use crate::entrypoints::{self, Finding, Stub};
+use crate::entrypoints::{self, Finding};
 use crate::error::{Error, Result};
+use crate::host::{self, HostEnv};
 use serde::Serialize;
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -51,7 +53,15 @@ pub const UNSET_ENV: &[&str] = &[
     "CONTAINER_HOST",
     "DBUS_SESSION_BUS_ADDRESS",
     "BROWSER",
-    crate::runtime::ENV,
+    host::RUNTIME_DIR,
+];
+
+/// Set in the jail: installers copy instead of linking from their stores into the workspace
+/// (`hardlinks`).
+pub(crate) const COPY_ENV: &[(&str, &str)] = &[
+    ("npm_config_package_import_method", "copy"),
+    ("pnpm_config_package_import_method", "copy"),
+    ("UV_LINK_MODE", "copy"),
 ];
 
 /// Privileged programs masked inside the jail (bwrap's `no_new_privs` already makes them useless;
@@ -93,7 +103,8 @@ pub struct PlanInput {
     pub config_paths: ConfigPaths,
     pub command: Vec<OsString>,
     pub path_env: OsString,
-    pub env: Vec<(String, String)>,
+    /// The host's environment, as the launch found it.
+    pub host: HostEnv,
     pub uid: u32,
 }
 
@@ -143,15 +154,6 @@ impl Plan {
     /// Whether the jail could write `path` (existing or not).
     pub fn jail_can_write(&self, path: &Path) -> bool {
         self.writable_roots().iter().any(|r| path.starts_with(r))
-    }
-}
-
-impl PlanInput {
-    pub(crate) fn env(&self, key: &str) -> Option<&str> {
-        self.env
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -232,7 +234,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
 
     // Caches and installed tools' data: the jail's own layer over the human's directory, which the
     // layer replaces in `$HOME` (a path you configured writable stays yours).
-    let store = super::layers::store_dir(&home, &input.env);
+    let store = super::layers::store_dir(&home, &input.host);
     let mut layers = super::layers::plan(&home, &store);
     layers.retain(|l| !holes.iter().any(|h| l.path.starts_with(h)));
     let mut home_entries = home_entries(&home, &holes)?;
@@ -252,7 +254,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
     let allowed_sockets: Vec<PathBuf> = input
         .config
         .allow_ssh_agent
-        .then(|| input.env("SSH_AUTH_SOCK").map(PathBuf::from))
+        .then(|| input.host.get(host::SSH_AUTH_SOCK).map(PathBuf::from))
         .flatten()
         .into_iter()
         .collect();
@@ -262,15 +264,12 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         .map(std::string::ToString::to_string)
         .collect();
     if !input.config.allow_ssh_agent {
-        unsetenv.insert(0, "SSH_AUTH_SOCK".into());
+        unsetenv.insert(0, host::SSH_AUTH_SOCK.into());
     }
     let network = input.config.network.policy();
     let mut setenv = vec![
-        ("CLAUDE_SANDBOX".into(), "1".into()),
-        (
-            crate::hook::HOOK_BIN_ENV.into(),
-            format!("{}/claude-sandbox", crate::hook::HOOK_BIN_DIR),
-        ),
+        (host::IN_JAIL.into(), "1".into()),
+        (host::HOOK_BIN.into(), super::layout::HOOK_BIN.into()),
     ];
     // Decided here (bwrap takes the environment before the seals are planned): a root name that
     // may become a placeholder, missing now, whose reader fails on a directory.
@@ -282,15 +281,10 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         }
     }
     // New installs copy from their stores instead of linking into the workspace (`hardlinks`).
-    setenv.extend(
-        super::hardlinks::COPY_ENV
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string())),
-    );
+    setenv.extend(COPY_ENV.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     let net_dir = (network.mode == crate::net::Mode::Allowlist).then(|| {
-        let bin = format!("{}/claude-sandbox", crate::hook::HOOK_BIN_DIR);
         setenv.extend(crate::net::proxy_env(
-            input.self_exe.is_some().then_some(bin.as_str()),
+            input.self_exe.is_some().then_some(super::layout::HOOK_BIN),
         ));
         input.session_home.with_file_name("net")
     });
@@ -305,7 +299,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         &mut home_entries,
         &home,
         &[&chdir, &ws],
-        &input.env,
+        &input.host,
         &mut setenv,
     );
     let policy_home = home.clone();
@@ -363,7 +357,8 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
     let writable_roots = plan.writable_roots();
 
     // Entry points.
-    let mut discovery = entrypoints::discover_workspace(&ws);
+    let git_home = input.host.home();
+    let mut discovery = entrypoints::discover_workspace(&ws, git_home.as_deref());
     warnings.append(&mut discovery.warnings);
     let mut findings = std::mem::take(&mut discovery.findings);
     findings.extend(entrypoints::discover_state(&home, &plan.holes));
@@ -377,6 +372,7 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
         &home,
         &plan.holes,
         &writable_roots,
+        &input.host,
     ));
     for p in input.config_paths.all() {
         findings.push(Finding {
@@ -392,7 +388,7 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
             runs: "configured read-only path".into(),
         });
     }
-    let search = readers::search_dirs(&input.path_env, &home);
+    let search = readers::search_dirs(&input.path_env, &home, &input.host);
     plan.unread = readers::unread(&mut findings, &ws, &search);
     let (mut sealed, mut stubs, closed) = seal(findings, &writable_roots, &mut warnings);
     // What the launched runtime writes in the project at every start: a view for the session.
@@ -416,7 +412,7 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
     if !private.iter().any(|p| runtime_dir.starts_with(p)) {
         hidden.push(runtime_dir.clone());
     }
-    if let Some(base) = crate::runtime::shared_base() {
+    if let Some(base) = crate::runtime_dir::shared_base(&input.host) {
         if base.is_dir() && !hidden.iter().any(|h| h == &base) && !runtime_dir.starts_with(&base) {
             hidden.push(base);
         } else if base.is_dir() && runtime_dir.starts_with(&base) {
@@ -425,7 +421,7 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
         }
     }
     // The layer store: nothing in the jail may change an upper or work directory behind the overlay.
-    let store = super::layers::store_dir(&home, &input.env);
+    let store = super::layers::store_dir(&home, &input.host);
     if store.is_dir() && !hidden.iter().any(|h| store.starts_with(h)) {
         hidden.push(store);
     }
@@ -530,8 +526,8 @@ fn home_entries(home: &Path, holes: &[PathBuf]) -> Result<Vec<HomeEntry>> {
 }
 
 fn private_dirs(input: &PlanInput) -> Vec<PathBuf> {
-    let mut out = vec![PathBuf::from("/tmp")];
-    let run_user = input.env("XDG_RUNTIME_DIR").map_or_else(
+    let mut out = vec![PathBuf::from(super::layout::TMP)];
+    let run_user = input.host.get(host::XDG_RUNTIME_DIR).map_or_else(
         || PathBuf::from(format!("/run/user/{}", input.uid)),
         PathBuf::from,
     );

@@ -1,9 +1,11 @@
 //! The resolved jail policy: plain data, every path absolute and already resolved, so that turning it
-//! into bwrap arguments needs no filesystem access (see `args`).
+//! into mounts (`mounts`) and bwrap arguments (`args`) needs no filesystem access. The jail's
+//! protocol: its types live here, and nothing here reads or writes a file.
 
+use crate::catalogue::Stub;
 use serde::Serialize;
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// How one top-level entry of the real `$HOME` appears in the jail's `$HOME`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -20,7 +22,7 @@ pub enum HomeBind {
     Filtered(Vec<OsString>),
     /// A measured agent state directory: a directory of the jail's own in the session's `$HOME`,
     /// holding these (see `statedir`).
-    State(Vec<super::statedir::StateBind>),
+    State(Vec<StateBind>),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -77,7 +79,7 @@ pub struct Policy {
     pub private: Vec<PathBuf>,
     /// `/run` as a read-only view of what the jail may see (made by bwrap before the private
     /// directories, in both sealing modes; see `sockets`).
-    pub run_view: Option<crate::jail::sockets::RunView>,
+    pub run_view: Option<RunView>,
     /// Directories replaced by an empty read-only tmpfs (the runtime directory).
     pub hidden: Vec<PathBuf>,
     /// The claude-sandbox binary, bound read-only at a jail-only path for agent-runtime hooks
@@ -90,7 +92,7 @@ pub struct Policy {
     pub command: Vec<OsString>,
     /// Caches: the jail's own layer over the human's read-only directory (see `layers`); mounted
     /// after the writable roots.
-    pub layers: Vec<super::layers::Layer>,
+    pub layers: Vec<Layer>,
     /// What an agent writes in its state directory and runs later itself (shell snapshots, bundled
     /// skills): an empty writable tmpfs each, for this session only (`runtimes`); mounted after the
     /// seals, so that one inside a read-only directory (`~/.codex/skills/.system`) stays writable.
@@ -101,11 +103,11 @@ pub struct Policy {
     pub state_views: Vec<(PathBuf, Vec<OsString>)>,
     /// The network mode and lists (see `net`).
     pub network: crate::net::NetPolicy,
-    /// Allowlist mode: the host directory holding the proxy's socket, bound at `net::JAIL_DIR`.
+    /// Allowlist mode: the host directory holding the proxy's socket, bound at `layout::NET_DIR`.
     pub net_dir: Option<PathBuf>,
     /// Repository configs the jail sees as its own copy (see `gitcopy`); with the launcher sealing
     /// only (bwrap cannot mount a symlink: its fallback keeps them read-only).
-    pub git_copies: Vec<super::gitcopy::GitCopy>,
+    pub git_copies: Vec<GitCopy>,
 }
 
 /// File descriptors the launcher passes to bwrap.
@@ -130,6 +132,134 @@ pub enum Sealing {
     InBwrap,
     /// The launcher, through `__seal`, while the gate is shut (see `seal`).
     ByLauncher,
+}
+
+/// How one top-level name of a state directory appears in the jail's own directory (`statedir`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "how", content = "with")]
+pub(crate) enum How {
+    /// Yours, bound writable: a directory on the allowlist (or a file too large to copy).
+    Writable,
+    /// Yours, bound read-only: not on the allowlist, or a script your settings run.
+    ReadOnly,
+    /// A file on the allowlist: the jail's copy, carried back at the end.
+    Copied,
+    /// A missing entry point: an empty stub of the jail's own, read-only.
+    Stub(Stub),
+    /// The same symbolic link.
+    Symlink(PathBuf),
+    /// An empty directory where a private tmpfs or a view is mounted (`runtimes::StateDir`).
+    MountPoint,
+    /// The per-project directory: the jail's own, holding only these projects, yours, writable.
+    Projects(Vec<String>),
+    /// The jail's own persistent store (`runtimes::JailStore`), bound writable from here.
+    Store(PathBuf),
+}
+
+/// One top-level name of the jail's own state directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct StateBind {
+    #[serde(serialize_with = "lossy")]
+    pub name: OsString,
+    pub how: How,
+}
+
+/// One cache, or the data of installed tools, as the jail sees it (`layers`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub(crate) struct Layer {
+    pub name: String,
+    /// Where the jail sees it (`~/.cache`): the human's directory.
+    pub path: PathBuf,
+    /// The overlay's lower layer: the human's directory (resolved), or the store's empty directory
+    /// when the human has none.
+    pub lower: PathBuf,
+    pub upper: PathBuf,
+    pub work: PathBuf,
+    /// The directory bound instead when there is no overlay.
+    pub own: PathBuf,
+    /// Whether the sealer mounts the overlay (else `own` is bound).
+    pub overlay: bool,
+    /// Whether the human's directory exists. When it does not, the overlay would show `upper`
+    /// alone: the sealer binds `upper` instead (an overlay mount costs ~1.5-2.5 ms here).
+    pub human: bool,
+    /// Data of installed tools (`layers::DATA`): without an overlay, your directory is shown
+    /// read-only instead of the jail's own (empty) directory.
+    pub data: bool,
+}
+
+/// How a layer is mounted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LayerMount {
+    /// Your directory read-only beneath the jail's upper directory.
+    Overlay,
+    /// The jail's own directory alone (the upper directory, or `own` without an overlay).
+    Own,
+    /// Your directory, read-only (a data layer without an overlay).
+    Yours,
+}
+
+impl Layer {
+    pub(crate) fn mount(&self) -> LayerMount {
+        match (self.overlay, self.human, self.data) {
+            (true, true, _) => LayerMount::Overlay,
+            (false, true, true) => LayerMount::Yours,
+            _ => LayerMount::Own,
+        }
+    }
+
+    /// The directory bound at `path` when there is no overlay.
+    pub(crate) fn own_dir(&self) -> &Path {
+        if self.overlay {
+            &self.upper
+        } else {
+            &self.own
+        }
+    }
+
+    /// The layer as bwrap mounts it: bubblewrap 0.8 has no overlay.
+    pub(crate) fn without_overlay(&self) -> Layer {
+        Layer {
+            overlay: false,
+            ..self.clone()
+        }
+    }
+}
+
+/// The jail's `/run`: a read-only tmpfs with these read-only binds and empty directories
+/// (`sockets`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct RunView {
+    /// Host paths bound read-only at the same place (each exists at launch).
+    pub keep: Vec<PathBuf>,
+    /// Empty directories: the mount points of private directories under `/run`.
+    pub dirs: Vec<PathBuf>,
+}
+
+/// One git config the jail gets its own copy of (`gitcopy`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct GitCopy {
+    /// The human's config (`<common dir>/config`, or `~/.gitconfig`).
+    pub real: PathBuf,
+    /// Its number in the session (the copy's directory).
+    pub index: usize,
+    /// A repository's config, diverted while sessions run (`~/.gitconfig` is not: in the jail it is
+    /// a symlink in the session's private `$HOME`, which nothing outside renames).
+    pub divert: bool,
+}
+
+/// The name of copy number `index` in the copies' directory: side by side in one directory (git's
+/// lock file for it is `<name>.lock`, beside it), so that a copy costs one inode.
+pub(crate) fn copy_name(index: usize) -> String {
+    format!("{index}.config")
+}
+
+/// The directory beside a repository's config that holds the human's config while sessions run.
+pub(crate) const DIVERTED: &str = "claude-sandbox";
+
+/// `<git dir>/claude-sandbox`, for the config `config`: sealed read-only (as a directory) in the
+/// jail.
+pub(crate) fn diverted_dir(config: &Path) -> PathBuf {
+    config.with_file_name(DIVERTED)
 }
 
 #[cfg(test)]
@@ -186,13 +316,13 @@ impl Policy {
                 },
             ],
             private: vec!["/tmp".into(), "/run/user/1".into()],
-            run_view: Some(crate::jail::sockets::RunView {
+            run_view: Some(RunView {
                 keep: vec!["/run/lock".into()],
                 dirs: vec!["/run/user/1".into()],
             }),
             hook_bin: Some("/usr/local/bin/claude-sandbox".into()),
             hidden: vec!["/run/cs".into()],
-            setenv: vec![("CLAUDE_SANDBOX".into(), "1".into())],
+            setenv: vec![(crate::host::IN_JAIL.into(), "1".into())],
             unsetenv: vec!["SSH_AUTH_SOCK".into()],
             chdir: "/w/sub".into(),
             command: vec!["claude".into(), "--flag with space".into()],

@@ -10,8 +10,9 @@
 //! this way do not need it: the agents' state directories are the jail's own (`statedir`), a
 //! repository's config is diverted (`gitcopy`), sealed directories keep their bind.
 
+use super::mounts::Mount;
 use super::policy::Policy;
-use super::seal::{SealOp, SealRequest};
+use super::seal::SealRequest;
 use inotify::{Inotify, WatchDescriptor, WatchMask};
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -140,11 +141,11 @@ fn reseal(bwrap: i32, paths: &[PathBuf], exe: &Path) -> std::io::Result<()> {
         .ok_or_else(|| std::io::Error::other("the jail has no first process"))?;
     let request = SealRequest {
         pid: init,
-        ops: paths.iter().cloned().map(SealOp::ReadOnly).collect(),
+        ops: paths.iter().cloned().map(Mount::ReadOnly).collect(),
     };
     let mut child = std::process::Command::new(exe)
         .arg(super::seal::SUBCOMMAND)
-        .env_remove("CLAUDE_SANDBOX_SEAL")
+        .env_remove(crate::host::SEAL)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())

@@ -5,9 +5,10 @@
 //! Why: bwrap spends ~0.4 ms per bind mount (it resolves every path component and re-reads
 //! `/proc/self/mountinfo` for each one), so the 60–70 seals of an ordinary workspace cost it 25–30 ms;
 //! the same mounts made directly cost ~1 ms. bwrap still builds the jail (namespaces, the read-only
-//! root, `/dev`, `/proc`, the private tmpfs, `$HOME`, the writable workspace, seccomp, no capabilities);
-//! this module adds the rest, in bwrap's order (anchors, hidden directories, sealed entry points,
-//! masks), while the jail's first process waits on the gate (see `exec`).
+//! root, `/dev`, `/proc`, the private `/tmp`, seccomp, no capabilities); this module makes the rest
+//! of the jail's mounts (`mounts`, from `Mount::Stage` on: `/run`'s view, `$HOME`, the layers, the
+//! writable roots, anchors, hidden directories, sealed entry points, masks), in the same order, while
+//! the jail's first process waits on the gate (see `exec`).
 //!
 //! Guards against a weaker jail than the policy: the command starts only after every operation here
 //! succeeded (the launcher opens the gate after `__seal` exits 0); any failure leaves the gate shut,
@@ -18,11 +19,11 @@
 //! bwrap builds two user namespaces when it mounts `/dev` (devpts needs uid 0): the mount namespace
 //! belongs to the outer one, so that is the one entered (`NS_GET_USERNS` on the mount namespace).
 
-use super::policy::{HomeBind, MaskKind, Policy};
+use super::mounts::Mount;
 use serde::{Deserialize, Serialize};
 use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// argv[1] that selects the sealer.
 pub const SUBCOMMAND: &str = "__seal";
@@ -35,172 +36,13 @@ pub const FAIL_HALFWAY: &str = "fail-halfway";
 /// as if killed.
 pub const DIE_HALFWAY: &str = "die-halfway";
 
-/// Where bwrap binds the host's whole tree for the sealer (`--bind / STAGE`, in the jail's private
-/// `/tmp`). The sealer takes the sources of `$HOME`'s binds and the writable roots from there (inside
-/// the jail they are hidden: under the session's `$HOME`, or under a private tmpfs) and unmounts it
-/// before the gate opens.
-pub const STAGE: &str = "/tmp/.claude-sandbox-host";
-
-/// One mount made into the jail, in order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "op", content = "path")]
-pub enum SealOp {
-    /// A bind of a host path (reached through `STAGE`, symlinks resolved as on the host, as bwrap
-    /// does) at `dst`, recursively, nosuid and nodev, read-only unless `writable`; the mount point is
-    /// made (a directory or an empty file, like the source) when missing.
-    Bind {
-        src: PathBuf,
-        dst: PathBuf,
-        writable: bool,
-    },
-    /// A symbolic link in the session's `$HOME` (as bwrap's `--symlink`).
-    Symlink { target: PathBuf, dst: PathBuf },
-    /// An overlay at `dst` (nosuid, nodev): the host's `lower` read-only beneath the jail's own
-    /// `upper` (all three reached through `STAGE`; see `layers`). The mount point is made when missing.
-    Overlay {
-        lower: PathBuf,
-        upper: PathBuf,
-        work: PathBuf,
-        dst: PathBuf,
-    },
-    /// A symbolic link to `target`, mounted over the file `dst` (see `gitcopy`): programs that
-    /// resolve the link write beside the target, and the link itself cannot be removed or replaced.
-    LinkOver { target: PathBuf, dst: PathBuf },
-    /// Unmount `STAGE`: from here on nothing of the host's tree is reachable but what was bound.
-    Unstage,
-    /// A writable tmpfs (nosuid, nodev, mode 0755), its mount point made when missing.
-    Tmpfs(PathBuf),
-    /// Make one mount read-only (not the ones on top of it), as bwrap's `--remount-ro`.
-    RemountReadOnly(PathBuf),
-    /// A writable bind over itself (a mount point cannot be renamed or removed).
-    Anchor(PathBuf),
-    /// An empty read-only tmpfs (the runtime directory).
-    Hide(PathBuf),
-    /// A read-only bind over itself, recursively.
-    ReadOnly(PathBuf),
-    /// `/dev/null`, read-only, over a file or socket (skipped when it is gone).
-    MaskFile(PathBuf),
-    /// An empty read-only tmpfs over a directory (skipped when it is gone).
-    MaskDir(PathBuf),
-}
-
 /// What the launcher sends to `__seal` on its stdin.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct SealRequest {
     /// A process of the jail (outer PID), whose mount namespace is sealed.
     pub pid: i32,
-    pub ops: Vec<SealOp>,
-}
-
-/// The mounts `bwrap_args` leaves out when the launcher seals: same order as bwrap would make them.
-/// First `/run`'s view, then the session's `$HOME`, its entries and the writable roots (bwrap spends
-/// ~0.4 ms re-reading the mount table for each bind: a lived-in `$HOME` of 20 entries cost it 8 ms),
-/// then the seals.
-pub fn seal_ops(policy: &Policy, git_copies: &[super::gitcopy::GitCopy]) -> Vec<SealOp> {
-    let bind = |src: &Path, dst: &Path, writable: bool| SealOp::Bind {
-        src: src.to_path_buf(),
-        dst: dst.to_path_buf(),
-        writable,
-    };
-    let mut ops = Vec::new();
-    if let Some(run) = &policy.run_view {
-        // A read-only tmpfs with read-only binds of what the jail may see, and the private
-        // directories' tmpfs (writable), as bwrap makes it (`args`, step 3).
-        let dir = Path::new("/run");
-        ops.push(SealOp::Tmpfs(dir.to_path_buf()));
-        ops.extend(run.keep.iter().map(|k| bind(k, k, false)));
-        ops.extend(run.dirs.iter().cloned().map(SealOp::Tmpfs));
-        ops.push(SealOp::RemountReadOnly(dir.to_path_buf()));
-    }
-    if let Some(dir) = &policy.net_dir {
-        // The proxy's socket, in the private `/tmp` (as bwrap binds it).
-        ops.push(bind(dir, Path::new(crate::net::JAIL_DIR), true));
-    }
-    if let Some(bin) = &policy.hook_bin {
-        // The prompt hook's binary: a read-only bind alone in a read-only tmpfs.
-        let dir = Path::new(crate::hook::HOOK_BIN_DIR);
-        ops.push(SealOp::Tmpfs(dir.to_path_buf()));
-        ops.push(bind(bin, &dir.join("claude-sandbox"), false));
-        ops.push(SealOp::RemountReadOnly(dir.to_path_buf()));
-    }
-    ops.push(bind(&policy.session_home, &policy.home, true));
-    for e in &policy.home_entries {
-        let dst = policy.home.join(&e.name);
-        match &e.bind {
-            // `~/.gitconfig` as the jail's own copy: a symlink in the private `$HOME` (see `gitcopy`).
-            HomeBind::ReadOnly => match git_copies.iter().find(|c| c.real == dst && !c.divert) {
-                Some(c) => ops.push(SealOp::Symlink {
-                    target: c.in_jail(),
-                    dst,
-                }),
-                None => ops.push(bind(&dst, &dst, false)),
-            },
-            HomeBind::Writable => ops.push(bind(&dst, &dst, true)),
-            HomeBind::Symlink(target) => ops.push(SealOp::Symlink {
-                target: target.clone(),
-                dst,
-            }),
-            HomeBind::Filtered(keep) => {
-                ops.push(SealOp::Tmpfs(dst.clone()));
-                ops.extend(keep.iter().map(|n| bind(&dst.join(n), &dst.join(n), false)));
-                ops.push(SealOp::RemountReadOnly(dst));
-            }
-            HomeBind::State(binds) => {
-                let (home, own) = (&policy.home, &policy.session_home);
-                let mounts = super::statedir::entry_mounts(home, own, &e.name, binds);
-                ops.extend(mounts.iter().map(|m| bind(&m.src, &m.dst, m.writable)));
-            }
-        }
-    }
-    // The layers before the writable roots: a hole inside one (`~/.local/bin`) is bound over it.
-    ops.extend(super::layers::seal_ops(&policy.layers));
-    ops.extend(policy.writable.iter().map(|p| bind(p, p, true)));
-    if !git_copies.is_empty() {
-        let copies = super::gitcopy::copies_dir(&policy.session_home);
-        ops.push(bind(&copies, Path::new(super::gitcopy::JAIL_DIR), true));
-    }
-    for (dir, keep) in &policy.state_views {
-        ops.push(SealOp::Tmpfs(dir.clone()));
-        ops.extend(keep.iter().map(|n| bind(&dir.join(n), &dir.join(n), false)));
-    }
-    ops.push(SealOp::Unstage);
-    let anchors = policy.anchors.iter().cloned().map(SealOp::Anchor);
-    let hidden = policy.hidden.iter().cloned().map(SealOp::Hide);
-    // A repository config the jail has its own copy of: its diverted directory read-only, and the
-    // link to the copy pinned over `.git/config` (see `gitcopy`).
-    let copied = |p: &Path| {
-        git_copies
-            .iter()
-            .filter(|c| c.divert)
-            .any(|c| p == c.real || p.starts_with(super::gitcopy::diverted_dir(&c.real)))
-    };
-    let sealed = policy
-        .sealed
-        .iter()
-        .filter(|s| !copied(&s.path))
-        .map(|s| SealOp::ReadOnly(s.path.clone()))
-        .chain(git_copies.iter().filter(|c| c.divert).flat_map(|c| {
-            [
-                SealOp::ReadOnly(super::gitcopy::diverted_dir(&c.real)),
-                SealOp::LinkOver {
-                    target: c.in_jail(),
-                    dst: c.real.clone(),
-                },
-            ]
-        }));
-    let masks = policy.masks.iter().map(|m| match m.kind {
-        MaskKind::File => SealOp::MaskFile(m.path.clone()),
-        MaskKind::Dir => SealOp::MaskDir(m.path.clone()),
-    });
-    let private = policy.state_private.iter().cloned().map(SealOp::Tmpfs);
-    ops.extend(
-        anchors
-            .chain(hidden)
-            .chain(sealed)
-            .chain(private)
-            .chain(masks),
-    );
-    ops
+    /// The sealer's part of the jail's mounts (`mounts::the_sealers`).
+    pub ops: Vec<Mount>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -248,7 +90,7 @@ pub fn main() -> i32 {
 fn serve(text: &str) -> Result<(), SealError> {
     let req: SealRequest = serde_json::from_str(text).map_err(SealError::Request)?;
     // For the tests of the fallback: half the mounts, then a failure (or a death without a word).
-    let mode = std::env::var("CLAUDE_SANDBOX_SEAL").unwrap_or_default();
+    let mode = std::env::var(crate::host::SEAL).unwrap_or_default();
     let fail_halfway = mode == FAIL_HALFWAY || mode == DIE_HALFWAY;
     let ops = if fail_halfway {
         &req.ops[..req.ops.len() / 2]
@@ -262,7 +104,8 @@ fn serve(text: &str) -> Result<(), SealError> {
     }
     if fail_halfway {
         return Err(SealError::Enter(format!(
-            "CLAUDE_SANDBOX_SEAL={FAIL_HALFWAY}"
+            "{}={FAIL_HALFWAY}",
+            crate::host::SEAL
         )));
     }
     Ok(())
@@ -405,9 +248,7 @@ const NS_GET_USERNS: libc::c_ulong = 0xb701;
 
 mod mount;
 pub use mount::apply;
+mod overlay;
 mod points;
 
 pub(crate) use points::premake as premake_mount_points;
-
-#[cfg(test)]
-mod tests;

@@ -17,6 +17,7 @@
 //!
 //! A `ControlPath` directory elsewhere (`~/.cache/ssh`) is masked by the plan as a directory.
 
+use super::policy::RunView;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -30,18 +31,9 @@ const RUN_KEEP: &[&str] = &[
     "shm",
 ];
 
-/// The jail's `/run`: a read-only tmpfs with these read-only binds and empty directories.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct RunView {
-    /// Host paths bound read-only at the same place (each exists at launch).
-    pub keep: Vec<PathBuf>,
-    /// Empty directories: the mount points of private directories under `/run`.
-    pub dirs: Vec<PathBuf>,
-}
-
 /// `/run` as the jail sees it, or `None` where `/run` is not a directory.
 pub(crate) fn run_view(private: &[PathBuf], allowed_sockets: &[PathBuf]) -> Option<RunView> {
-    let run = Path::new("/run");
+    let run = Path::new(super::layout::RUN);
     if !std::fs::symlink_metadata(run).is_ok_and(|m| m.is_dir()) {
         return None;
     }

@@ -20,7 +20,8 @@
 //! holds only this session's projects (yours, bound writable; their `memory/` read-only); Codex's
 //! `SQLite` stores live in a directory of the jail's own (`CODEX_SQLITE_HOME`), never read outside.
 
-use crate::entrypoints::Stub;
+use crate::catalogue::Stub;
+use crate::jail::policy::{How, StateBind};
 use crate::runtimes::{Access, Allowed, StateDir};
 use serde::{Deserialize, Serialize};
 use std::ffi::{OsStr, OsString};
@@ -38,40 +39,6 @@ pub(crate) use prepare::prepare;
 
 /// The largest allowlisted file copied in (larger ones are bound writable: saved in place only).
 const MAX_COPY: u64 = 64 << 20;
-
-/// How one top-level name of a state directory appears in the jail's own directory.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case", tag = "how", content = "with")]
-pub enum How {
-    /// Yours, bound writable: a directory on the allowlist (or a file too large to copy).
-    Writable,
-    /// Yours, bound read-only: not on the allowlist, or a script your settings run.
-    ReadOnly,
-    /// A file on the allowlist: the jail's copy, carried back at the end.
-    Copied,
-    /// A missing entry point: an empty stub of the jail's own, read-only.
-    Stub(Stub),
-    /// The same symbolic link.
-    Symlink(PathBuf),
-    /// An empty directory where a private tmpfs or a view is mounted (`runtimes::StateDir`).
-    MountPoint,
-    /// The per-project directory: the jail's own, holding only these projects, yours, writable.
-    Projects(Vec<String>),
-    /// The jail's own persistent store (`runtimes::JailStore`), bound writable from here.
-    Store(PathBuf),
-}
-
-/// One top-level name of the jail's own state directory.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct StateBind {
-    #[serde(serialize_with = "lossy")]
-    pub name: OsString,
-    pub how: How,
-}
-
-fn lossy<S: serde::Serializer>(n: &OsString, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&n.to_string_lossy())
-}
 
 /// What the human's directory holds under one name (read without following links).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,7 +79,7 @@ pub(crate) fn own_top_levels(
     entries: &mut [super::policy::HomeEntry],
     home: &Path,
     roots: &[&Path],
-    env: &[(String, String)],
+    env: &crate::host::HostEnv,
     setenv: &mut Vec<(String, String)>,
 ) {
     use super::policy::HomeBind;
@@ -239,7 +206,11 @@ pub(crate) fn named_top_names(home: &Path, sd: &StateDir) -> Vec<OsString> {
 
 /// The jail's own persistent store for `sd`, if it has one (beside the layer store, hidden like it
 /// is not needed: nothing outside reads it).
-pub(crate) fn store_path(home: &Path, env: &[(String, String)], sd: &StateDir) -> Option<PathBuf> {
+pub(crate) fn store_path(
+    home: &Path,
+    env: &crate::host::HostEnv,
+    sd: &StateDir,
+) -> Option<PathBuf> {
     let js = sd.jail_store.as_ref()?;
     let layers = super::layers::store_dir(home, env);
     let base = layers.parent().unwrap_or(&layers).join("state");
@@ -292,56 +263,6 @@ pub(crate) fn writable_paths(dir: &Path, binds: &[StateBind]) -> Vec<PathBuf> {
         }
     }
     out
-}
-
-/// A mount the jail's own state directory needs, after the session's `$HOME` is in place: `src`
-/// (a host path) at `dst` (a jail path).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Mount {
-    pub src: PathBuf,
-    pub dst: PathBuf,
-    pub writable: bool,
-}
-
-/// The mounts of one state directory (`real`: the human's, which is also its path in the jail;
-/// `own`: the jail's own directory on the host).
-pub(crate) fn mounts(real: &Path, own: &Path, binds: &[StateBind], sd: &StateDir) -> Vec<Mount> {
-    let m = |src: PathBuf, dst: PathBuf, writable| Mount { src, dst, writable };
-    // Over itself first: a mount point cannot be renamed or replaced, so the directory the
-    // session ends with is the one made for it.
-    let mut out = vec![m(own.to_path_buf(), real.to_path_buf(), true)];
-    for b in binds {
-        let (yours, jail) = (real.join(&b.name), real.join(&b.name));
-        match &b.how {
-            How::Writable => out.push(m(yours, jail, true)),
-            How::ReadOnly => out.push(m(yours, jail, false)),
-            How::Stub(_) => out.push(m(own.join(&b.name), jail, false)),
-            How::Store(dir) => out.push(m(dir.clone(), jail, true)),
-            How::Projects(slugs) => {
-                for s in slugs {
-                    out.push(m(yours.join(s), jail.join(s), true));
-                    for (name, _) in sd.per_project.iter().flat_map(|p| p.sealed) {
-                        out.push(m(yours.join(s).join(name), jail.join(s).join(name), false));
-                    }
-                }
-            }
-            How::Copied | How::Symlink(_) | How::MountPoint => {}
-        }
-    }
-    out
-}
-
-/// The mounts of the `$HOME` entry `name` seen as `binds` (`policy::HomeBind::State`).
-pub(crate) fn entry_mounts(
-    home: &Path,
-    session_home: &Path,
-    name: &OsStr,
-    binds: &[StateBind],
-) -> Vec<Mount> {
-    match crate::runtimes::state_dirs().find(|s| OsStr::new(s.path) == name) {
-        Some(sd) => mounts(&home.join(name), &session_home.join(name), binds, sd),
-        None => Vec::new(),
-    }
 }
 
 /// What `prepare` did, kept in the session directory for `finish` (also after a launcher died).
@@ -446,7 +367,7 @@ pub(crate) fn is_scratch(sd: &StateDir, name: &OsStr) -> bool {
         .is_some_and(|n| sd.allowed(n) == Some(Allowed::Pattern))
 }
 
-/// For `hook`: whether `rel` (relative to a state directory) is a per-project entry the jail keeps
+/// For `agent_hooks`: whether `rel` (relative to a state directory) is a per-project entry the jail keeps
 /// read-only, and why.
 pub(crate) fn sealed_in_project(sd: &StateDir, rel: &Path) -> Option<&'static str> {
     let pp = sd.per_project.as_ref()?;

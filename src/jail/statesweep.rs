@@ -12,7 +12,7 @@
 //! Between its creation and the end of the session an unjailed agent running beside the jail could
 //! read it (docs/threat-model.md).
 
-use crate::alerts::{self, Alert, Severity};
+use crate::alerts::{self, Alert, AlertKind, Severity};
 use crate::runtimes::{self, Access};
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -87,28 +87,17 @@ pub(crate) fn sweep(
                  the agent's next session outside the jail could read it",
                 l.dir.display()
             );
-            let (action, qid, detail) =
-                match crate::quarantine::quarantine(runtime, &l.dir, &name, &reason) {
-                    Ok(Some(rec)) => ("quarantined", Some(rec.id), reason),
-                    Ok(None) => continue,
-                    Err(e) => {
-                        notes.push(format!("{}: quarantine failed: {e}", path.display()));
-                        ("alerted", None, format!("{reason}; quarantine FAILED: {e}"))
-                    }
-                };
-            let alert = Alert {
-                id: alerts::new_id("a"),
-                time: alerts::now_rfc3339(),
-                severity: Severity::High,
-                kind: "agent-state-not-allowed".into(),
-                path: path.clone(),
-                detail,
-                action: action.into(),
-                quarantine_id: qid,
-                sha256: None,
-                session: session.to_string(),
-                fingerprint: format!("agent-state-not-allowed:{}:{session}", path.display()),
+            let (qid, detail) = match crate::quarantine::quarantine(runtime, &l.dir, &name, &reason)
+            {
+                Ok(Some(rec)) => (Some(rec.id), reason),
+                Ok(None) => continue,
+                Err(e) => {
+                    notes.push(format!("{}: quarantine failed: {e}", path.display()));
+                    (None, format!("{reason}; quarantine FAILED: {e}"))
+                }
             };
+            let kind = AlertKind::AgentStateNotAllowed;
+            let alert = Alert::new(kind, Severity::High, &path, detail, session).quarantined(qid);
             if let Err(e) = alerts::Store::new(runtime).add(&alert) {
                 notes.push(format!("recording an alert for {}: {e}", path.display()));
             }

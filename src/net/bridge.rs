@@ -6,6 +6,7 @@
 //! first (so the command never races it) and `PR_SET_PDEATHSIG` set, so it dies with the command.
 
 use super::error::BridgeError;
+use crate::jail::layout;
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener};
@@ -14,15 +15,15 @@ use std::os::unix::net::UnixStream;
 /// argv[1] of the `ProxyCommand`: `claude-sandbox __connect HOST PORT`.
 pub const CONNECT: &str = "__connect";
 
-/// In the exec helper: when `ENV_BRIDGE` names a socket, listen on the jail's loopback and fork a
+/// In the exec helper: when `host::NET_BRIDGE` names a socket, listen on the jail's loopback and fork a
 /// child that bridges every connection to it. The variable is removed from the command's
 /// environment. Called while the helper is single-threaded.
 pub(crate) fn start_from_env() -> Result<(), BridgeError> {
-    let Some(socket) = std::env::var_os(super::ENV_BRIDGE) else {
+    let Some(socket) = std::env::var_os(crate::host::NET_BRIDGE) else {
         return Ok(());
     };
     // SAFETY: the exec helper is single-threaded.
-    unsafe { std::env::remove_var(super::ENV_BRIDGE) };
+    unsafe { std::env::remove_var(crate::host::NET_BRIDGE) };
     let listener =
         TcpListener::bind(("127.0.0.1", super::PORT)).map_err(|source| BridgeError::Listen {
             port: super::PORT,
@@ -92,7 +93,7 @@ pub fn connect_main(args: &[OsString]) -> i32 {
         return crate::error::EXIT_USAGE;
     };
     let (host, port) = (host.to_string_lossy(), port.to_string_lossy());
-    let path = format!("{}/{}", super::JAIL_DIR, super::SOCKET);
+    let path = format!("{}/{}", layout::NET_DIR, layout::NET_SOCKET);
     let mut sock = match UnixStream::connect(&path) {
         Ok(s) => s,
         Err(e) => {

@@ -18,12 +18,12 @@ fn check(mark: Mark, why: String, fix: Option<&str>) -> Check {
     }
 }
 
-pub(crate) fn check_network() -> Vec<Check> {
+pub(crate) fn check_network(env: &crate::host::HostEnv) -> Vec<Check> {
     let opts = crate::jail::launch::RunOptions {
         command: vec!["true".into()],
         ..Default::default()
     };
-    let mode = crate::jail::launch::plan_input(&opts, "doctor")
+    let mode = crate::jail::launch::plan_input(&opts, "doctor", env)
         .map_or(Mode::DEFAULT, |(_, c)| c.network.mode());
     let mut out = Vec::new();
     out.push(match mode {

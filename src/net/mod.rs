@@ -13,6 +13,7 @@ pub(crate) mod error;
 pub(crate) mod pattern;
 pub(crate) mod proxy;
 
+use crate::jail::layout;
 use serde::Serialize;
 
 /// How the jail reaches the network.
@@ -75,6 +76,16 @@ const REGISTRIES: &[&str] = &[
     "objects.githubusercontent.com",
     "raw.githubusercontent.com",
 ];
+
+/// `[network]` of one configuration file, as written (`config` reads the file, `merge` merges this):
+/// a new key of the table is a field here, and nothing in `config`.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NetTable {
+    pub mode: Option<String>,
+    pub allow: Option<Vec<String>>,
+    pub deny: Option<Vec<String>>,
+}
 
 /// `[network]` in the configuration, merged over the files and the command line.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -159,17 +170,9 @@ pub fn describe(p: &NetPolicy) -> Vec<String> {
     out
 }
 
-/// Where the proxy's socket directory appears in the jail (inside the private `/tmp`).
-pub const JAIL_DIR: &str = "/tmp/.claude-sandbox-net";
-/// The proxy's socket in that directory.
-pub const SOCKET: &str = "proxy.sock";
 /// The loopback port inside the jail where the bridge serves both HTTP and SOCKS5 (the jail has a
 /// namespace of its own, so no port of the container is taken).
 pub const PORT: u16 = 3128;
-/// Set for the exec helper only (removed before the command runs): the socket to bridge to.
-pub const ENV_BRIDGE: &str = "CLAUDE_SANDBOX_NET_BRIDGE";
-/// Tests only: `name=ip,name=ip` resolved by the proxy instead of DNS (read by the launcher).
-pub const ENV_TEST_HOSTS: &str = "CLAUDE_SANDBOX_TEST_HOSTS";
 
 /// The environment that points every common client at the proxy (allowlist mode).
 pub fn proxy_env(hook_bin: Option<&str>) -> Vec<(String, String)> {
@@ -186,7 +189,10 @@ pub fn proxy_env(hook_bin: Option<&str>) -> Vec<(String, String)> {
         env.push((k.to_ascii_lowercase(), v.to_string()));
     }
     env.push(("NODE_USE_ENV_PROXY".into(), "1".into()));
-    env.push((ENV_BRIDGE.into(), format!("{JAIL_DIR}/{SOCKET}")));
+    env.push((
+        crate::host::NET_BRIDGE.into(),
+        format!("{}/{}", layout::NET_DIR, layout::NET_SOCKET),
+    ));
     if let Some(bin) = hook_bin {
         env.push((
             "GIT_SSH_COMMAND".into(),
@@ -200,12 +206,11 @@ pub fn proxy_env(hook_bin: Option<&str>) -> Vec<(String, String)> {
 /// deny entries. Returns the key that would loosen the policy, for the caller's error.
 pub(crate) fn merge(
     net: &mut NetConfig,
-    mode: Option<&str>,
-    allow: Option<Vec<String>>,
-    deny: Option<Vec<String>>,
+    table: NetTable,
     workspace: bool,
 ) -> Result<(), MergeError> {
-    if let Some(m) = mode {
+    let NetTable { mode, allow, deny } = table;
+    if let Some(m) = mode.as_deref() {
         let m = Mode::parse(m).ok_or(MergeError::BadMode)?;
         if workspace && m < net.mode() {
             return Err(MergeError::Loosens("mode"));
@@ -256,43 +261,55 @@ pub(crate) enum MergeError {
 mod tests {
     use super::*;
 
+    fn table(
+        mode: Option<&str>,
+        allow: Option<Vec<String>>,
+        deny: Option<Vec<String>>,
+    ) -> NetTable {
+        NetTable {
+            mode: mode.map(str::to_string),
+            allow,
+            deny,
+        }
+    }
+
     #[test]
     fn the_workspace_may_only_tighten() {
         let mut n = NetConfig::default();
-        merge(&mut n, Some("allowlist"), None, None, true).unwrap();
+        merge(&mut n, table(Some("allowlist"), None, None), true).unwrap();
         assert_eq!(n.mode(), Mode::Allowlist);
         assert_eq!(
-            merge(&mut n, Some("host"), None, None, true),
+            merge(&mut n, table(Some("host"), None, None), true),
             Err(MergeError::Loosens("mode"))
         );
         assert_eq!(
-            merge(&mut n, None, Some(vec!["x.com".into()]), None, true),
+            merge(&mut n, table(None, Some(vec!["x.com".into()]), None), true),
             Err(MergeError::Loosens("allow"))
         );
         merge(
             &mut n,
-            Some("none"),
-            None,
-            Some(vec!["*.x.com".into()]),
+            table(Some("none"), None, Some(vec!["*.x.com".into()])),
             true,
         )
         .unwrap();
         assert_eq!((n.mode(), n.deny.len()), (Mode::None, 1));
         merge(
             &mut n,
-            Some("host"),
-            Some(vec!["x.com".into()]),
-            None,
+            table(Some("host"), Some(vec!["x.com".into()]), None),
             false,
         )
         .unwrap();
         assert_eq!(n.mode(), Mode::Host);
         assert_eq!(
-            merge(&mut n, Some("open"), None, None, false),
+            merge(&mut n, table(Some("open"), None, None), false),
             Err(MergeError::BadMode)
         );
         assert!(matches!(
-            merge(&mut n, None, Some(vec!["http://x".into()]), None, false),
+            merge(
+                &mut n,
+                table(None, Some(vec!["http://x".into()]), None),
+                false
+            ),
             Err(MergeError::BadPattern(_))
         ));
     }

@@ -13,6 +13,7 @@
 use super::error::ProxyError;
 use super::pattern::{normalize, Refusal, Rules};
 use super::NetPolicy;
+use crate::alerts::{Action, Alert, AlertKind, Severity};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
@@ -58,26 +59,26 @@ pub(crate) struct Running {
 }
 
 impl Proxy {
-    /// Bind `dir/proxy.sock` (the directory is made, 0700) for `policy`.
+    /// Bind `dir/proxy.sock` (the directory is made, 0700) for `policy`; `test_hosts`: names
+    /// resolved without DNS (`host::TEST_HOSTS`).
     pub(crate) fn bind(
         dir: &Path,
         policy: &NetPolicy,
         alerts: Option<(PathBuf, String)>,
+        test_hosts: Option<&str>,
     ) -> Result<Proxy, ProxyError> {
         let rules = Rules::new(&policy.allow, &policy.deny)?;
         std::fs::create_dir_all(dir).map_err(|source| ProxyError::Create {
             path: dir.to_path_buf(),
             source,
         })?;
-        let path = dir.join(super::SOCKET);
+        let path = dir.join(crate::jail::layout::NET_SOCKET);
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path).map_err(|source| ProxyError::Bind {
             path: path.clone(),
             source,
         })?;
-        let hosts = std::env::var(super::ENV_TEST_HOSTS)
-            .map(|v| parse_hosts(&v))
-            .unwrap_or_default();
+        let hosts = test_hosts.map(parse_hosts).unwrap_or_default();
         Ok(Proxy {
             listener,
             shared: Arc::new(Shared {
@@ -124,19 +125,23 @@ impl Running {
     }
 }
 
-/// The proxy a launch needs: one in allowlist mode, none otherwise.
+/// The proxy a launch needs: one in allowlist mode (`net_dir`: the host directory of its socket),
+/// none otherwise.
 pub(crate) fn for_policy(
-    policy: &crate::jail::policy::Policy,
+    net_dir: Option<&Path>,
+    network: &NetPolicy,
     runtime: &Path,
     session: &str,
+    env: &crate::host::HostEnv,
 ) -> crate::error::Result<Option<Proxy>> {
-    let Some(dir) = &policy.net_dir else {
+    let Some(dir) = net_dir else {
         return Ok(None);
     };
     Proxy::bind(
         dir,
-        &policy.network,
+        network,
         Some((runtime.to_path_buf(), session.to_string())),
+        env.get_str(crate::host::TEST_HOSTS),
     )
     .map(Some)
     .map_err(|e| crate::error::Error::Jail(format!("starting the network proxy: {e}")))
@@ -218,22 +223,23 @@ impl Shared {
         let Some((runtime, session)) = self.alerts.as_ref().filter(|_| first) else {
             return;
         };
-        let alert = crate::alerts::Alert {
+        let detail = format!(
+            "the jail tried to reach {host}:{port}; refused because {reason} (further attempts in \
+             this session are counted, not alerted; see docs/network.md)"
+        );
+        let path = PathBuf::from(format!("{host}:{port}"));
+        let alert = Alert {
             id: crate::alerts::new_id("n"),
-            time: crate::alerts::now_rfc3339(),
-            severity: crate::alerts::Severity::Info,
-            kind: "network-denied".into(),
-            path: PathBuf::from(format!("{host}:{port}")),
-            detail: format!(
-                "the jail tried to reach {host}:{port}; refused because {reason} (further attempts \
-                 in this session are counted, not alerted; see docs/network.md)"
-            ),
-            action: "denied".into(),
-            quarantine_id: None,
-            sha256: None,
-            session: session.clone(),
-            fingerprint: format!("network:{session}:{host}"),
-        };
+            ..Alert::new(
+                AlertKind::NetworkDenied,
+                Severity::Info,
+                &path,
+                detail,
+                session,
+            )
+        }
+        .action(Action::Denied)
+        .fingerprint(format!("network:{session}:{host}"));
         if let Err(e) = crate::alerts::Store::new(runtime).add(&alert) {
             tracing::warn!("network: the alert for {host} was not recorded: {e}");
         }

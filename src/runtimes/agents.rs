@@ -1,11 +1,14 @@
 //! Each runtime's definition (`super::Runtime`): what was measured, and why each name is where it is.
 
 use super::*;
-use crate::entrypoints::{dir, Stub};
+use crate::catalogue::{dir, Stub};
 
 const fn ep(rel: &'static str, stub: Stub, runs: &'static str) -> StateEntry {
     StateEntry { rel, stub, runs }
 }
+
+/// Every runtime.
+pub(crate) const ALL: &[&Runtime] = &[&CLAUDE, &CODEX, &GEMINI, &CURSOR, &OPENCODE, &PI];
 
 /// An empty file where a missing instruction or environment file is expected: read as "nothing".
 const EMPTY: Stub = Stub::File("");
@@ -135,7 +138,11 @@ pub(crate) const CLAUDE: Runtime = Runtime {
         ),
         dir(".mcp.json", "Claude Code: stdio MCP server commands"),
     ],
-    hook_file: Some(".claude/settings.json"),
+    hooks: Some(Hooks {
+        name: "claude",
+        file: ".claude/settings.json",
+        protocol: Protocol::ClaudeCode,
+    }),
     hosts: &[
         "api.anthropic.com",
         "statsig.anthropic.com",
@@ -227,7 +234,11 @@ pub(crate) const CODEX: Runtime = Runtime {
         ".codex",
         "Codex CLI: project config.toml (mcp_servers, notify), hooks.json",
     )],
-    hook_file: Some(".codex/hooks.json"),
+    hooks: Some(Hooks {
+        name: "codex",
+        file: ".codex/hooks.json",
+        protocol: Protocol::ClaudeCode,
+    }),
     hosts: &["api.openai.com", "auth.openai.com", "chatgpt.com"],
     npm: Some("@openai/codex"),
     project_views: &[],
@@ -331,7 +342,11 @@ pub(crate) const GEMINI: Runtime = Runtime {
         ".gemini",
         "Gemini CLI: settings.json hooks and mcpServers, commands, .env",
     )],
-    hook_file: Some(".gemini/settings.json"),
+    hooks: Some(Hooks {
+        name: "gemini",
+        file: ".gemini/settings.json",
+        protocol: Protocol::Gemini,
+    }),
     hosts: &[
         "generativelanguage.googleapis.com",
         "cloudcode-pa.googleapis.com",
@@ -363,7 +378,11 @@ pub(crate) const CURSOR: Runtime = Runtime {
         ],
     }],
     project: &[dir(".cursor", "Cursor: hooks.json, mcp.json")],
-    hook_file: Some(".cursor/hooks.json"),
+    hooks: Some(Hooks {
+        name: "cursor",
+        file: ".cursor/hooks.json",
+        protocol: Protocol::Cursor,
+    }),
     hosts: &["api2.cursor.sh", "api.cursor.com"],
     npm: None,
     project_views: &[],
@@ -434,7 +453,7 @@ pub(crate) const OPENCODE: Runtime = Runtime {
         dir("opencode.json", "OpenCode: plugins and MCP commands"),
         dir("opencode.jsonc", "OpenCode: plugins and MCP commands"),
     ],
-    hook_file: None,
+    hooks: None,
     hosts: &["opencode.ai", "models.dev"],
     npm: Some("opencode-ai"),
     // At every start it writes `.opencode/.gitignore` and its plugins' dependencies there
@@ -451,7 +470,7 @@ pub(crate) const PI: Runtime = Runtime {
     commands: &["pi"],
     state: &[],
     project: &[],
-    hook_file: None,
+    hooks: None,
     hosts: &[],
     npm: None,
     project_views: &[],

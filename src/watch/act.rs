@@ -7,7 +7,7 @@
 //! restore, and a name that left the directory is forgotten so it is not judged again.
 
 use super::judge::{Finding, Verdict};
-use crate::alerts::{self, Alert, Severity};
+use crate::alerts::{self, Action, Alert, Severity};
 use crate::baseline::Entry;
 use crate::gitconfig::Key;
 use crate::quarantine::{self, Method};
@@ -89,26 +89,6 @@ impl Sink for Store {
     }
 }
 
-/// What the alert for a file says it did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Action {
-    Alerted,
-    Quarantined,
-    Neutralised,
-    Failed,
-}
-
-impl Action {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Action::Alerted => "alerted",
-            Action::Quarantined => "quarantined",
-            Action::Neutralised => "neutralised",
-            Action::Failed => "failed",
-        }
-    }
-}
-
 /// The alert for a file; its fingerprint (kind, path, inode, ctime) keeps one change from being
 /// reported twice.
 pub(crate) fn file_alert(
@@ -119,26 +99,26 @@ pub(crate) fn file_alert(
     quarantine_id: Option<String>,
     e: &Entry,
 ) -> Alert {
-    let kind = finding.kind;
-    Alert {
-        id: alerts::new_id("a"),
-        time: alerts::now_rfc3339(),
-        severity: finding.severity,
-        kind: kind.into(),
-        path: path.to_path_buf(),
-        detail: finding.detail,
-        action: action.as_str().into(),
-        quarantine_id,
-        sha256: e.sha256.map(|s| s.hex()),
-        session: session.to_string(),
-        fingerprint: format!(
-            "{kind}:{}:{}:{}:{}",
-            path.display(),
-            e.dev,
-            e.ino,
-            e.ctime_ns
-        ),
-    }
+    let fingerprint = format!(
+        "{}:{}:{}:{}:{}",
+        finding.kind,
+        path.display(),
+        e.dev,
+        e.ino,
+        e.ctime_ns
+    );
+    let mut alert = Alert::new(
+        finding.kind,
+        finding.severity,
+        path,
+        finding.detail,
+        session,
+    )
+    .action(action)
+    .fingerprint(fingerprint);
+    alert.quarantine_id = quarantine_id;
+    alert.sha256 = e.sha256.map(|s| s.hex());
+    alert
 }
 
 /// Carry out the verdict on `dir/name` (`entry`: what was judged). True when the name left the
@@ -259,7 +239,7 @@ pub(crate) mod fake {
 
         fn alert(&mut self, alert: Alert) {
             self.calls.lock().unwrap().push(Call::Alert(
-                alert.kind.clone(),
+                alert.kind.to_string(),
                 alert.path.clone(),
                 alert.action.clone(),
                 alert.quarantine_id.clone(),
@@ -273,6 +253,7 @@ pub(crate) mod fake {
 mod tests {
     use super::fake::{Call, Recording};
     use super::*;
+    use crate::alerts::AlertKind;
     use crate::baseline::Kind;
 
     fn entry() -> Entry {
@@ -293,7 +274,7 @@ mod tests {
         }
     }
 
-    fn finding(kind: &'static str) -> Finding {
+    fn finding(kind: AlertKind) -> Finding {
         Finding {
             severity: Severity::High,
             kind,
@@ -313,7 +294,7 @@ mod tests {
     #[test]
     fn a_quarantine_is_followed_by_its_alert_naming_the_record() {
         let mut sink = Recording::new();
-        let v = Verdict::Quarantine(finding("path-shadow"));
+        let v = Verdict::Quarantine(finding(AlertKind::PathShadow));
         let gone = carry_out(&mut sink, "s", Path::new("/b"), "ls", v, &entry());
         assert!(gone);
         assert_eq!(
@@ -339,7 +320,7 @@ mod tests {
                 nlink: 2,
             }))
         };
-        let v = Verdict::Quarantine(finding("git-hook"));
+        let v = Verdict::Quarantine(finding(AlertKind::GitHook));
         assert!(carry_out(
             &mut sink,
             "s",
@@ -367,7 +348,7 @@ mod tests {
                 std::io::Error::from_raw_os_error(libc::EPERM),
             ))
         };
-        let v = Verdict::Quarantine(finding("path-changed"));
+        let v = Verdict::Quarantine(finding(AlertKind::PathChanged));
         assert!(!carry_out(
             &mut sink,
             "s",
@@ -397,7 +378,7 @@ mod tests {
     fn a_name_gone_before_its_quarantine_is_forgotten_silently() {
         let mut sink = Recording::new();
         sink.answer = || Ok(None);
-        let v = Verdict::Quarantine(finding("path-shadow"));
+        let v = Verdict::Quarantine(finding(AlertKind::PathShadow));
         assert!(carry_out(
             &mut sink,
             "s",
@@ -412,7 +393,7 @@ mod tests {
     #[test]
     fn an_alert_touches_nothing_and_quiet_does_nothing() {
         let mut sink = Recording::new();
-        let v = Verdict::Alert(finding("path-new"));
+        let v = Verdict::Alert(finding(AlertKind::PathNew));
         assert!(!carry_out(
             &mut sink,
             "s",

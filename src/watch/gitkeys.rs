@@ -9,10 +9,9 @@
 //! the human's; the `include.path` that names it is taken out instead), and a config git refuses to
 //! read (git runs nothing from it; the alert says so).
 
-use super::act::Action;
 use super::judge::{judge_key, Verdict};
 use super::{RepoId, Watcher};
-use crate::alerts::{self, Alert};
+use crate::alerts::{Action, Alert};
 use crate::baseline;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -26,7 +25,8 @@ impl Watcher {
             self.repo(repo).common_dir.clone(),
             self.repo(repo).git_dir.clone(),
         );
-        let keys = baseline::exec_keys(&common, &git_dir);
+        let home = self.cfg.host.home();
+        let keys = baseline::exec_keys(&common, &git_dir, home.as_deref());
         let known: BTreeSet<(String, String)> = self
             .repo(repo)
             .exec_keys
@@ -85,24 +85,24 @@ impl Watcher {
                 Some(_) => Action::Neutralised,
                 None => Action::Alerted,
             };
+            let alert = Alert::new(
+                finding.kind,
+                finding.severity,
+                file,
+                finding.detail,
+                &self.cfg.session,
+            )
+            .action(action)
+            .fingerprint(format!("git-config:{}:{key}={value}", file.display()));
             self.sink.alert(Alert {
-                id: alerts::new_id("a"),
-                time: alerts::now_rfc3339(),
-                severity: finding.severity,
-                kind: finding.kind.into(),
-                path: file.clone(),
-                detail: finding.detail,
-                action: action.as_str().into(),
                 quarantine_id: qid,
-                sha256: None,
-                session: self.cfg.session.clone(),
-                fingerprint: format!("git-config:{}:{key}={value}", file.display()),
+                ..alert
             });
         }
         let now = if taken.is_empty() {
             keys
         } else {
-            baseline::exec_keys(&common, &git_dir)
+            baseline::exec_keys(&common, &git_dir, home.as_deref())
         };
         self.repos.set_exec_keys(repo, now);
     }

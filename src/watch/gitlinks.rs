@@ -158,7 +158,8 @@ impl Watcher {
                 if git_dir.is_some_and(|g| self.repos.knows(&g)) {
                     continue;
                 }
-                let found = crate::entrypoints::discover_workspace(&target).repos;
+                let home = self.cfg.host.home();
+                let found = crate::entrypoints::discover_workspace(&target, home.as_deref()).repos;
                 if found.iter().all(|g| self.repos.knows(&g.git_dir)) {
                     continue;
                 }
@@ -167,7 +168,7 @@ impl Watcher {
                     self.discover_repos(&target);
                 } else {
                     for g in found {
-                        self.add_repo(crate::baseline::repo_baseline(&g));
+                        self.add_repo(crate::baseline::repo_baseline(&g, home.as_deref()));
                     }
                 }
             }

@@ -8,7 +8,7 @@
 //! directory is a variant of `Role` and its arm in `judge`.
 
 use super::table::{PathPos, RepoId, Role};
-use crate::alerts::Severity;
+use crate::alerts::{AlertKind, Severity};
 use crate::baseline::{self, Entry};
 use std::path::{Path, PathBuf};
 
@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Finding {
     pub(crate) severity: Severity,
-    pub(crate) kind: &'static str,
+    pub(crate) kind: AlertKind,
     pub(crate) detail: String,
 }
 
@@ -83,7 +83,7 @@ pub(crate) fn judge(role: &Role, seen: &Seen, ctx: &dyn Context) -> Verdict {
         Role::PathDir { pos } => judge_path_entry(*pos, seen, newly, &link, ctx),
         Role::Hooks { repo } if !seen.name.ends_with(".sample") => Verdict::Quarantine(Finding {
             severity: Severity::Critical,
-            kind: "git-hook",
+            kind: AlertKind::GitHook,
             detail: format!(
                 "git hook `{}` of {}{link}",
                 seen.name,
@@ -114,7 +114,7 @@ fn judge_path_entry(
         }
         return Verdict::Quarantine(Finding {
             severity: Severity::High,
-            kind: "path-changed",
+            kind: AlertKind::PathChanged,
             detail: format!("an executable on PATH changed since the session started{link}"),
         });
     }
@@ -126,19 +126,19 @@ fn judge_path_entry(
     if let Some(target) = ctx.shadows(pos, seen.name) {
         Verdict::Quarantine(Finding {
             severity: Severity::Critical,
-            kind: "path-shadow",
+            kind: AlertKind::PathShadow,
             detail: format!("shadows {}{link}", target.display()),
         })
     } else if ctx.quarantine_new() {
         Verdict::Quarantine(Finding {
             severity: Severity::Info,
-            kind: "path-new",
+            kind: AlertKind::PathNew,
             detail: format!("new executable on PATH{link}"),
         })
     } else {
         Verdict::Alert(Finding {
             severity: Severity::Info,
-            kind: "path-new",
+            kind: AlertKind::PathNew,
             detail: format!("new executable on PATH, shadows nothing{link}"),
         })
     }
@@ -155,10 +155,13 @@ pub(crate) fn judge_key(key: &str, value: &str, new_repo: bool, own_file: bool) 
     };
     let finding = Finding {
         severity: Severity::Critical,
-        kind: "git-config",
+        kind: AlertKind::GitConfig,
         detail,
     };
-    let take_out = new_repo && own_file && key != baseline::REFUSED_KEY && !harmless(key, value);
+    let take_out = new_repo
+        && own_file
+        && key != baseline::REFUSED_KEY
+        && !crate::catalogue::git::runs_nothing_of_the_repository(key, value);
     if take_out {
         Verdict::Neutralise(finding)
     } else {
@@ -166,21 +169,11 @@ pub(crate) fn judge_key(key: &str, value: &str, new_repo: bool, own_file: bool) 
     }
 }
 
-/// Whether git treats this exec-capable value as running nothing of the repository's: the
-/// built-in fsmonitor daemon (`core.fsmonitor` as a boolean true).
-fn harmless(key: &str, value: &str) -> bool {
-    key == "core.fsmonitor"
-        && matches!(
-            value.to_ascii_lowercase().as_str(),
-            "true" | "yes" | "on" | "1"
-        )
-}
-
 /// A new file matching a configured `hidden` glob: visible in the jail until the next session.
 pub(crate) fn judge_hidden(glob: &str) -> Finding {
     Finding {
         severity: Severity::High,
-        kind: "secret-visible",
+        kind: AlertKind::SecretVisible,
         detail: format!("matches hidden = \"{glob}\" but appeared during the session: the jail can read it until the next session"),
     }
 }

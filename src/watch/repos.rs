@@ -85,12 +85,13 @@ impl Watcher {
 
     /// Register repositories that appeared under `root` (a walk; cheap for a new subtree).
     pub(super) fn discover_repos(&mut self, root: &Path) {
-        for r in crate::entrypoints::discover_workspace(root).repos {
+        let home = self.cfg.host.home();
+        for r in crate::entrypoints::discover_workspace(root, home.as_deref()).repos {
             if self.repos.knows(&r.git_dir) {
                 continue;
             }
             tracing::info!(git_dir = %r.git_dir.display(), "new repository");
-            let mut b = baseline::repo_baseline(&r);
+            let mut b = baseline::repo_baseline(&r, home.as_deref());
             // Created during the session: nothing in it is trusted, so all of it is checked.
             b.hooks.clear();
             b.exec_keys.clear();

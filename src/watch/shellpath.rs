@@ -13,6 +13,7 @@
 //! gate opened, never on the launch's path. The conventional directories are static (a few `stat`s)
 //! and are watched before the gate.
 
+use crate::host::{self, HostEnv};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -21,9 +22,6 @@ const TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The login shell is started this long into the session (after the jail's gate, usually).
 const LOGIN_DELAY: Duration = Duration::from_millis(50);
-
-/// Environment variable: `0` skips running the login shell (the conventional directories stay).
-pub(crate) const ENV_LOGIN_PATH: &str = "CLAUDE_SANDBOX_LOGIN_PATH";
 
 /// The conventional user bin directories, existing or not.
 pub(crate) fn conventional(home: &Path, npm_prefix: Option<&Path>) -> Vec<PathBuf> {
@@ -105,11 +103,13 @@ fn between_markers(out: &[u8]) -> Option<Vec<PathBuf>> {
 
 /// The PATH a login, interactive shell of this user builds: `shell -lic`, in a session of its own
 /// (no terminal: an interactive shell that sees one not in the foreground stops itself), stdin
-/// closed, killed after `TIMEOUT`. `None` if it fails (the caller keeps the other two orders).
+/// closed, killed after `TIMEOUT`, with `env`'s `host::LOGIN_SHELL_VARS`. `None` if it fails (the
+/// caller keeps the other two orders).
 pub(crate) fn login_path(
     shell: &Path,
     home: &Path,
     launcher_path: &std::ffi::OsStr,
+    env: &HostEnv,
 ) -> Option<Vec<PathBuf>> {
     use std::os::unix::process::CommandExt;
     use std::process::{Command, Stdio};
@@ -129,8 +129,8 @@ pub(crate) fn login_path(
     .stdin(Stdio::null())
     .stdout(Stdio::piped())
     .stderr(Stdio::null());
-    for k in ["USER", "LOGNAME", "LANG"] {
-        if let Some(v) = std::env::var_os(k) {
+    for k in host::LOGIN_SHELL_VARS {
+        if let Some(v) = env.get(k) {
             c.env(k, v);
         }
     }
@@ -164,14 +164,6 @@ pub(crate) fn login_path(
     between_markers(&out.ok()?)
 }
 
-/// The user's shell: `$SHELL` if it is an absolute path to a file, else `/bin/sh`.
-pub(crate) fn user_shell() -> PathBuf {
-    std::env::var_os("SHELL")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute() && p.is_file())
-        .unwrap_or_else(|| PathBuf::from("/bin/sh"))
-}
-
 /// What the watcher knows of the human's future shells.
 #[derive(Debug, Default)]
 pub(super) struct Future {
@@ -190,10 +182,11 @@ impl super::Watcher {
     /// their entries as the baseline, missing ones awaited).
     pub(super) fn watch_future_shells(&mut self, path_env: &std::ffi::OsStr) {
         path_env.clone_into(&mut self.future.path_env);
-        let Some(home) = std::env::var_os("HOME").map(PathBuf::from) else {
+        let env = &self.cfg.host;
+        let Some(home) = env.home() else {
             return;
         };
-        let npm = npm_prefix(&home, std::env::var_os("NPM_CONFIG_PREFIX").as_deref());
+        let npm = npm_prefix(&home, env.get(host::NPM_CONFIG_PREFIX));
         let conv = conventional(&home, npm.as_deref());
         self.future.order = future_order(&conv, &[], &self.path_dirs);
         for d in conv {
@@ -208,10 +201,11 @@ impl super::Watcher {
             return;
         }
         self.future.asked = true;
-        let Some(home) = std::env::var_os("HOME").map(PathBuf::from) else {
+        let env = self.cfg.host.clone();
+        let Some(home) = env.home() else {
             return;
         };
-        if std::env::var_os(ENV_LOGIN_PATH).is_some_and(|v| v == "0") {
+        if env.get(host::LOGIN_PATH).is_some_and(|v| v == "0") {
             return;
         }
         let (tx, rx) = std::sync::mpsc::channel();
@@ -219,7 +213,7 @@ impl super::Watcher {
         let spawned = std::thread::Builder::new()
             .name("login-path".into())
             .spawn(move || {
-                let _ = tx.send(login_path(&user_shell(), &home, &path_env));
+                let _ = tx.send(login_path(&env.shell(), &home, &path_env, &env));
             });
         if spawned.is_ok() {
             self.future.login = Some(rx);
@@ -373,6 +367,7 @@ mod tests {
             Path::new("/bin/bash"),
             home,
             std::ffi::OsStr::new("/usr/bin:/bin"),
+            &HostEnv::default(),
         )
         .expect("bash printed no PATH");
         assert_eq!(path.first(), Some(&home.join("bin")), "{path:?}");

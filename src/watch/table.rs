@@ -187,7 +187,7 @@ impl std::ops::IndexMut<DirId> for Table {
 impl Table {
     pub(super) fn new(force_poll: bool) -> Table {
         let (inotify, inotify_error) = if force_poll {
-            (None, Some(format!("{}=poll", super::ENV_MODE)))
+            (None, Some(format!("{}=poll", crate::host::WATCH)))
         } else {
             match Inotify::init() {
                 Ok(i) => (Some(i), None),

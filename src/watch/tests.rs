@@ -15,6 +15,7 @@ fn config(ws: &Path, runtime: PathBuf) -> WatchConfig {
         placeholders: std::collections::HashSet::default(),
         resolve_delay: RESOLVE_DELAY,
         writable_roots: Some(vec![ws.to_path_buf()]),
+        host: HostEnv::default(),
     }
 }
 
@@ -38,6 +39,7 @@ fn a_path_directory_made_before_its_parent_is_watched_is_still_scanned() {
         &ws,
         &in_ws,
         &[],
+        None,
         baseline::Depth::Attributes,
     );
     let index = base.dirs.iter().find(|d| d.path == late).unwrap().index;
@@ -65,7 +67,15 @@ fn a_cache_tagged_during_the_session_is_walked() {
     std::fs::create_dir(&ws).unwrap();
     std::fs::create_dir(&runtime).unwrap();
     let path_env = std::env::join_paths([PathBuf::from("/usr/bin")]).unwrap();
-    let base = baseline::take("s", &path_env, &ws, &|_| false, &[], baseline::Depth::Names);
+    let base = baseline::take(
+        "s",
+        &path_env,
+        &ws,
+        &|_| false,
+        &[],
+        None,
+        baseline::Depth::Names,
+    );
     let mut w = Watcher::new(config(&ws, runtime), &base);
     assert!(w.table.inotify_open(), "this test needs inotify");
     let repo = |dir: &Path| {
@@ -111,7 +121,15 @@ fn a_tree_tagged_during_the_session_is_watched_lazily() {
     std::fs::create_dir(&ws).unwrap();
     std::fs::create_dir(&runtime).unwrap();
     let path_env = std::env::join_paths([PathBuf::from("/usr/bin")]).unwrap();
-    let base = baseline::take("s", &path_env, &ws, &|_| false, &[], baseline::Depth::Names);
+    let base = baseline::take(
+        "s",
+        &path_env,
+        &ws,
+        &|_| false,
+        &[],
+        None,
+        baseline::Depth::Names,
+    );
     let mut w = Watcher::new(config(&ws, runtime), &base);
     assert!(w.table.inotify_open(), "this test needs inotify");
     // As cargo does: the directory, then its tag, then the build's directories.
@@ -197,7 +215,15 @@ fn names_read_after_launch_count_a_change_made_in_between() {
     }
     let path_env = std::env::join_paths([bin.clone(), PathBuf::from("/usr/bin")]).unwrap();
     let in_ws = |p: &Path| p.starts_with(&ws);
-    let base = baseline::take("s", &path_env, &ws, &in_ws, &[], baseline::Depth::Names);
+    let base = baseline::take(
+        "s",
+        &path_env,
+        &ws,
+        &in_ws,
+        &[],
+        None,
+        baseline::Depth::Names,
+    );
     // Gone before the watch: no event will ever name it.
     std::fs::remove_file(bin.join("gone")).unwrap();
     let mut w = Watcher::new(config(&ws, runtime), &base);
@@ -243,6 +269,7 @@ fn the_watcher_asks_the_sink_for_exactly_the_judges_actions() {
         &ws,
         &in_ws,
         &[],
+        None,
         baseline::Depth::Attributes,
     );
     let mut w = Watcher::new(config(&ws, runtime.clone()), &base);

@@ -1,9 +1,10 @@
 //! One name, from what is on disk to what is done about it: re-read it, compare it with what was
 //! known, ask the judge (`judge`), hand the verdict to the sink (`act`).
 
-use super::act::{self, Action};
+use super::act;
 use super::judge::{self, Context, Seen};
 use super::*;
+use crate::alerts::Action;
 
 /// The judge's questions, answered from the watcher's state and the file system.
 impl Context for Watcher {

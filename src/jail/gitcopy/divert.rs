@@ -15,12 +15,11 @@
 //! config that is not diverted is a leftover, removed before use.
 
 use crate::jail::placeholders::SessionId;
+use crate::jail::policy::{diverted_dir as dir, DIVERTED};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// The directory beside the config that holds the human's config while sessions run.
-const DIVERTED: &str = "claude-sandbox";
 /// The diversion's lock, and its registry of sessions.
 const LOCK: &str = "lock";
 /// How long to wait for a `config.lock` the human's git holds (it holds one for microseconds).
@@ -29,11 +28,6 @@ const LOCK_WAIT: Duration = Duration::from_millis(200);
 /// What a diverted `.git/config` points at (relative: the same from inside and outside).
 fn link() -> PathBuf {
     Path::new(DIVERTED).join("config")
-}
-
-/// `<git dir>/claude-sandbox`: sealed read-only (as a directory) in the jail.
-pub(crate) fn dir(config: &Path) -> PathBuf {
-    config.with_file_name(DIVERTED)
 }
 
 fn is_real_dir(p: &Path) -> bool {
@@ -176,7 +170,7 @@ fn legacy_live(dir: &Path) -> Vec<String> {
     };
     rd.flatten()
         .filter_map(|e| {
-            let (bytes, _) = crate::jail::home::read_regular(&e.path()).ok()?;
+            let (bytes, _) = crate::jail::readback::read_regular(&e.path()).ok()?;
             let s = serde_json::from_slice::<SessionId>(&bytes).ok()?;
             s.alive().then_some(s.id)
         })

@@ -115,7 +115,8 @@ pub(crate) fn carried(name: &str, value: Option<&[u8]>) -> bool {
 /// key is alerted, not just left out.
 fn exec_capable(name: &str, value: Option<&[u8]>) -> bool {
     let text = value.map_or("true".into(), String::from_utf8_lossy);
-    gitconfig::is_include(name) || crate::baseline::is_exec_key(&name.to_ascii_lowercase(), &text)
+    gitconfig::is_include(name)
+        || crate::catalogue::git::is_exec_key(&name.to_ascii_lowercase(), &text)
 }
 
 /// Decide the merge from the config at launch, the jail's copy and the human's config now. Pure.

@@ -1,37 +1,30 @@
-//! A launch's session: its directory and `$HOME`, its placeholders, the proxy, the jail (started
-//! again when sealing from outside fails, or once when a mask's target vanished during setup), the
-//! watcher, and the end: final sweep, merge back, release, state sweep.
+//! A launch's session: its directory and `$HOME`, its placeholders, the seals and the watcher made
+//! side by side while the command waits at the gate, and the end: final sweep, merge back, release,
+//! state sweep. `launch` runs them in order (and the jail again when sealing from outside fails).
 //!
 //! Guards against a session that leaves its traces behind when a step fails: each thing made is held
 //! by a guard (`SessionHome`, `HeldPlaceholders`, `Unopened`) that undoes it when dropped — in the
 //! reverse order of making, the jail first — so that every early return cleans up the same way, and
 //! only the normal end (`end_session`) takes them apart in its own order.
 
-use super::supervise::{Gate, Held, Jail};
+use super::input::Launch;
+use super::supervise::{Held, Jail};
 use super::watcher::{start_watcher, Record};
-use super::{input::Knobs, PendingSeals};
+use crate::alerts::{at_session_end, AlertKind};
 use crate::error::{Error, Result};
-use crate::jail::args::bwrap_args;
-use crate::jail::gitcopy::{self, GitCopy};
+use crate::jail::gitcopy;
+use crate::jail::mounts::{mounts, the_sealers};
 use crate::jail::placeholders::{self, SessionId};
-use crate::jail::plan::{Placeholder, Plan, PlanInput};
-use crate::jail::policy::{Fds, Sealing};
+use crate::jail::plan::{Placeholder, Plan};
+use crate::jail::policy::{GitCopy, Sealing};
 use crate::jail::{home, seal, statesweep};
 use crate::watch;
 use std::path::{Path, PathBuf};
 
-/// What the session needs of the launch's input (read once, in `input`).
-pub(super) struct Launch<'a> {
-    pub(super) input: &'a PlanInput,
-    pub(super) knobs: Knobs,
-    pub(super) runtime: &'a Path,
-    pub(super) session: &'a SessionId,
-}
-
 /// The session directory and its `$HOME`: merged back and removed when dropped, unless the normal
 /// end took them (`finish`).
-struct SessionHome {
-    dir: PathBuf,
+pub(super) struct SessionHome {
+    pub(super) dir: PathBuf,
     home: PathBuf,
     workspace: PathBuf,
     armed: bool,
@@ -47,7 +40,7 @@ fn make_state_dirs(plan: &Plan, dir: &Path) -> Result<()> {
 impl SessionHome {
     /// `states_now`: also make the jail's own state directories (when bwrap mounts `$HOME`; the
     /// sealer's thread makes them otherwise, beside the placeholders).
-    fn prepare(plan: &Plan, launch: &Launch, states_now: bool) -> Result<SessionHome> {
+    pub(super) fn prepare(plan: &Plan, launch: &Launch, states_now: bool) -> Result<SessionHome> {
         let session = launch.session;
         let dir = home::session_dir(launch.runtime, &session.id);
         let record = serde_json::json!({
@@ -84,7 +77,7 @@ impl Drop for SessionHome {
 
 /// This session's hold on its placeholders: released when dropped (the last session holding one
 /// removes it), unless the normal end released them after its final sweep.
-struct HeldPlaceholders<'a> {
+pub(super) struct HeldPlaceholders<'a> {
     runtime: &'a Path,
     session: &'a SessionId,
     armed: bool,
@@ -106,16 +99,16 @@ impl Drop for HeldPlaceholders<'_> {
 }
 
 /// A jail whose gate has not opened: aborted when dropped (the command never runs).
-struct Unopened(Option<Jail>);
+pub(super) struct Unopened(pub(super) Option<Jail>);
 
 impl Unopened {
-    fn jail(&mut self) -> &mut Jail {
+    pub(super) fn jail(&mut self) -> &mut Jail {
         self.0
             .as_mut()
             .expect("an unopened jail is there until taken")
     }
 
-    fn take(mut self) -> Jail {
+    pub(super) fn take(mut self) -> Jail {
         self.0.take().expect("an unopened jail is taken once")
     }
 }
@@ -141,16 +134,16 @@ fn make_placeholders(launch: &Launch, which: &[Placeholder]) -> Result<()> {
 }
 
 /// What the jail's seals and the watcher need of the session while the command waits at the gate.
-struct BeforeGate<'a> {
-    plan: &'a Plan,
-    launch: &'a Launch<'a>,
-    session_dir: &'a Path,
-    t0: std::time::Instant,
+pub(super) struct BeforeGate<'a> {
+    pub(super) plan: &'a Plan,
+    pub(super) launch: &'a Launch<'a>,
+    pub(super) session_dir: &'a Path,
+    pub(super) t0: std::time::Instant,
 }
 
 /// The sealing's outcome, the watcher when one was started, and the jail's git configs when the
 /// sealer mounts them.
-type Sealed = (
+pub(super) type Sealed = (
     Result<Held>,
     Option<Result<(watch::Running, Record)>>,
     Option<Vec<GitCopy>>,
@@ -160,7 +153,7 @@ impl BeforeGate<'_> {
     /// Two things before the gate opens, side by side: the watcher (baseline and watches) when
     /// `start_watcher`, and the jail's seals (their placeholders and git configs first, then the
     /// mounts, once bwrap is ready).
-    fn seal_and_watch(
+    pub(super) fn seal_and_watch(
         &self,
         jail: &mut Jail,
         for_sealer: &[Placeholder],
@@ -212,8 +205,11 @@ impl BeforeGate<'_> {
                     tracing::warn!("{w}");
                 }
                 let git_copies = copied.as_deref().unwrap_or(&plan.policy.git_copies);
-                let ops = seal::seal_ops(&plan.policy, git_copies);
-                (Ok(jail.hold_and_seal(&ops, self.t0)), copied)
+                let mounts = mounts(&plan.policy, git_copies);
+                (
+                    Ok(jail.hold_and_seal(the_sealers(&mounts), self.t0)),
+                    copied,
+                )
             });
             let started = start_watcher_too.then(|| start_watcher(plan, launch, session_dir));
             let (held, copied) = sealing
@@ -228,7 +224,7 @@ impl BeforeGate<'_> {
 /// when bwrap makes the seals. The sealer needs the seals' placeholders only once the jail is up, so
 /// those are made while bwrap sets up (making an inode can wait on the disk: 2 to 50 ms for 40 of
 /// them here). Returns the ones made, and the session's hold on them.
-fn placeholders_before_bwrap<'a>(
+pub(super) fn placeholders_before_bwrap<'a>(
     plan: &Plan,
     sealing: Sealing,
     launch: &Launch<'a>,
@@ -250,129 +246,9 @@ fn placeholders_before_bwrap<'a>(
     Ok((for_bwrap, held))
 }
 
-/// Run the session: the exit status to exit with.
-pub(super) fn execute(
-    mut plan: Plan,
-    mut pending: Option<PendingSeals>,
-    fds: Fds,
-    launch: &Launch,
-) -> Result<i32> {
-    let exists = |p: &Path| std::fs::symlink_metadata(p).is_ok();
-    let (runtime, session) = (launch.runtime, launch.session);
-    let mut sealing = launch.knobs.sealing;
-    // With the launcher sealing, the jail's own state directories are made beside the placeholders
-    // while bwrap starts (`BeforeGate::seal_and_watch`); bwrap needs them before it starts.
-    let states_now = sealing == Sealing::InBwrap || pending.is_none();
-    let session_home = SessionHome::prepare(&plan, launch, states_now)?;
-    let session_dir = session_home.dir.clone();
-    // Allowlist mode: the proxy's socket is bound now (bwrap binds its directory into the jail) and
-    // served once bwrap has started (the sealer is forked while the launcher has one thread).
-    let mut proxy = crate::net::proxy::for_policy(&plan.policy, runtime, &session.id)?;
-    let mut proxy_running = None;
-    let (for_bwrap, held_placeholders) = placeholders_before_bwrap(&plan, sealing, launch)?;
-    let mut placeholders_made = false;
-    let t0 = std::time::Instant::now();
-    // Dropped before the placeholders and the session's home on an early return.
-    let mut watcher: Option<(watch::Running, Record)> = None;
-    let mut retried = false;
-    let mut guarded = None;
-    let result = loop {
-        // A socket that went away since planning (a server stopped) cannot be bound over; dropping
-        // its mask is safe, since nothing is left to reach.
-        plan.policy.masks.retain(|m| exists(&m.path));
-        let args = bwrap_args(&plan.policy, fds, sealing);
-        let mut jail = Unopened(Some(Jail::spawn(
-            &plan,
-            &args,
-            sealing,
-            launch.knobs.exec_sealer,
-        )?));
-        tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "bwrap started");
-        if let Some(p) = proxy.take() {
-            proxy_running = Some(p.start());
-        }
-        // The rest of the plan, the baseline and the watcher are made while bwrap builds the jail:
-        // the command cannot run before the gate opens, so nothing the agent does can precede them.
-        let mut to_copy = None;
-        if let Some(p) = pending.take() {
-            p.complete(&mut plan)?;
-            // Only the sealer can mount a symlink: the jail's own git configs come with it.
-            to_copy = Some(gitcopy::choose(&plan.policy, &plan.repos));
-        }
-        let for_sealer: Vec<_> = plan
-            .placeholders
-            .iter()
-            .filter(|p| !placeholders_made && !for_bwrap.contains(p))
-            .cloned()
-            .collect();
-        let before = BeforeGate {
-            plan: &plan,
-            launch,
-            session_dir: &session_dir,
-            t0,
-        };
-        let (held, started, copied) =
-            before.seal_and_watch(jail.jail(), &for_sealer, to_copy, watcher.is_none());
-        if let Some(copied) = copied {
-            plan.policy.git_copies = copied;
-        }
-        placeholders_made = true;
-        if let Some(started) = started {
-            tracing::debug!(
-                ms = t0.elapsed().as_secs_f64() * 1e3,
-                "baseline taken, watcher started"
-            );
-            watcher = Some(started?);
-        }
-        let held = held?;
-        // The command owns the terminal from here: log lines go to the runtime's log file.
-        crate::logfile::divert(runtime, &session.id);
-        match jail.take().open_gate(held) {
-            Gate::Opened(jail) => {
-                tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "gate opened");
-                let bwrap = jail.child.as_raw_nonzero().get();
-                guarded = Some(crate::jail::detached::guard(&plan.policy, bwrap));
-                break jail.wait();
-            }
-            Gate::SealFailed(jail, why) => {
-                // Not a weaker jail: the command never ran; the same mounts are now bwrap's.
-                tracing::info!(
-                    "sealing from outside failed ({why}); bwrap makes the seals instead"
-                );
-                jail.abort();
-                gitcopy::withdraw(&session_dir, &mut plan.policy.git_copies)
-                    .map_err(|e| Error::Jail(e.to_string()))?;
-                sealing = Sealing::InBwrap;
-            }
-            Gate::SetupFailed(jail) => {
-                let result = jail.wait();
-                // One retry when the failure was a mask target vanishing during setup.
-                if result.is_err() && !retried && plan.policy.masks.iter().any(|m| !exists(&m.path))
-                {
-                    retried = true;
-                    continue;
-                }
-                break result;
-            }
-        }
-    };
-    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "jail ended");
-    if let Some(proxy) = proxy_running {
-        for line in proxy.summary() {
-            eprintln!("claude-sandbox: network: {line}");
-        }
-    }
-    if let Some(g) = guarded {
-        g.finish(&plan.policy, &session_dir);
-    }
-    end_session(&plan, launch, session_home, held_placeholders, watcher);
-    crate::logfile::restore(runtime);
-    result
-}
-
 /// After the jail: the final sweep (before `run` returns, so that a script checking right after
 /// sees every alert), then the placeholders and the session directory go.
-fn end_session(
+pub(super) fn end_session(
     plan: &Plan,
     launch: &Launch,
     session_home: SessionHome,
@@ -441,6 +317,6 @@ fn unread_created(plan: &Plan, session_dir: &Path) {
              blocked, but a tool installed later would: review it",
             p.display()
         );
-        home::alert(session_dir, p, "entry-point-created", &detail);
+        at_session_end(session_dir, AlertKind::EntryPointCreated, p, &detail);
     }
 }

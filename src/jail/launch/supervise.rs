@@ -4,11 +4,13 @@
 //! Guards against a command that runs before the jail is complete, a signal lost on its way to the
 //! jail, and a status misread (a signal reported as an exit).
 
-use super::{EXEC_FD, FORWARDED, GO_FD, READY_FD, SECCOMP_FD, STATUS_FD, STDERR_FD};
 use crate::error::{Error, Result, EXIT_JAIL};
+use crate::jail::layout::{EXEC_FD, GO_FD, READY_FD, SECCOMP_FD, STATUS_FD, STDERR_FD};
+use crate::jail::mounts::Mount;
 use crate::jail::plan::Plan;
 use crate::jail::policy::Sealing;
 use crate::jail::{seal, seccomp};
+use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH};
 use signal_hook::iterator::exfiltrator::WithOrigin;
 use signal_hook::iterator::SignalsInfo;
 use signal_hook::low_level::siginfo::Cause;
@@ -17,6 +19,10 @@ use std::io::{BufRead, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+
+/// Signals forwarded to the jailed command.
+pub(super) const FORWARDED: &[i32] =
+    &[SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGWINCH, SIGUSR1, SIGUSR2];
 
 /// What bwrap reported on its status fd.
 #[derive(Debug, Default)]
@@ -247,7 +253,7 @@ impl Jail {
 
     /// Wait until bwrap's setup is done, and seal from outside if asked. The command still waits at
     /// the gate (see `open_gate`).
-    pub(super) fn hold_and_seal(&mut self, ops: &[seal::SealOp], t0: std::time::Instant) -> Held {
+    pub(super) fn hold_and_seal(&mut self, ops: &[Mount], t0: std::time::Instant) -> Held {
         let mut byte = [0u8; 1];
         let ready = loop {
             match rustix::io::read(&self.ready, &mut byte) {
@@ -291,7 +297,7 @@ impl Jail {
     pub(super) fn seal(
         &mut self,
         sealer: Sealer,
-        ops: &[seal::SealOp],
+        ops: &[Mount],
     ) -> std::result::Result<(), SealFailure> {
         let bwrap = self.child.as_raw_nonzero();
         // bwrap's only child is the jail's init; the helper is waiting, so it exists.

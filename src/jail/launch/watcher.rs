@@ -4,7 +4,7 @@
 //! Guards against a plant made before the watcher looked: the command is held at the gate until both
 //! the seals and the watches are in.
 
-use super::session::Launch;
+use super::input::Launch;
 use crate::error::{Error, Result};
 use crate::jail::plan::Plan;
 use crate::{baseline, watch};
@@ -21,12 +21,14 @@ pub(super) fn start_watcher(
 ) -> Result<(watch::Running, Record)> {
     let (runtime, session) = (launch.runtime, launch.session);
     let t0 = std::time::Instant::now();
+    let host = &launch.input.host;
     let base = baseline::take(
         &session.id,
         &launch.input.path_env,
         &launch.input.cwd,
         &|p| plan.jail_can_write(p),
         &plan.repos,
+        host.home().as_deref(),
         baseline::Depth::Names,
     );
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "baseline taken");
@@ -42,12 +44,13 @@ pub(super) fn start_watcher(
         placeholders: plan.placeholders.iter().map(|p| p.path.clone()).collect(),
         resolve_delay: launch.knobs.resolve_delay,
         writable_roots: Some(plan.writable_roots()),
+        host: host.clone(),
     };
     let t0 = std::time::Instant::now();
     let running =
         watch::Running::start(cfg, &base).map_err(|e| Error::io("starting the watcher", e))?;
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "watches added");
-    let file = crate::runtime::SessionDir::at(session_dir.to_path_buf()).baseline();
+    let file = crate::runtime_dir::SessionDir::at(session_dir.to_path_buf()).baseline();
     let (over, wait) = std::sync::mpsc::channel::<()>();
     let writer = std::thread::spawn(move || {
         // Not while the agent starts on the same cores; not at all for a session over by then.

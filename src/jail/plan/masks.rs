@@ -58,15 +58,19 @@ pub(super) fn masks(
         ),
     ];
     if !input.config.allow_ssh_agent {
-        env_sockets.push(("SSH_AUTH_SOCK", "ssh-agent: authenticate as the human"));
+        env_sockets.push((
+            crate::host::SSH_AUTH_SOCK,
+            "ssh-agent: authenticate as the human",
+        ));
     }
     for (var, why) in env_sockets {
-        if let Some(v) = input.env(var).filter(|v| v.starts_with('/')) {
+        if let Some(v) = input.host.get_str(var).filter(|v| v.starts_with('/')) {
             add(PathBuf::from(v), format!("{why} (${var})"), &mut out);
         }
     }
     if let Some(v) = input
-        .env("DOCKER_HOST")
+        .host
+        .get_str("DOCKER_HOST")
         .and_then(|v| v.strip_prefix("unix://"))
     {
         add(

@@ -10,6 +10,7 @@
 //! installed later would run it.
 
 use crate::entrypoints::{per_directory, Finding};
+use crate::host::{self, HostEnv};
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;
@@ -17,9 +18,8 @@ use std::path::{Path, PathBuf};
 
 /// Where an installed reader is looked for: the launcher's PATH and the conventional user bin
 /// directories (`~/.local/bin`, ...).
-pub(crate) fn search_dirs(path_env: &OsStr, home: &Path) -> Vec<PathBuf> {
-    let npm =
-        crate::watch::shellpath::npm_prefix(home, std::env::var_os("NPM_CONFIG_PREFIX").as_deref());
+pub(crate) fn search_dirs(path_env: &OsStr, home: &Path, env: &HostEnv) -> Vec<PathBuf> {
+    let npm = crate::watch::shellpath::npm_prefix(home, env.get(host::NPM_CONFIG_PREFIX));
     let mut dirs: Vec<PathBuf> = std::env::split_paths(path_env)
         .filter(|d| d.is_absolute())
         .collect();
@@ -90,7 +90,7 @@ mod tests {
         std::fs::write(ws.join("hk.pkl"), "").unwrap(); // exists: always sealed
         let finding = |name: &str| Finding {
             path: ws.join(name),
-            stub: crate::entrypoints::Stub::Dir,
+            stub: crate::catalogue::Stub::Dir,
             runs: String::new(),
         };
         let mut findings: Vec<Finding> =

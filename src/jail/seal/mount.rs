@@ -2,7 +2,11 @@
 //! taken from the host's tree through the staging directory, symlinks pinned over files, private
 //! and hiding tmpfs, and the attributes (read-only, nosuid, nodev) each mount gets.
 
-use super::{SealError, SealOp, STAGE};
+use super::overlay::Making;
+use super::SealError;
+use crate::jail::layout::{LINK_SCRATCH, STAGE};
+use crate::jail::mounts::Mount;
+use crate::jail::policy::LayerMount;
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -10,16 +14,16 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 
 /// Make every mount, in order; stop at the first failure.
-pub fn apply(ops: &[SealOp]) -> Result<(), SealError> {
+pub fn apply(ops: &[Mount]) -> Result<(), SealError> {
     // The staging tree, opened once for all the binds taken from it; closed before it goes.
     let mut stage: Option<OwnedFd> = None;
     // Every overlay is made at once, on threads (each waits ~1.5-2.5 ms in the kernel, mostly not
     // on a CPU), while the mounts before it are made; each is attached in its place.
-    let mut overlays = crate::jail::layers::Making::start(ops, STAGE)?;
+    let mut overlays = Making::start(ops, STAGE)?;
     for (i, op) in ops.iter().enumerate() {
         match op {
-            SealOp::Overlay { dst, .. } => overlays.attach(i, dst)?,
-            SealOp::Unstage => {
+            Mount::Layer(l) if l.mount() == LayerMount::Overlay => overlays.attach(i, &l.path)?,
+            Mount::Unstage => {
                 overlays.done();
                 apply_one(op, &mut stage)?;
             }
@@ -30,7 +34,7 @@ pub fn apply(ops: &[SealOp]) -> Result<(), SealError> {
     Ok(())
 }
 
-/// The host's tree as bwrap bound it at `STAGE` (see `SealOp::Bind`).
+/// The host's tree as bwrap bound it at `STAGE` (see `Mount::Bind`).
 fn open_stage() -> Result<OwnedFd, SealError> {
     use rustix::fs::{Mode, OFlags};
     rustix::fs::open(
@@ -45,7 +49,7 @@ fn open_stage() -> Result<OwnedFd, SealError> {
     })
 }
 
-fn apply_one(op: &SealOp, stage: &mut Option<OwnedFd>) -> Result<(), SealError> {
+fn apply_one(op: &Mount, stage: &mut Option<OwnedFd>) -> Result<(), SealError> {
     use rustix::mount::{mount, mount_bind, mount_bind_recursive, MountFlags};
     let fail = |path: &Path, what: &'static str| {
         let path = path.to_path_buf();
@@ -67,18 +71,33 @@ fn apply_one(op: &SealOp, stage: &mut Option<OwnedFd>) -> Result<(), SealError> 
         .map_err(fail(p, "mounting an empty read-only tmpfs"))
     };
     match op {
-        SealOp::Bind { src, dst, writable } => {
+        Mount::Bind { src, dst, writable } => {
             let stage = match stage {
                 Some(fd) => fd,
                 None => stage.insert(open_stage()?),
             };
             bind_from_host(stage.as_fd(), src, dst, *writable)
         }
-        SealOp::Symlink { target, dst } => {
+        Mount::Layer(l) => {
+            let (src, writable) = match l.mount() {
+                LayerMount::Overlay => {
+                    return Making::start(std::slice::from_ref(op), STAGE)
+                        .and_then(|mut m| m.attach(0, &l.path));
+                }
+                LayerMount::Own => (l.own_dir(), true),
+                LayerMount::Yours => (l.path.as_path(), false),
+            };
+            let stage = match stage {
+                Some(fd) => fd,
+                None => stage.insert(open_stage()?),
+            };
+            bind_from_host(stage.as_fd(), src, &l.path, writable)
+        }
+        Mount::Symlink { target, dst } => {
             rustix::fs::symlink(target, dst).map_err(fail(dst, "making the symlink"))
         }
-        SealOp::LinkOver { target, dst } => link_over(target, dst),
-        SealOp::Tmpfs(p) => {
+        Mount::LinkOver { target, dst } => link_over(target, dst),
+        Mount::Tmpfs(p) => {
             make_dirs(p, p, "making the mount point")?;
             mount(
                 "tmpfs",
@@ -90,39 +109,37 @@ fn apply_one(op: &SealOp, stage: &mut Option<OwnedFd>) -> Result<(), SealError> 
             .map_err(fail(p, "mounting a tmpfs"))
         }
         // One mount, not the ones on top of it (as bwrap's `--remount-ro`).
-        SealOp::RemountReadOnly(p) => set_path_attrs(p, 0, true),
-        SealOp::Overlay { dst, .. } => {
-            crate::jail::layers::Making::start(std::slice::from_ref(op), STAGE)
-                .and_then(|mut m| m.attach(0, dst))
-        }
-        SealOp::Unstage => {
+        Mount::RemountReadOnly(p) => set_path_attrs(p, 0, true),
+        Mount::Unstage => {
             *stage = None;
             rustix::mount::unmount(STAGE, rustix::mount::UnmountFlags::DETACH)
                 .map_err(fail(Path::new(STAGE), "unmounting the host's tree"))?;
             let _ = std::fs::remove_dir(STAGE);
             Ok(())
         }
-        SealOp::Anchor(p) => {
+        Mount::Anchor(p) => {
             mount_bind_recursive(p, p).map_err(fail(p, "binding over itself"))?;
             restrict(p, false)
         }
         // Not there in the jail (under a private tmpfs): hidden already.
-        SealOp::Hide(p) if gone(p) => Ok(()),
-        SealOp::ReadOnly(p) => {
+        Mount::Hide(p) if gone(p) => Ok(()),
+        Mount::ReadOnly(p) => {
             mount_bind_recursive(p, p).map_err(fail(p, "binding over itself"))?;
             restrict(p, true)
         }
-        SealOp::MaskFile(p) if gone(p) => Ok(()),
-        SealOp::MaskFile(p) => {
+        Mount::MaskFile(p) if gone(p) => Ok(()),
+        Mount::MaskFile(p) => {
             mount_bind("/dev/null", p).map_err(fail(p, "binding /dev/null over it"))?;
             restrict(p, true)
         }
-        SealOp::MaskDir(p) if gone(p) => Ok(()),
-        SealOp::Hide(p) | SealOp::MaskDir(p) => empty_ro_tmpfs(p),
+        Mount::MaskDir(p) if gone(p) => Ok(()),
+        Mount::Hide(p) | Mount::MaskDir(p) => empty_ro_tmpfs(p),
+        // bwrap's, before the sealer's part of the list.
+        Mount::Stage => Ok(()),
     }
 }
 
-/// `SealOp::Bind`: clone the host's `src` (resolved inside `STAGE` as if it were `/`), give the copy
+/// `Mount::Bind`: clone the host's `src` (resolved inside `STAGE` as if it were `/`), give the copy
 /// bwrap's flags, and attach it at `dst`.
 fn bind_from_host(
     stage: std::os::fd::BorrowedFd<'_>,
@@ -187,7 +204,7 @@ fn bind_from_host(
     attach(&tree, dst).map_err(fail("attaching the copy (move_mount)"))
 }
 
-/// `SealOp::LinkOver`: make the link in the jail's private `/tmp`, take it as a mount of its own
+/// `Mount::LinkOver`: make the link in the jail's private `/tmp`, take it as a mount of its own
 /// (not following it), and attach that over `dst` (not following `dst` either).
 fn link_over(target: &Path, dst: &Path) -> Result<(), SealError> {
     use rustix::mount::OpenTreeFlags;
@@ -198,7 +215,7 @@ fn link_over(target: &Path, dst: &Path) -> Result<(), SealError> {
             err: e.into(),
         }
     };
-    let link = Path::new("/tmp/.claude-sandbox-link");
+    let link = Path::new(LINK_SCRATCH);
     let _ = std::fs::remove_file(link);
     rustix::fs::symlink(target, link).map_err(fail("making the link"))?;
     let tree = rustix::mount::open_tree(

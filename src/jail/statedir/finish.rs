@@ -6,6 +6,7 @@
 //! yours that changed during the session is never overwritten by the jail's copy.
 
 use super::{Copied, DirRecord, Record, Stamp, MAX_COPY};
+use crate::alerts::{Alert, AlertKind, Severity};
 use crate::runtimes::{self, Allowed, StateDir};
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
@@ -21,7 +22,7 @@ const MAX_TREE_BYTES: u64 = 512 << 20;
 /// Carry the jail's agent state out, quarantine the rest, remove the directories made for the
 /// session if left empty. Returns notes for the human.
 pub(crate) fn finish(session_dir: &Path) -> Vec<String> {
-    let session = crate::runtime::SessionDir::at(session_dir.to_path_buf());
+    let session = crate::runtime_dir::SessionDir::at(session_dir.to_path_buf());
     let Ok(text) = std::fs::read(session.state_record()) else {
         return Vec::new();
     };
@@ -241,13 +242,13 @@ fn quarantine_why(
     script: bool,
     notes: &mut Vec<String>,
 ) {
-    let session = crate::runtime::SessionDir::at(session_dir.to_path_buf());
+    let session = crate::runtime_dir::SessionDir::at(session_dir.to_path_buf());
     let Some((runtime, id)) = session.runtime_and_id() else {
         return;
     };
     let (kind, reason) = if script {
         (
-            "agent-state-script",
+            AlertKind::AgentStateScript,
             "written by the agent in the jail where your settings name a command (a hook, \
              statusLine, notify): carried out, your agent would run it outside the jail; it never \
              reached yours"
@@ -255,7 +256,7 @@ fn quarantine_why(
         )
     } else {
         (
-            "agent-state-not-allowed",
+            AlertKind::AgentStateNotAllowed,
             format!(
                 "written by the agent in the jail's own {}, not agent state on the writable \
                  allowlist (docs/runtimes.md): it never reached yours; restore it if you want it \
@@ -272,24 +273,8 @@ fn quarantine_why(
             None
         }
     };
-    let alert = crate::alerts::Alert {
-        id: crate::alerts::new_id("a"),
-        time: crate::alerts::now_rfc3339(),
-        severity: crate::alerts::Severity::High,
-        kind: kind.into(),
-        path: shown.to_path_buf(),
-        detail: reason,
-        action: if qid.is_some() {
-            "quarantined"
-        } else {
-            "alerted"
-        }
-        .into(),
-        quarantine_id: qid,
-        sha256: None,
-        session: id.to_string_lossy().into_owned(),
-        fingerprint: format!("{kind}:{}:{}", shown.display(), id.to_string_lossy()),
-    };
+    let session = id.to_string_lossy();
+    let alert = Alert::new(kind, Severity::High, shown, reason, &session).quarantined(qid);
     if let Err(e) = crate::alerts::Store::new(runtime.root()).add(&alert) {
         notes.push(format!("recording an alert for {}: {e}", shown.display()));
     }

@@ -1,8 +1,9 @@
 //! Making the jail's own state directories before the jail starts (`super`), and the record
 //! `finish` reads.
 
-use super::{Copied, DirRecord, How, Record, Stamp, StateBind, MAX_COPY};
-use crate::entrypoints::Stub;
+use super::{Copied, DirRecord, Record, Stamp, MAX_COPY};
+use crate::catalogue::Stub;
+use crate::jail::policy::{How, StateBind};
 use crate::runtimes::StateDir;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
@@ -24,7 +25,7 @@ pub(crate) fn prepare(
     if states.is_empty() {
         return Ok(()); // no record: `finish` has nothing to do
     }
-    let session = crate::runtime::SessionDir::at(session_dir.to_path_buf());
+    let session = crate::runtime_dir::SessionDir::at(session_dir.to_path_buf());
     let session_home = session.home();
     let t0 = std::time::Instant::now();
     let mut record = Record::default();

@@ -134,14 +134,17 @@ fn mounts_bind_yours_from_the_host_and_stubs_from_the_jails_own() {
         },
     ];
     let (real, own) = (Path::new("/h/.claude"), Path::new("/s/home/.claude"));
-    let m: Vec<(String, String, bool)> = mounts(real, own, &binds, sd)
+    let mut mounts = Vec::new();
+    crate::jail::mounts::state_dir(&mut mounts, real, own, &binds, sd);
+    let m: Vec<(String, String, bool)> = mounts
         .into_iter()
-        .map(|m| {
-            (
-                m.src.display().to_string(),
-                m.dst.display().to_string(),
-                m.writable,
-            )
+        .map(|m| match m {
+            crate::jail::mounts::Mount::Bind { src, dst, writable } => (
+                src.display().to_string(),
+                dst.display().to_string(),
+                writable,
+            ),
+            other => panic!("{other:?}"),
         })
         .collect();
     let s = |a: &str, b: &str, w| (a.to_string(), b.to_string(), w);

@@ -1,6 +1,7 @@
 //! Every arm of the judge, from plain values: no file, no inotify, no jail.
 
 use super::*;
+use crate::alerts::AlertKind;
 use crate::baseline::{Kind, Sha256};
 
 fn file(mode: u32, ino: u64, content: u8) -> Entry {
@@ -83,7 +84,7 @@ fn seen<'a>(
     }
 }
 
-fn quarantine(severity: Severity, kind: &'static str, detail: &str) -> Verdict {
+fn quarantine(severity: Severity, kind: AlertKind, detail: &str) -> Verdict {
     Verdict::Quarantine(Finding {
         severity,
         kind,
@@ -99,7 +100,11 @@ fn a_new_executable_that_shadows_a_command_is_quarantined() {
     let v = judge(&PATH_DIR, &seen("git", None, None, &after), &f);
     assert_eq!(
         v,
-        quarantine(Severity::Critical, "path-shadow", "shadows /usr/bin/git")
+        quarantine(
+            Severity::Critical,
+            AlertKind::PathShadow,
+            "shadows /usr/bin/git"
+        )
     );
     assert_eq!(*f.asked.borrow(), [(PathPos(1), "git".to_string())]);
 }
@@ -113,14 +118,14 @@ fn a_new_executable_that_shadows_nothing_is_alerted_or_quarantined_as_configured
         judge(&PATH_DIR, &s, &f),
         Verdict::Alert(Finding {
             severity: Severity::Info,
-            kind: "path-new",
+            kind: AlertKind::PathNew,
             detail: "new executable on PATH, shadows nothing".into(),
         })
     );
     f.quarantine_new = true;
     assert_eq!(
         judge(&PATH_DIR, &s, &f),
-        quarantine(Severity::Info, "path-new", "new executable on PATH")
+        quarantine(Severity::Info, AlertKind::PathNew, "new executable on PATH")
     );
 }
 
@@ -132,7 +137,11 @@ fn a_file_that_becomes_executable_is_new() {
     let v = judge(&PATH_DIR, &seen("ls", None, Some(&before), &after), &f);
     assert_eq!(
         v,
-        quarantine(Severity::Critical, "path-shadow", "shadows /usr/bin/ls")
+        quarantine(
+            Severity::Critical,
+            AlertKind::PathShadow,
+            "shadows /usr/bin/ls"
+        )
     );
 }
 
@@ -172,7 +181,7 @@ fn a_baseline_executable_that_changed_is_quarantined() {
         v,
         quarantine(
             Severity::High,
-            "path-changed",
+            AlertKind::PathChanged,
             "an executable on PATH changed since the session started"
         )
     );
@@ -185,7 +194,7 @@ fn a_baseline_executable_that_changed_is_quarantined() {
         matches!(
             v,
             Verdict::Quarantine(Finding {
-                kind: "path-changed",
+                kind: AlertKind::PathChanged,
                 ..
             })
         ),
@@ -213,7 +222,7 @@ fn a_symlink_says_where_it_points_and_a_hard_link_how_many_names() {
         v,
         quarantine(
             Severity::Critical,
-            "path-shadow",
+            AlertKind::PathShadow,
             "shadows /usr/bin/git (symlink to /tmp/evil)"
         )
     );
@@ -231,7 +240,7 @@ fn a_hook_is_quarantined_and_a_sample_is_not() {
         v,
         quarantine(
             Severity::Critical,
-            "git-hook",
+            AlertKind::GitHook,
             "git hook `pre-commit` of /ws/.git"
         )
     );
@@ -246,7 +255,7 @@ fn a_hook_is_quarantined_and_a_sample_is_not() {
         matches!(
             v,
             Verdict::Quarantine(Finding {
-                kind: "git-hook",
+                kind: AlertKind::GitHook,
                 ..
             })
         ),
@@ -276,7 +285,7 @@ fn keys_are_taken_out_only_from_a_new_repositorys_own_config() {
     let alert = |detail: &str| {
         Verdict::Alert(Finding {
             severity: Severity::Critical,
-            kind: "git-config",
+            kind: AlertKind::GitConfig,
             detail: detail.into(),
         })
     };
@@ -285,7 +294,7 @@ fn keys_are_taken_out_only_from_a_new_repositorys_own_config() {
         judge_key("core.fsmonitor", "./x", true, true),
         Verdict::Neutralise(Finding {
             severity: Severity::Critical,
-            kind: "git-config",
+            kind: AlertKind::GitConfig,
             detail: fsmonitor.into(),
         })
     );
@@ -314,6 +323,34 @@ fn keys_are_taken_out_only_from_a_new_repositorys_own_config() {
 #[test]
 fn a_visible_secret_is_high() {
     let f = judge_hidden("**/.env");
-    assert_eq!((f.severity, f.kind), (Severity::High, "secret-visible"));
+    assert_eq!(
+        (f.severity, f.kind),
+        (Severity::High, AlertKind::SecretVisible)
+    );
     assert!(f.detail.contains("hidden = \"**/.env\""), "{}", f.detail);
+}
+
+/// `core.fsmonitor` is one boolean for the baseline (which keys are exec-capable at all) and the
+/// judge (which of them runs nothing of the repository's, and stays in a new repository's config):
+/// git's (`gitconfig::parse_bool`). Read apart, `FALSE` was exec-capable to the baseline and taken
+/// out of a new repository, and `2` (git's built-in daemon) was taken for a hook.
+#[test]
+fn core_fsmonitor_is_read_as_one_boolean_by_the_baseline_and_the_judge() {
+    for v in crate::gitconfig::tests::BOOLEANS {
+        let git = crate::gitconfig::parse_bool(v);
+        assert_eq!(
+            crate::catalogue::git::is_exec_key("core.fsmonitor", v),
+            git != Some(false),
+            "{v:?}: exec-capable"
+        );
+        if git == Some(false) {
+            continue;
+        }
+        let verdict = judge_key("core.fsmonitor", v, true, true);
+        assert_eq!(
+            matches!(verdict, Verdict::Neutralise(_)),
+            git.is_none(),
+            "{v:?}: taken out of a new repository's config"
+        );
+    }
 }

@@ -3,8 +3,7 @@
 //! the agent when they run; and a wrapped agent (or a nested `run`) inside the jail runs directly.
 //! .ci/run does the same round trip against the real /etc and /usr/local as root.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};

@@ -5,8 +5,7 @@
 //! nothing else, proved inside a PID namespace of its own so that a wrong signal can only hit the
 //! disposable processes there.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};

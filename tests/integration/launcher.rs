@@ -1,8 +1,7 @@
 //! The launcher's contract: exit statuses, signals, terminal injection, escape hatches, placeholders
 //! and the runtime directory. Real bwrap, real processes, a real terminal (tmux).
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
@@ -679,7 +678,7 @@ fn sealing_from_outside_matches_bwraps_own_sealing() {
     let local = format!("{}/.local ", f.home.display());
     // And another: the sealer gives the jail its own git configs (a symlink mounted over each
     // repository's config, its copies bound at /tmp/.claude-sandbox-git, `~/.gitconfig` a symlink;
-    // `git config` inside writes the copy: tests/gitconfig.rs); bwrap cannot mount a symlink and
+    // `git config` inside writes the copy: tests/integration/gitconfig.rs); bwrap cannot mount a symlink and
     // keeps them read-only. Those lines are compared apart.
     let gitcopy = |l: &str| {
         l.contains("/tmp/.claude-sandbox-git")

@@ -3,8 +3,7 @@
 //! skills, rules and `~/.codex/.env` are not; what an agent runs later itself is the session's own;
 //! a new name off the allowlist is quarantined when the session ends (docs/runtimes.md).
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::Path;
 
 /// One line per path: `W path` if appending to it (creating it and its directory if needed)

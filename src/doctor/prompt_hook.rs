@@ -5,12 +5,13 @@
 //! postStartCommand, CI), which taught people to ignore doctor.
 
 use super::{fail, not_applicable, pass, warn, Check};
+use crate::host::{self, HostEnv};
 use std::path::{Path, PathBuf};
 
 /// The prompt hook doctor looks for; `CLAUDE_SANDBOX_PROFILE_HOOK` points it elsewhere (tests, a
 /// `--sysconfdir` install).
-fn profile_hook() -> PathBuf {
-    std::env::var_os("CLAUDE_SANDBOX_PROFILE_HOOK").map_or_else(
+fn profile_hook(env: &HostEnv) -> PathBuf {
+    env.get(host::PROFILE_HOOK).map_or_else(
         || PathBuf::from(crate::jail::plan::PROFILE_HOOK),
         PathBuf::from,
     )
@@ -18,9 +19,9 @@ fn profile_hook() -> PathBuf {
 
 /// The login shell: `$SHELL`, else the passwd entry (a devcontainer's `postStartCommand` may run
 /// without `$SHELL`).
-fn login_shell() -> String {
-    match std::env::var("SHELL") {
-        Ok(s) if !s.is_empty() => s,
+fn login_shell(env: &HostEnv) -> String {
+    match env.get_str(host::SHELL) {
+        Some(s) if !s.is_empty() => s.to_string(),
         _ => nix::unistd::User::from_uid(nix::unistd::getuid())
             .ok()
             .flatten()
@@ -58,10 +59,10 @@ pub(crate) fn hook_verdict(
     }
 }
 
-pub(super) fn check_hook() -> Vec<Check> {
+pub(super) fn check_hook(env: &HostEnv) -> Vec<Check> {
     let mut out = Vec::new();
-    let installed = profile_hook().exists();
-    let shell = login_shell();
+    let installed = profile_hook(env).exists();
+    let shell = login_shell(env);
     let name = Path::new(&shell)
         .file_name()
         .and_then(|n| n.to_str())
@@ -78,13 +79,8 @@ pub(super) fn check_hook() -> Vec<Check> {
         .map(|p| p.as_raw_nonzero().get().to_string())
         .unwrap_or_default();
     let interactive = rustix::termios::isatty(std::io::stdin());
-    let var = std::env::var("CLAUDE_SANDBOX_PROMPT_HOOK").ok();
-    out.push(hook_verdict(
-        installed,
-        interactive,
-        var.as_deref(),
-        &parent,
-    ));
+    let var = env.get_str(host::PROMPT_HOOK);
+    out.push(hook_verdict(installed, interactive, var, &parent));
     out
 }
 

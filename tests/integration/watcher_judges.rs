@@ -1,8 +1,7 @@
 //! The watcher judges by what the human's next `git` and next shell will do (issue 16): configs git
 //! reads that a naive reader would not, with a real jail, real inotify and real git.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 fn alerts(f: &Fixture) -> Vec<serde_json::Value> {
     let out = f.cmd(["alerts", "--all", "--json"]).output().unwrap();

@@ -8,27 +8,27 @@
 //! names the per-user directory itself (tests and unusual setups).
 
 use crate::error::{Error, Result};
+use crate::host::{self, HostEnv, RUNTIME_DIR};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// The shared parent of the per-user runtime directories.
 pub const BASE: &str = "/run/claude-sandbox";
-/// Environment variable that overrides the per-user runtime directory.
-pub const ENV: &str = "CLAUDE_SANDBOX_RUNTIME_DIR";
 
 /// Where this user's runtime directory is (without creating anything): `$CLAUDE_SANDBOX_RUNTIME_DIR`;
 /// else `/run/claude-sandbox/<uid>` when `/run/claude-sandbox` exists (the installer makes it) or we are
 /// root; else, because `/run` is often a fresh tmpfs in containers, `$XDG_RUNTIME_DIR/claude-sandbox`
 /// or `/var/tmp/claude-sandbox-<uid>`. Wherever it is, the jail hides it.
-pub fn locate() -> PathBuf {
-    if let Some(dir) = std::env::var_os(ENV).filter(|v| !v.is_empty()) {
+pub fn locate(env: &HostEnv) -> PathBuf {
+    if let Some(dir) = env.get(host::RUNTIME_DIR).filter(|v| !v.is_empty()) {
         return PathBuf::from(dir);
     }
     let uid = rustix::process::getuid().as_raw();
     if Path::new(BASE).is_dir() || uid == 0 {
         return Path::new(BASE).join(uid.to_string());
     }
-    if let Some(xdg) = std::env::var_os("XDG_RUNTIME_DIR")
+    if let Some(xdg) = env
+        .get(host::XDG_RUNTIME_DIR)
         .map(PathBuf::from)
         .filter(|p| p.is_absolute() && p.is_dir())
     {
@@ -38,8 +38,8 @@ pub fn locate() -> PathBuf {
 }
 
 /// The shared base directory to hide from the jail besides the user's own (other users' state).
-pub fn shared_base() -> Option<PathBuf> {
-    if std::env::var_os(ENV).is_some_and(|v| !v.is_empty()) {
+pub fn shared_base(env: &HostEnv) -> Option<PathBuf> {
+    if env.get(host::RUNTIME_DIR).is_some_and(|v| !v.is_empty()) {
         return None;
     }
     Some(PathBuf::from(BASE))
@@ -139,6 +139,11 @@ impl SessionDir {
         SessionDir(path)
     }
 
+    /// The session whose private `$HOME` is `home` (`home()`).
+    pub(crate) fn of_home(home: &Path) -> SessionDir {
+        SessionDir(home.parent().unwrap_or(home).to_path_buf())
+    }
+
     pub(crate) fn path(&self) -> &Path {
         &self.0
     }
@@ -201,7 +206,7 @@ pub fn ensure(dir: &Path) -> Result<PathBuf> {
                 .create(parent)
                 .map_err(|e| {
                     err(format!(
-                        "cannot create {}: {e}; run the installer as root or set {ENV}",
+                        "cannot create {}: {e}; run the installer as root or set {RUNTIME_DIR}",
                         parent.display()
                     ))
                 })?;
@@ -218,7 +223,7 @@ pub fn ensure(dir: &Path) -> Result<PathBuf> {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => {
             return Err(err(format!(
-                "cannot create it: {e}; set {ENV} to a directory you own"
+                "cannot create it: {e}; set {RUNTIME_DIR} to a directory you own"
             )))
         }
     }
@@ -231,7 +236,7 @@ pub fn ensure(dir: &Path) -> Result<PathBuf> {
     let uid = rustix::process::getuid().as_raw();
     if meta.uid() != uid {
         return Err(err(format!(
-            "is owned by uid {}, not by you (uid {uid}); refusing to use it: remove it or set {ENV}",
+            "is owned by uid {}, not by you (uid {uid}); refusing to use it: remove it or set {RUNTIME_DIR}",
             meta.uid()
         )));
     }

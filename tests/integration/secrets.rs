@@ -1,8 +1,7 @@
 //! Secrets hidden at the filesystem level: defaults, configured paths and globs, the agents' own
 //! credentials untouched, and a matching file created during the session reported.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 #[test]
 fn credentials_are_hidden_and_the_agents_own_stay_readable() {

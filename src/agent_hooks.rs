@@ -13,16 +13,10 @@
 //! `beforeShellExecution`, `beforeReadFile`, `permission: deny`). Tool names are translated to Claude
 //! Code's vocabulary in one table.
 
+use crate::host::HOOK_BIN;
+use crate::runtimes::{Hooks, Protocol};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Host {
-    Claude,
-    Codex,
-    Cursor,
-    Gemini,
-}
 
 /// Each host's tool names → Claude Code's (the canonical vocabulary). MCP tools pass verbatim.
 pub const TOOL_NAMES: &[(&str, &str)] = &[
@@ -52,8 +46,8 @@ pub struct Targets {
     pub reads: Vec<PathBuf>,
 }
 
-/// The verdict: a reason to deny, or none (no opinion).
-pub fn judge(targets: &Targets, cwd: &Path, home: &Path) -> Option<String> {
+/// Why the tool call is refused, or nothing (no opinion).
+pub(crate) fn refusal(targets: &Targets, cwd: &Path, home: &Path) -> Option<String> {
     let abs = |p: &Path| {
         if p.is_absolute() {
             p.to_path_buf()
@@ -87,15 +81,10 @@ pub fn judge(targets: &Targets, cwd: &Path, home: &Path) -> Option<String> {
 
 /// Whether writing `p` would touch an entry point, and who runs it.
 pub fn sealed(p: &Path, cwd: &Path, home: &Path) -> Option<String> {
-    let s = p.to_string_lossy();
-    if s.contains("/.git/hooks/")
-        || s.ends_with("/.git/hooks")
-        || s.ends_with("/.git/config")
-        || s.contains("/.git/modules/") && (s.ends_with("/config") || s.contains("/hooks/"))
-    {
-        return Some("git runs hooks and config on commit, checkout and status".into());
+    if crate::catalogue::git::written_file(p) {
+        return Some(crate::catalogue::git::RUNS.into());
     }
-    let ws = crate::jail::launch::default_workspace(cwd);
+    let ws = crate::host::default_workspace(cwd);
     for c in crate::entrypoints::per_directory() {
         if p.starts_with(ws.join(c.name)) {
             return Some(c.runs.to_string());
@@ -277,8 +266,12 @@ fn expand_home(p: PathBuf, home: &Path) -> PathBuf {
     }
 }
 
-/// `claude-sandbox hook pre-tool-use --host H`: returns (stdout, exit status).
-pub fn pre_tool_use(host: Host, stdin: &str, home: &Path) -> Result<Option<String>, String> {
+/// `claude-sandbox hook pre-tool-use --host H`: the denial to print, if any; `Err`: blocking, why.
+pub(crate) fn pre_tool_use(
+    host: Hooks,
+    stdin: &str,
+    home: &Path,
+) -> Result<Option<String>, String> {
     let v: Value = serde_json::from_str(stdin)
         .map_err(|e| format!("claude-sandbox hook: input is not JSON ({e}); blocking"))?;
     let event = v
@@ -295,18 +288,18 @@ pub fn pre_tool_use(host: Host, stdin: &str, home: &Path) -> Result<Option<Strin
         })
         .map(PathBuf::from)
         .ok_or("claude-sandbox hook: no cwd in the input; blocking")?;
-    let (tool, input) = match (host, event) {
-        (Host::Cursor, "beforeShellExecution") => (
+    let (tool, input) = match (host.protocol, event) {
+        (Protocol::Cursor, "beforeShellExecution") => (
             "Bash".to_string(),
             json!({"command": v.get("command").cloned().unwrap_or(Value::Null)}),
         ),
-        (Host::Cursor, "beforeReadFile") => (
+        (Protocol::Cursor, "beforeReadFile") => (
             "Read".to_string(),
             json!({"file_path": v.get("file_path").cloned().unwrap_or(Value::Null)}),
         ),
-        (Host::Claude | Host::Codex, "PreToolUse")
-        | (Host::Gemini, "BeforeTool")
-        | (Host::Cursor, "preToolUse") => {
+        (Protocol::ClaudeCode, "PreToolUse")
+        | (Protocol::Gemini, "BeforeTool")
+        | (Protocol::Cursor, "preToolUse") => {
             let name = v
                 .get("tool_name")
                 .and_then(Value::as_str)
@@ -323,23 +316,23 @@ pub fn pre_tool_use(host: Host, stdin: &str, home: &Path) -> Result<Option<Strin
         }
         (_, other) => {
             return Err(format!(
-                "claude-sandbox hook: unexpected event {other:?} for --host {host:?}; blocking"
+                "claude-sandbox hook: unexpected event {other:?} for --host {}; blocking",
+                host.name
             ))
         }
     };
     let mut t = targets(&tool, &input);
     t.writes = t.writes.into_iter().map(|p| expand_home(p, home)).collect();
     t.reads = t.reads.into_iter().map(|p| expand_home(p, home)).collect();
-    Ok(judge(&t, &cwd, home).map(|reason| deny(host, event, &reason)))
+    Ok(refusal(&t, &cwd, home).map(|reason| deny(host.protocol, &reason)))
 }
 
-fn deny(host: Host, event: &str, reason: &str) -> String {
-    let v = match host {
-        Host::Claude | Host::Codex => json!({"hookSpecificOutput": {
+fn deny(protocol: Protocol, reason: &str) -> String {
+    let v = match protocol {
+        Protocol::ClaudeCode => json!({"hookSpecificOutput": {
             "hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": reason}}),
-        Host::Gemini => json!({"decision": "deny", "reason": reason}),
-        Host::Cursor => {
-            let _ = event;
+        Protocol::Gemini => json!({"decision": "deny", "reason": reason}),
+        Protocol::Cursor => {
             json!({"permission": "deny", "user_message": reason, "agent_message": reason})
         }
     };
@@ -355,64 +348,40 @@ repositories are quarantined. If a task needs one of these changed, do not work 
 outside the sandbox. `claude-sandbox explain` (run by the user) lists the exact policy.";
 
 /// `claude-sandbox hook session-start --host H`.
-pub fn session_start(host: Host) -> String {
-    match host {
-        Host::Claude | Host::Codex => {
+pub(crate) fn session_start(host: Hooks) -> String {
+    match host.protocol {
+        Protocol::ClaudeCode => {
             json!({"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": SESSION_CONTEXT}})
         }
-        Host::Gemini => json!({"hookSpecificOutput": {"additionalContext": SESSION_CONTEXT}}),
-        Host::Cursor => json!({"additional_context": SESSION_CONTEXT}),
+        Protocol::Gemini => json!({"hookSpecificOutput": {"additionalContext": SESSION_CONTEXT}}),
+        Protocol::Cursor => json!({"additional_context": SESSION_CONTEXT}),
     }
     .to_string()
 }
 
-/// Inside the jail the binary's own path is masked; the launcher binds a read-only copy here and
-/// names it in this variable, which the installed hook commands use.
-pub const HOOK_BIN_ENV: &str = "CLAUDE_SANDBOX_HOOK";
-/// The jail-only directory (a read-only tmpfs mount point, so it cannot be renamed away).
-pub const HOOK_BIN_DIR: &str = "/tmp/.claude-sandbox";
-
-/// Where a runtime's hooks are installed, relative to `$HOME` (every `Host` has one).
-fn hook_file(rt: &crate::runtimes::Runtime) -> PathBuf {
-    PathBuf::from(rt.hook_file.expect("a hook host has a hook file"))
-}
-
-/// The hook configuration for a runtime: (file relative to $HOME, JSON to merge into it).
-pub fn hook_config(host: Host, bin: &Path) -> (PathBuf, Value) {
-    let cmd = |sub: &str, h: &str| {
+/// The hook configuration for a runtime: (file relative to `$HOME`, JSON to merge into it).
+pub(crate) fn hook_config(host: Hooks, bin: &Path) -> (PathBuf, Value) {
+    let cmd = |sub: &str| {
         format!(
-            "\"${{{HOOK_BIN_ENV}:-{}}}\" hook {sub} --host {h}",
-            bin.display()
+            "\"${{{HOOK_BIN}:-{}}}\" hook {sub} --host {}",
+            bin.display(),
+            host.name
         )
     };
-    match host {
-        Host::Claude => (
-            hook_file(&crate::runtimes::CLAUDE),
-            json!({"hooks": {
-                "PreToolUse": [{"matcher": "*", "hooks": [{"type": "command", "command": cmd("pre-tool-use", "claude")}]}],
-                "SessionStart": [{"hooks": [{"type": "command", "command": cmd("session-start", "claude")}]}]}}),
-        ),
-        Host::Codex => (
-            hook_file(&crate::runtimes::CODEX),
-            json!({"hooks": {
-                "PreToolUse": [{"matcher": "*", "hooks": [{"type": "command", "command": cmd("pre-tool-use", "codex")}]}],
-                "SessionStart": [{"hooks": [{"type": "command", "command": cmd("session-start", "codex")}]}]}}),
-        ),
-        Host::Gemini => (
-            hook_file(&crate::runtimes::GEMINI),
-            json!({"hooks": {
-                "BeforeTool": [{"matcher": ".*", "hooks": [{"type": "command", "command": cmd("pre-tool-use", "gemini")}]}],
-                "SessionStart": [{"hooks": [{"type": "command", "command": cmd("session-start", "gemini")}]}]}}),
-        ),
-        Host::Cursor => (
-            hook_file(&crate::runtimes::CURSOR),
-            json!({"version": 1, "hooks": {
-                "preToolUse": [{"command": cmd("pre-tool-use", "cursor")}],
-                "beforeShellExecution": [{"command": cmd("pre-tool-use", "cursor")}],
-                "beforeReadFile": [{"command": cmd("pre-tool-use", "cursor")}],
-                "sessionStart": [{"command": cmd("session-start", "cursor")}]}}),
-        ),
-    }
+    let config = match host.protocol {
+        Protocol::ClaudeCode => json!({"hooks": {
+            "PreToolUse": [{"matcher": "*", "hooks": [{"type": "command", "command": cmd("pre-tool-use")}]}],
+            "SessionStart": [{"hooks": [{"type": "command", "command": cmd("session-start")}]}]}}),
+        Protocol::Gemini => json!({"hooks": {
+            "BeforeTool": [{"matcher": ".*", "hooks": [{"type": "command", "command": cmd("pre-tool-use")}]}],
+            "SessionStart": [{"hooks": [{"type": "command", "command": cmd("session-start")}]}]}}),
+        Protocol::Cursor => json!({"version": 1, "hooks": {
+            "preToolUse": [{"command": cmd("pre-tool-use")}],
+            "beforeShellExecution": [{"command": cmd("pre-tool-use")}],
+            "beforeReadFile": [{"command": cmd("pre-tool-use")}],
+            "sessionStart": [{"command": cmd("session-start")}]}}),
+    };
+    (PathBuf::from(host.file), config)
 }
 
 /// Merge `add` into `base`: objects recursively; for an array, our entries replace earlier entries
@@ -435,7 +404,7 @@ pub fn merge(base: &mut Value, add: &Value) {
 }
 
 /// `claude-sandbox hooks install --runtime R [--print]`.
-pub fn install(host: Host, home: &Path, print: bool) -> crate::Result<String> {
+pub(crate) fn install(host: Hooks, home: &Path, print: bool) -> crate::Result<String> {
     let bin = std::env::current_exe()
         .map_err(|e| crate::Error::io("finding the claude-sandbox binary (/proc mounted?)", e))?;
     let (rel, add) = hook_config(host, &bin);

@@ -1,8 +1,7 @@
 //! Baseline, watcher and quarantine with a real jail, real inotify and real files, in both watch
 //! modes (inotify, and the one-second sweep forced with `CLAUDE_SANDBOX_WATCH=poll`).
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::io::Write as _;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;

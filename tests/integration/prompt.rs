@@ -1,8 +1,7 @@
 //! The human's side: the prompt hook in real interactive shells (tmux), the installer end to end, and
 //! doctor.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::Path;
 
 /// An interactive shell with the fixture's environment, no rc files.

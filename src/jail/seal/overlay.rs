@@ -1,4 +1,5 @@
-//! The sealer's overlays (`seal::SealOp::Overlay`), made early and attached in order.
+//! The sealer's overlays (`mounts::Mount::Layer`, where the layer is an overlay), made early and
+//! attached in order.
 //!
 //! Guards against the launch waiting on each overlay in turn: making one waits ~1.5–2.5 ms in the
 //! kernel (overlayfs sets up its work directory on the disk), mostly off a CPU, and a layer inside
@@ -12,7 +13,9 @@
 //! being made), so the jail's mount table does not name the staging tree, which is gone before the
 //! command runs. `layers::overlay_possible` kept `,` `:` `\` and newlines out of them.
 
-use crate::jail::seal::{SealError, SealOp};
+use super::SealError;
+use crate::jail::mounts::Mount;
+use crate::jail::policy::LayerMount;
 use rustix::fd::OwnedFd;
 use std::collections::HashMap;
 use std::os::unix::fs::DirBuilderExt;
@@ -53,21 +56,21 @@ fn make(lower: String, upper: String, work: String) -> rustix::io::Result<OwnedF
 
 impl Making {
     /// Start making every overlay of `ops`; the working directory becomes `stage` until `done`.
-    pub(crate) fn start(ops: &[SealOp], stage: &str) -> Result<Making, SealError> {
+    pub(crate) fn start(ops: &[Mount], stage: &str) -> Result<Making, SealError> {
         let mut making = Making::default();
         let rel = |p: &Path| p.strip_prefix("/").unwrap_or(p).display().to_string();
         for (i, op) in ops.iter().enumerate() {
-            let SealOp::Overlay {
-                lower, upper, work, ..
-            } = op
-            else {
+            let Mount::Layer(l) = op else {
                 continue;
             };
+            if l.mount() != LayerMount::Overlay {
+                continue;
+            }
             if making.0.is_empty() {
                 std::env::set_current_dir(stage)
                     .map_err(|e| fail(Path::new(stage), "entering the host's tree", e))?;
             }
-            let (lower, upper, work) = (rel(lower), rel(upper), rel(work));
+            let (lower, upper, work) = (rel(&l.lower), rel(&l.upper), rel(&l.work));
             let thread = std::thread::Builder::new()
                 .spawn(move || make(lower, upper, work))
                 .map_err(|e| fail(Path::new(stage), "starting a thread for an overlay", e))?;

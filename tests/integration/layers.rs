@@ -1,8 +1,7 @@
 //! Caches are the jail's own layers: the human's caches read-only beneath, the agent's writes kept
 //! for its next session and never seen by the human's tools (`src/jail/layers.rs`).
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 

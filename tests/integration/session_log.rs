@@ -1,8 +1,7 @@
 //! The agent's terminal is the agent's: the watcher's diagnostics during a session go to the runtime
 //! directory's log file, while the alert is stored for the human's prompt; `-v` shows them live.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 /// A session that plants `~/.local/bin/cat` and waits until the watcher has quarantined it, with the
 /// launcher's (and so the command's) stderr captured without a terminal.

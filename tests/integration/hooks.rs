@@ -1,8 +1,7 @@
 //! The hook adapter: captured payloads of each host's documented format, and the exact answer for
 //! each case — deny (with the host's shape), pass-through (nothing at all), malformed (fail closed).
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 use std::io::Write;
 use std::process::{Command, Stdio};

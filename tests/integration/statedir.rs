@@ -5,8 +5,7 @@
 //! read-only, also in a project the agent invents (Claude Code's, Gemini CLI's); Codex's `SQLite`
 //! stores are the jail's own, its memories one session's only.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};

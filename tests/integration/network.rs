@@ -3,8 +3,7 @@
 //! jail; names are mapped by the proxy's test resolver (`CLAUDE_SANDBOX_TEST_HOSTS`), and loopback
 //! is allowed explicitly (`--allow-domain 127.0.0.1`) only where a test needs it.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::os::linux::net::SocketAddrExt;

@@ -4,8 +4,7 @@
 //! neither during the session (the human's `git status` runs meanwhile) nor after it. Real bwrap,
 //! real git.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};

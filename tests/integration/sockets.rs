@@ -3,8 +3,7 @@
 //! while the jail runs, then the jail tries to connect; what the agent legitimately reads in those
 //! directories stays readable.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::os::unix::net::UnixListener;
 use std::time::{Duration, Instant};
 

@@ -2,8 +2,7 @@
 //! while nothing the agent installs there is seen by your tools outside, except what lands in the
 //! PATH directories (`~/.local/bin`, `~/.cargo/bin`), which stay yours and are watched.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

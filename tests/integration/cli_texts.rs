@@ -1,8 +1,7 @@
 //! What a person reads: `explain` fits a screen by default (everything with --full), its JSON
 //! has paths and names as strings, and no option's help is blank.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 #[test]
 fn explain_is_short_by_default_and_complete_with_full() {

@@ -1,8 +1,7 @@
 //! Every class of entry point: creating, modifying, renaming or deleting it from inside the jail fails,
 //! and the file outside is unchanged. Real bwrap, real git, real files.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::fmt::Write as _;
 use std::os::unix::fs::PermissionsExt;
 
@@ -42,7 +41,7 @@ fn assert_sealed(f: &Fixture, attempts: &str) {
     );
 }
 
-/// (`git config` itself succeeds: the jail writes its own copy, see tests/gitconfig.rs.)
+/// (`git config` itself succeeds: the jail writes its own copy, see tests/integration/gitconfig.rs.)
 #[test]
 fn git_hooks_config_and_git_dir_are_sealed() {
     let f = Fixture::new();
@@ -150,7 +149,7 @@ fn hooks_path_and_include_targets_are_sealed() {
 }
 
 /// (`~/.gitconfig` is the jail's own copy, merged back without keys that run programs:
-/// tests/gitconfig.rs.)
+/// tests/integration/gitconfig.rs.)
 #[test]
 fn shell_startup_files_cannot_be_changed_or_created() {
     let f = Fixture::new();

@@ -2,8 +2,7 @@
 //! of a file linked into a store outside (pnpm's, uv's) must never change the store's file, and the
 //! agent's own installs must keep working.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::Command;

@@ -1,0 +1,171 @@
+//! The catalogue of entry points: the files through which what the jail writes would later run
+//! outside it, as the human, named once with who runs them and what stands in for a missing one.
+//! Data only: the walk that finds them in a workspace is `entrypoints`, the agents' own names are
+//! in `runtimes`, git's in `git`.
+//!
+//! Guards against a fact written twice and read two ways: discovery, the planner, the agents' hook
+//! adapter (`agent_hooks`), the watcher and the docs (`docs/entry-points.md`, checked by a test)
+//! read the same rows. A new per-directory name of a tool is one row of `TOOLS`; a new file git
+//! reads from a git directory is one row of `git::FILES`.
+
+pub(crate) mod git;
+
+/// The workspace's own configuration file (`config`): an entry point itself, since it is the next
+/// session's policy.
+pub(crate) const WORKSPACE_FILE: &str = ".claude-sandbox.toml";
+
+/// What a missing entry point is replaced with. A directory is the default because every reader we
+/// checked treats a directory where it expects a file as absent (rustup, pyenv, npm, git's untracked
+/// listing), while an empty *file* changes behaviour (an empty `rust-toolchain.toml` breaks cargo, an
+/// empty `.python-version` switches pyenv to the system python). Files inside `.git` are the exception:
+/// git refuses a directory there, so they get content git reads as "nothing set".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stub {
+    /// An empty directory.
+    Dir,
+    /// A file with this content.
+    File(&'static str),
+}
+
+/// One catalogued name: where it is looked for, who runs what it holds.
+#[derive(Debug, Clone, Copy)]
+pub struct Catalogued {
+    pub name: &'static str,
+    pub stub: Stub,
+    pub runs: &'static str,
+    /// The commands that read it. When none of them is installed (on PATH or in a conventional user
+    /// bin directory), a missing one gets no placeholder: nothing outside would run it, and one
+    /// created during the session is alerted at its end (`jail::plan::readers`). Empty: always
+    /// placeholdered (read by editors and agents that need not be on PATH, or by us).
+    pub read_by: &'static [&'static str],
+    /// Set in the jail while the name is a placeholder, for a reader that fails on a directory.
+    pub jail_env: Option<(&'static str, &'static str)>,
+}
+
+const LEFTHOOK: &[&str] = &["lefthook"];
+const CARGO: &[&str] = &["cargo", "rustup", "rustc"];
+/// npm reads a `.npmrc` in the directory it runs in even without a `package.json`.
+const NODE_PMS: &[&str] = &["npm", "npx", "pnpm", "yarn", "bun", "corepack"];
+
+/// Always placeholdered when missing (also the agents' project names, `runtimes`: the agent that
+/// reads one may run as an editor's extension, not from PATH).
+pub(crate) const fn dir(name: &'static str, runs: &'static str) -> Catalogued {
+    Catalogued {
+        name,
+        stub: Stub::Dir,
+        runs,
+        read_by: &[],
+        jail_env: None,
+    }
+}
+
+/// Placeholdered when missing only if one of `read_by` is installed.
+pub(crate) const fn read_by(
+    name: &'static str,
+    read_by: &'static [&'static str],
+    runs: &'static str,
+) -> Catalogued {
+    Catalogued {
+        name,
+        stub: Stub::Dir,
+        runs,
+        read_by,
+        jail_env: None,
+    }
+}
+
+/// Names sealed at the workspace root (blocked when missing) and wherever they exist below it,
+/// besides the agent runtimes' own (`runtimes`; both together: `per_directory`).
+/// Missing ones below the root are not blocked: a placeholder per name per directory would cost a
+/// mount each (about 0.4 ms apiece at launch) for directories the human rarely opens as a project.
+pub(crate) const TOOLS: &[Catalogued] = &[
+    dir(
+        ".vscode",
+        "VS Code: tasks.json folderOpen tasks, settings naming executables, launch.json",
+    ),
+    dir(
+        ".devcontainer",
+        "Dev Containers: initializeCommand on the host, post*Command, features",
+    ),
+    dir(".idea", "JetBrains IDEs: run configurations, startup tasks"),
+    read_by(
+        ".husky",
+        &["npm", "pnpm", "yarn", "bun", "husky"],
+        "husky: git hooks run by every commit",
+    ),
+    read_by(".lefthook", LEFTHOOK, "lefthook: hook scripts"),
+    read_by(
+        ".cargo",
+        CARGO,
+        "cargo: config.toml runner, rustc-wrapper, linker for every cargo command",
+    ),
+    read_by(".envrc", &["direnv"], "direnv: shell code run on cd"),
+    read_by(
+        ".npmrc",
+        NODE_PMS,
+        "npm: node-options, script-shell, git, editor",
+    ),
+    read_by(
+        ".yarnrc.yml",
+        &["yarn", "corepack"],
+        "yarn: yarnPath runs a JavaScript file",
+    ),
+    Catalogued {
+        // pnpm `require`s it, and a directory fails every install: while it is a placeholder the
+        // jail's pnpm reads `/dev/null` instead (an empty module: no hooks). Not an empty file,
+        // which `git add -A` would commit.
+        jail_env: Some(("npm_config_pnpmfile", "/dev/null")),
+        ..read_by(
+            ".pnpmfile.cjs",
+            &["pnpm", "corepack"],
+            "pnpm: hooks run on install",
+        )
+    },
+    read_by("bunfig.toml", &["bun", "bunx"], "bun: preload scripts"),
+    read_by(
+        "mise.toml",
+        &["mise"],
+        "mise: [hooks] enter/cd, [env] _.source on cd",
+    ),
+    read_by(
+        ".mise.toml",
+        &["mise"],
+        "mise: [hooks] enter/cd, [env] _.source on cd",
+    ),
+    read_by(
+        ".tool-versions",
+        &["asdf", "mise"],
+        "asdf/mise: `path:` tool versions run by shims",
+    ),
+    read_by(
+        ".python-version",
+        &["pyenv", "uv", "rye"],
+        "pyenv: selects the python that shims run",
+    ),
+    read_by(
+        "rust-toolchain.toml",
+        CARGO,
+        "rustup: `path =` toolchain run by cargo/rustc proxies",
+    ),
+    read_by(
+        "rust-toolchain",
+        CARGO,
+        "rustup: toolchain run by cargo/rustc proxies",
+    ),
+    read_by("lefthook.yml", LEFTHOOK, "lefthook: hook commands"),
+    read_by(".lefthook.yml", LEFTHOOK, "lefthook: hook commands"),
+    read_by("lefthook-local.yml", LEFTHOOK, "lefthook: hook commands"),
+    read_by(
+        ".pre-commit-config.yaml",
+        &["pre-commit", "prek"],
+        "pre-commit/prek: `repo: local` entry commands on commit",
+    ),
+    read_by("hk.pkl", &["hk"], "hk: hook commands"),
+    read_by(
+        ".exrc",
+        &["vi", "vim", "nvim", "ex", "view"],
+        "vi/vim with `exrc`: ex commands",
+    ),
+    dir(WORKSPACE_FILE, "claude-sandbox: the next session's policy"),
+];

@@ -1,0 +1,25 @@
+//! Every integration test but the real agents' (`tests/agents.rs`, run on its own by CI), as one
+//! binary with a module per part: one build of the fixtures (`tests/common`) and one link instead
+//! of one per file. `cargo test --test integration launcher::` runs one part.
+
+mod agent_state;
+mod battery;
+mod cli_texts;
+#[path = "../common/mod.rs"]
+mod common;
+mod entry_points;
+mod gitconfig;
+mod hardlinks;
+mod hooks;
+mod installer;
+mod installs;
+mod launcher;
+mod layers;
+mod network;
+mod prompt;
+mod secrets;
+mod session_log;
+mod sockets;
+mod statedir;
+mod watcher;
+mod watcher_judges;
