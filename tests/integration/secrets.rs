@@ -62,7 +62,7 @@ fn credentials_are_hidden_and_the_agents_own_stay_readable() {
         out.lines().any(|l| l.trim() == "0"),
         "~/.aws is an empty directory inside:\n{out}"
     );
-    let explain = ok(&f.cmd(["explain", "--verbose"]).output().unwrap());
+    let explain = ok(&f.cmd(["explain", "--full"]).output().unwrap());
     assert!(
         explain.contains(".aws") && explain.contains("hidden:"),
         "{explain}"
