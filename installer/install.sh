@@ -153,7 +153,10 @@ if [ -z "$binary" ] && [ -n "$packaged" ]; then
                    "$here/@claude-sandbox/linux-$cpu/claude-sandbox"; do
     if [ -f "$candidate" ] && [ -x "$candidate" ]; then binary=$candidate; break; fi
   done
-  [ -n "$binary" ] || die "the $packaged in $self_dir has no claude-sandbox for $arch (npm: was @claude-sandbox/linux-$cpu left out with --omit=optional?)"
+  # Without its binary the package can still add wrappers to an installed claude-sandbox (below).
+  if [ -z "$binary" ] && ! { [ -n "$wrap" ] && [ -x "$installed" ]; }; then
+    die "the $packaged in $self_dir has no claude-sandbox for $arch (npm: was @claude-sandbox/linux-$cpu left out with --omit=optional?)"
+  fi
 fi
 if [ "$packages" = 1 ] && [ -z "$dest" ]; then install_packages; fi
 
