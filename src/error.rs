@@ -38,6 +38,12 @@ pub enum Error {
     CommandNotFound(String),
     #[error("{0}: not executable{1}")]
     NotExecutable(String, String),
+    #[error("{0}: no such held item (`claude-sandbox review` lists them)")]
+    NotHeld(String),
+    #[error("{id}: {} changed since this was held; nothing was applied (look at it with `claude-sandbox review show {id}`, then apply it by hand or `claude-sandbox review reject {id}`)", target.display())]
+    HeldConflict { id: String, target: PathBuf },
+    #[error("{0}: not applied: {1}")]
+    HeldApply(String, String),
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -50,12 +56,16 @@ impl Error {
     /// The process exit status this error maps to.
     pub fn exit_code(&self) -> i32 {
         match self {
-            Error::Config { .. } | Error::Usage(_) => EXIT_USAGE,
+            Error::Config { .. }
+            | Error::Usage(_)
+            | Error::NotHeld(_)
+            | Error::HeldConflict { .. } => EXIT_USAGE,
             Error::CommandNotFound(_) => EXIT_NOT_FOUND,
             Error::NotExecutable(..) => EXIT_NOT_EXECUTABLE,
             Error::BwrapMissing(_)
             | Error::Jail(_)
             | Error::RuntimeDir { .. }
+            | Error::HeldApply(..)
             | Error::Io { .. } => EXIT_JAIL,
         }
     }

@@ -59,6 +59,23 @@ pub(crate) fn visible(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Bytes that may not be UTF-8 (a file name, a file's contents) as they may be printed.
+pub(crate) fn visible_bytes(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(&visible(chunk.valid()));
+        for b in chunk.invalid() {
+            let _ = write!(out, "\\x{b:02x}");
+        }
+    }
+    out
+}
+
+/// A path as it may be printed.
+pub(crate) fn visible_path(path: &std::path::Path) -> String {
+    visible_bytes(std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,6 +111,15 @@ mod tests {
     fn a_backslash_is_doubled_so_the_escape_is_unambiguous() {
         assert_eq!(visible("a\\e"), "a\\\\e");
         assert_ne!(visible("\\e"), visible("\u{1b}"));
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_shown_as_hex() {
+        use std::os::unix::ffi::OsStrExt;
+        assert_eq!(visible_bytes(b"ok\xff\xfe!"), "ok\\xff\\xfe!");
+        assert_eq!(visible_bytes(b"\xe2\x80\xae"), "\\u{202e}");
+        let p = std::path::Path::new(std::ffi::OsStr::from_bytes(b"bin/\x1b[1mgit\xff"));
+        assert_eq!(visible_path(p), "bin/\\e[1mgit\\xff");
     }
 
     #[test]

@@ -127,6 +127,12 @@ pub fn sha256_path(path: &Path) -> Option<String> {
     sha256_fd(&fd, st.st_size as u64)
 }
 
+/// The sha256 of bytes in memory, as the records write it.
+pub(crate) fn sha256_bytes(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    crate::baseline::hex(&sha2::Sha256::digest(bytes))
+}
+
 /// Quarantine `dir/name`. `Ok(None)` if it vanished first (another watcher, or the agent, moved it).
 // One no-follow, no-replace move and its fallback: split, the fds' invariants would cross functions.
 #[allow(clippy::too_many_lines)]

@@ -88,6 +88,12 @@ impl RuntimeDir {
         self.root.join("quarantine")
     }
 
+    /// `held/`: items held for the human's review (`crate::held`): `<id>.json`, `<id>.payload`,
+    /// `<id>.decision`.
+    pub(crate) fn held(&self) -> PathBuf {
+        self.root.join("held")
+    }
+
     /// `alerts.jsonl`: one alert per line.
     pub(crate) fn alerts_log(&self) -> PathBuf {
         self.root.join("alerts.jsonl")

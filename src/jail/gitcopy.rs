@@ -72,6 +72,7 @@ fn paths(p: &[PathBuf]) -> String {
 
 use crate::alerts::{at_session_end, AlertKind};
 use crate::jail::policy::GitCopy;
+pub(crate) use merge::apply as apply_key;
 use divert::{divert, human_file, is_diverted, release};
 
 use crate::gitconfig::{self, Key};
