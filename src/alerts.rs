@@ -11,6 +11,7 @@ pub(crate) use kind::Action;
 pub use kind::AlertKind;
 
 use crate::error::{Error, Result};
+use crate::escape::{visible, visible_path};
 use crate::runtime_dir::{Lock, RuntimeDir};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -84,12 +85,21 @@ impl Alert {
         self
     }
 
-    /// Quarantined as `id`, if it was (else alerted only).
+    /// Quarantined as `id`, if it was (else alerted only). The alert then takes the quarantine's
+    /// id: one id per item, for `review`, `restore` and `alerts ack` alike.
     pub(crate) fn quarantined(mut self, id: Option<String>) -> Alert {
-        if id.is_some() {
+        if let Some(q) = &id {
             self.action = Action::Quarantined.as_str().into();
+            self.id.clone_from(q);
         }
         self.quarantine_id = id;
+        self
+    }
+
+    /// The alert of a held item: the item's id, kind and action `held`.
+    pub(crate) fn held(mut self, id: &str) -> Alert {
+        self.id = id.to_string();
+        self.action = Action::Held.as_str().into();
         self
     }
 
@@ -268,7 +278,15 @@ impl Store {
 
 /// The short form for the prompt: one line per alert (a path in `home` shown from `~`), then how
 /// to review and restore.
-pub fn print_prompt(alerts: &[Alert], home: Option<&Path>, out: &mut dyn Write, color: bool) {
+/// The short form for the prompt: one line per alert not shown yet, then how many items wait for
+/// the human's review (`waiting`) and the command. Every byte the jail chose is escaped.
+pub fn print_prompt(
+    alerts: &[Alert],
+    waiting: usize,
+    home: Option<&Path>,
+    out: &mut dyn Write,
+    color: bool,
+) {
     if alerts.is_empty() {
         return;
     }
@@ -285,22 +303,33 @@ pub fn print_prompt(alerts: &[Alert], home: Option<&Path>, out: &mut dyn Write, 
         } else {
             sev
         };
-        let mut path = a.path.display().to_string();
+        let mut path = visible_path(&a.path);
         if !home.is_empty() && path.starts_with(&format!("{home}/")) {
             path = format!("~{}", &path[home.len()..]);
         }
-        let restore = a
-            .quarantine_id
-            .as_ref()
-            .map(|q| format!(" (undo: claude-sandbox restore {q})"))
-            .unwrap_or_default();
+        // What undoes or decides it, by the item's one id.
+        let next = match (&a.quarantine_id, &a.kind) {
+            (Some(q), _) => format!(" (undo: claude-sandbox restore {})", visible(q)),
+            (None, AlertKind::Held) => {
+                format!(" (decide: claude-sandbox review show {})", visible(&a.id))
+            }
+            (None, _) => String::new(),
+        };
         let _ = writeln!(
             out,
-            "claude-sandbox: {sev} {} {path}: {}{restore}",
-            a.action, a.detail
+            "claude-sandbox: {sev} {} {path}: {}{next}",
+            visible(&a.action),
+            visible(&a.detail),
         );
     }
-    let _ = writeln!(out, "claude-sandbox: review with `claude-sandbox alerts`, then `claude-sandbox alerts ack --all`");
+    if waiting > 0 {
+        let _ = writeln!(
+            out,
+            "claude-sandbox: {waiting} item(s) wait for your review: `claude-sandbox review`"
+        );
+    } else {
+        let _ = writeln!(out, "claude-sandbox: see them with `claude-sandbox review`");
+    }
 }
 
 /// A new unique id: time, pid and a counter.
@@ -385,9 +414,9 @@ pub fn print_table(
             a.id,
             a.time.get(..19).unwrap_or(&a.time),
             paint(a.severity, &format!("{:<9}", a.severity.as_str())),
-            a.action,
-            a.path.display(),
-            a.detail
+            visible(&a.action),
+            visible_path(&a.path),
+            visible(&a.detail)
         );
         match &a.quarantine_id {
             Some(q) if restored.contains(q) => {

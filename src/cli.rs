@@ -74,9 +74,20 @@ pub(crate) enum Command {
         #[arg(long, hide = true)]
         prompt: bool,
     },
-    /// Put a quarantined file back where it was, byte for byte.
+    /// Decide what the sessions left: changes held back for review (git config keys, `~/.claude.json`
+    /// keys, credentials of another account), files the watcher quarantined, alerts. On a terminal
+    /// an interactive view; otherwise a listing. Exit status: 0 nothing waits, 1 something waits, 2
+    /// error.
+    Review {
+        #[command(subcommand)]
+        action: Option<ReviewAction>,
+        /// One JSON array of the waiting items.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Put a quarantined file back where it was, byte for byte (or apply a held item: `review accept`).
     Restore {
-        /// The quarantine id (see `claude-sandbox alerts`).
+        /// The item's id (see `claude-sandbox review` or `claude-sandbox alerts`).
         id: String,
         /// If something now occupies the path, swap them (the occupant is quarantined instead).
         #[arg(long)]
@@ -278,6 +289,24 @@ pub(crate) enum AlertsAction {
     },
 }
 
+#[derive(Subcommand, Debug)]
+pub(crate) enum ReviewAction {
+    /// Apply held items to your files as they were shown, restore quarantined files, acknowledge
+    /// alerts.
+    Accept {
+        /// The items' ids (the first column of `claude-sandbox review`).
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
+    /// Leave held items out for good (they stay in the store), keep quarantined files where they are.
+    Reject {
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
+    /// Everything about one item: its diff, or its content.
+    Show { id: String },
+}
+
 fn init_logging(verbose: u8) {
     let default = match verbose {
         0 => "warn",
@@ -289,11 +318,11 @@ fn init_logging(verbose: u8) {
     // Without -v or RUST_LOG, a session's log lines go to a file, not into the agent's terminal.
     let live = verbose > 0 || std::env::var_os("RUST_LOG").is_some();
     crate::logfile::set_live(live);
-    let color = live && color_on(std::io::stderr());
+    // No colours: every line goes through the escaping writer (`logfile`), which would show them.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(|| crate::logfile::Writer)
-        .with_ansi(color)
+        .with_ansi(false)
         .with_target(false);
     // `-vv` is for finding where time goes: each line carries the time since start and the CPU
     // time used so far (`Clocks`).

@@ -15,6 +15,7 @@ mod hook;
 mod hooks;
 mod man;
 mod restore;
+mod review;
 mod run;
 mod watch;
 
@@ -49,6 +50,7 @@ pub(crate) fn exec(command: Command, host: &HostEnv) -> crate::Result<i32> {
             json,
             prompt,
         } => alerts::exec(action, all, json, prompt, host),
+        Command::Review { action, json } => review::exec(action, json, host),
         Command::Restore { id, force } => restore::exec(&id, force, host),
         Command::Battery {
             case,

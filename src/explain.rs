@@ -135,6 +135,11 @@ pub fn explain(
         );
         return Ok(());
     }
+    // The text names what the jail may have shaped (names in the workspace, in `$HOME`): written
+    // into a buffer, then shown line by line through the escaping function.
+    drop(out);
+    let mut buf: Vec<u8> = Vec::new();
+    let out = &mut buf;
     let p = &plan.policy;
     let _ = writeln!(out, "Workspace (writable): {}", p.workspace.display());
     let _ = writeln!(out, "\n$HOME ({}): a private directory for the session; its existing entries are bound read-only,", p.home.display());
@@ -172,7 +177,7 @@ pub fn explain(
     if !own.is_empty() {
         let _ = writeln!(out, "  the session's own, discarded: {}", some(&own, full));
     }
-    caches(&mut out, p, full);
+    caches(out, p, full);
     // Chosen as the launcher chooses them (the sealer mounts them; `gitcopy` says why).
     let copies = crate::jail::gitcopy::choose(p, &plan.repos);
     if full {
@@ -298,6 +303,10 @@ pub fn explain(
     let _ = writeln!(out, "\nNot covered:");
     for n in NOT_COVERED {
         let _ = writeln!(out, "  - {n}");
+    }
+    let mut stdout = std::io::stdout().lock();
+    for line in buf.split(|b| *b == b'\n') {
+        let _ = writeln!(stdout, "{}", crate::escape::visible_bytes(line));
     }
     Ok(())
 }

@@ -227,13 +227,17 @@ impl Store {
                 before,
             } => {
                 let now = git_values(&item.target, name)?;
-                let before: Vec<Option<Vec<u8>>> =
-                    before.iter().map(|b| b.as_ref().map(|b| b.0.clone())).collect();
+                let before: Vec<Option<Vec<u8>>> = before
+                    .iter()
+                    .map(|b| b.as_ref().map(|b| b.0.clone()))
+                    .collect();
                 if now != before {
                     return Err(conflict(&item));
                 }
-                let values: Vec<Option<Vec<u8>>> =
-                    values.iter().map(|v| v.as_ref().map(|v| v.0.clone())).collect();
+                let values: Vec<Option<Vec<u8>>> = values
+                    .iter()
+                    .map(|v| v.as_ref().map(|v| v.0.clone()))
+                    .collect();
                 crate::jail::gitcopy::apply_key(&item.target, name, &values)
                     .map_err(|e| Error::HeldApply(item.id.clone(), e.to_string()))?;
             }
@@ -242,16 +246,30 @@ impl Store {
                 value,
                 before,
             } => {
-                let key = json_key(path).ok_or_else(|| Error::HeldApply(item.id.clone(), "a key of an unknown shape".into()))?;
+                let key = json_key(path).ok_or_else(|| {
+                    Error::HeldApply(item.id.clone(), "a key of an unknown shape".into())
+                })?;
                 let (mut file, mode) = match std::fs::read(&item.target) {
                     Ok(b) => {
                         let mode = std::fs::metadata(&item.target).map_or(0o600, |m| {
                             std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777
                         });
-                        (serde_json::from_slice(&b).map_err(|e| Error::HeldApply(item.id.clone(), format!("{} is not JSON: {e}", item.target.display())))?, mode)
+                        (
+                            serde_json::from_slice(&b).map_err(|e| {
+                                Error::HeldApply(
+                                    item.id.clone(),
+                                    format!("{} is not JSON: {e}", item.target.display()),
+                                )
+                            })?,
+                            mode,
+                        )
                     }
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => (serde_json::Value::Object(serde_json::Map::new()), 0o600),
-                    Err(e) => return Err(Error::io(format!("reading {}", item.target.display()), e)),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        (serde_json::Value::Object(serde_json::Map::new()), 0o600)
+                    }
+                    Err(e) => {
+                        return Err(Error::io(format!("reading {}", item.target.display()), e))
+                    }
                 };
                 if claude_json::get(&file, &key) != before.as_ref() {
                     return Err(conflict(&item));
@@ -260,10 +278,17 @@ impl Store {
                 let text = serde_json::to_vec_pretty(&file).expect("JSON serialises");
                 write_atomic(&item.target, &text, mode)?;
             }
-            Change::File { sha256, mode, before } => {
+            Change::File {
+                sha256,
+                mode,
+                before,
+            } => {
                 let payload = self.payload(id)?;
                 if crate::quarantine::sha256_bytes(&payload) != *sha256 {
-                    return Err(Error::HeldApply(item.id.clone(), "the held copy does not match its record".into()));
+                    return Err(Error::HeldApply(
+                        item.id.clone(),
+                        "the held copy does not match its record".into(),
+                    ));
                 }
                 let now = match std::fs::symlink_metadata(&item.target) {
                     Ok(m) if m.is_file() => crate::quarantine::sha256_path(&item.target),
@@ -286,6 +311,48 @@ impl Store {
         self.decide(id, Decision::Rejected)?;
         Ok(item)
     }
+}
+
+/// Hold what a session would have handed back, and say so at the human's next prompt: an alert
+/// with the item's id. `item.id`, `time` and `session` are filled in here (`session_dir` is
+/// `<runtime>/sessions/<id>`). Returns the id; an item that cannot be kept is an error the caller
+/// reports (the human's file is then left as it was: nothing is lost).
+pub(crate) fn hold_at_session_end(
+    session_dir: &Path,
+    mut item: Item,
+    payload: Option<&[u8]>,
+) -> Result<String> {
+    let dir = crate::runtime_dir::SessionDir::at(session_dir.to_path_buf());
+    let (runtime, session) = dir.runtime_and_id().ok_or_else(|| {
+        Error::HeldApply(
+            "(new)".into(),
+            format!("{} is no session directory", session_dir.display()),
+        )
+    })?;
+    let session = session.to_string_lossy().into_owned();
+    item.id = crate::alerts::new_id("h");
+    item.time = crate::alerts::now_rfc3339();
+    item.session.clone_from(&session);
+    Store::new(runtime.root()).hold(&item, payload)?;
+    let detail = format!(
+        "{} ({}): {}",
+        item.what,
+        item.consequence.as_str(),
+        item.why
+    );
+    let alert = crate::alerts::Alert::new(
+        crate::alerts::AlertKind::Held,
+        crate::alerts::Severity::High,
+        &item.target,
+        detail,
+        &session,
+    )
+    .held(&item.id)
+    .fingerprint(format!("held:{}", item.id));
+    if let Err(e) = crate::alerts::Store::new(runtime.root()).add(&alert) {
+        tracing::warn!("recording the alert of a held item: {e}");
+    }
+    Ok(item.id)
 }
 
 fn conflict(item: &Item) -> Error {

@@ -6,6 +6,10 @@
 //! `RUNTIME/claude-sandbox.log` (the runtime directory is hidden from the jail, so the agent cannot
 //! edit it); alerts still go to the store and the human's prompt. With `-v` (or `RUST_LOG`) they stay
 //! live on stderr: the person asked for them.
+//!
+//! Log lines name what the jail shaped (file names, keys, hosts): every line is written through
+//! `crate::escape` (its newline kept), so no byte the jail chose reaches a terminal as a control —
+//! which is why the log has no colours.
 
 use std::fs::File;
 use std::io::Write;
@@ -26,6 +30,15 @@ pub(crate) struct Writer;
 
 impl Write for Writer {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut shown = Vec::with_capacity(buf.len() + 16);
+        for (i, line) in buf.split(|b| *b == b'\n').enumerate() {
+            if i > 0 {
+                shown.push(b'\n');
+            }
+            shown.extend_from_slice(crate::escape::visible_bytes(line).as_bytes());
+        }
+        let buf_len = buf.len();
+        let buf = &shown[..];
         let mut diverted = DIVERTED
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -35,9 +48,9 @@ impl Write for Writer {
                 #[allow(clippy::naive_bytecount)]
                 let lines = buf.iter().filter(|&&b| b == b'\n').count();
                 LINES.fetch_add(lines, Ordering::Relaxed);
-                f.write_all(buf).map(|()| buf.len())
+                f.write_all(buf).map(|()| buf_len)
             }
-            None => std::io::stderr().write(buf),
+            None => std::io::stderr().write_all(buf).map(|()| buf_len),
         }
     }
     fn flush(&mut self) -> std::io::Result<()> {

@@ -71,13 +71,24 @@ impl Entry {
 
     pub(crate) fn json(&self) -> EntryJson {
         let (what, class, why) = match &self.subject {
-            Subject::Held(i) => (i.what.clone(), i.consequence.as_str().to_string(), i.why.clone()),
+            Subject::Held(i) => (
+                i.what.clone(),
+                i.consequence.as_str().to_string(),
+                i.why.clone(),
+            ),
             Subject::Quarantined(r, _) => (
-                r.original.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+                r.original
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
                 "quarantined".into(),
                 r.reason.clone(),
             ),
-            Subject::Alert(a) => (a.kind.to_string(), a.severity.as_str().to_string(), a.detail.clone()),
+            Subject::Alert(a) => (
+                a.kind.to_string(),
+                a.severity.as_str().to_string(),
+                a.detail.clone(),
+            ),
         };
         EntryJson {
             id: self.id.clone(),
@@ -149,7 +160,9 @@ pub(crate) fn collect(runtime: &Path) -> Vec<Entry> {
         .into_iter()
         .filter(|a| {
             !held_ids.contains(&a.id.as_str())
-                && a.quarantine_id.as_deref().is_none_or(|q| !held_ids.contains(&q))
+                && a.quarantine_id
+                    .as_deref()
+                    .is_none_or(|q| !held_ids.contains(&q))
         })
         .map(|a| Entry {
             id: a.id.clone(),
@@ -190,7 +203,11 @@ pub(crate) fn accept(runtime: &Path, id: &str) -> Result<String> {
         Subject::Held(item) => {
             held::Store::new(runtime).accept(&item.id)?;
             let _ = alerts.ack(Some(std::slice::from_ref(&item.id)));
-            Ok(format!("applied {} to {}", visible(&item.what), visible_path(&item.target)))
+            Ok(format!(
+                "applied {} to {}",
+                visible(&item.what),
+                visible_path(&item.target)
+            ))
         }
         Subject::Quarantined(r, ids) => {
             let r = crate::quarantine::restore(runtime, &r.id, false)?;
@@ -221,7 +238,10 @@ pub(crate) fn reject(runtime: &Path, id: &str) -> Result<String> {
         }
         Subject::Quarantined(r, ids) => {
             alerts.ack(Some(ids))?;
-            Ok(format!("{} stays in the quarantine", visible_path(&r.original)))
+            Ok(format!(
+                "{} stays in the quarantine",
+                visible_path(&r.original)
+            ))
         }
         Subject::Alert(a) => {
             alerts.ack(Some(std::slice::from_ref(&a.id)))?;
@@ -270,7 +290,11 @@ pub(crate) fn interactive_or_list(runtime: &Path, json: bool, looks: &Looks) -> 
     let mut out = std::io::stdout().lock();
     if json {
         let list: Vec<EntryJson> = entries.iter().map(Entry::json).collect();
-        let _ = writeln!(out, "{}", serde_json::to_string_pretty(&list).expect("entries serialise"));
+        let _ = writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&list).expect("entries serialise")
+        );
         return Ok(i32::from(!entries.is_empty()));
     }
     if tui::usable(looks.term) && !entries.is_empty() {

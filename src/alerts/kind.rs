@@ -40,6 +40,9 @@ pub enum AlertKind {
     MergeRefused,
     /// A workspace-root entry point nothing installed reads, created in the session (`jail::plan`).
     EntryPointCreated,
+    /// Something a session would have handed back that is more than data, held for review
+    /// (`crate::held`): the alert's id is the held item's.
+    Held,
     /// A kind this version does not know (written by another one): kept as it was written.
     Other(String),
 }
@@ -63,6 +66,7 @@ impl AlertKind {
         AlertKind::GitConfigKept,
         AlertKind::MergeRefused,
         AlertKind::EntryPointCreated,
+        AlertKind::Held,
     ];
 
     pub fn as_str(&self) -> &str {
@@ -83,6 +87,7 @@ impl AlertKind {
             AlertKind::GitConfigKept => "git-config-kept",
             AlertKind::MergeRefused => "merge-refused",
             AlertKind::EntryPointCreated => "entry-point-created",
+            AlertKind::Held => "held",
             AlertKind::Other(s) => s,
         }
     }
@@ -124,6 +129,8 @@ pub(crate) enum Action {
     Failed,
     /// Refused as it happened (a connection).
     Denied,
+    /// Kept aside for the human's review (`crate::held`).
+    Held,
 }
 
 impl Action {
@@ -134,6 +141,7 @@ impl Action {
             Action::Neutralised => "neutralised",
             Action::Failed => "failed",
             Action::Denied => "denied",
+            Action::Held => "held",
         }
     }
 }

@@ -65,6 +65,14 @@ pub(crate) const FILES: &[File] = &[
         "git: core.fsmonitor, core.hooksPath, hook.*, filters, aliases",
         In::CommonDir,
     ),
+    // Not a program, but what decides which files the human reviews: `info/exclude` hides a planted
+    // file from `git status`; `info/attributes` picks filter and diff drivers for any path.
+    file(
+        "info",
+        Stub::Dir,
+        "git: info/exclude hides files from `git status` (and so from your review), info/attributes selects filter and diff drivers",
+        In::CommonDir,
+    ),
     file(
         "commondir",
         Stub::File("../..\n"),
@@ -289,6 +297,8 @@ mod tests {
             "/w/.git/worktrees/t/commondir",
             "/w/.git/worktrees/t/gitdir",
             "/w/.git/worktrees/t/config.worktree",
+            "/w/.git/info/exclude",
+            "/w/.git/info/attributes",
         ] {
             assert!(written_file(Path::new(p)), "{p}");
         }
@@ -296,7 +306,6 @@ mod tests {
             "/w/.git",
             "/w/.git/HEAD",
             "/w/.git/objects/ab/cd",
-            "/w/.git/info/exclude",
             "/w/.git/config/x",
             "/w/.git/hooksx",
             "/w/.git/modules/a/HEAD",

@@ -15,8 +15,14 @@ pub(super) fn exec(
     let store = crate::alerts::Store::new(&runtime);
     if prompt {
         let fresh = store.take_unshown()?;
+        let waiting = if fresh.is_empty() {
+            0
+        } else {
+            crate::review::collect(&runtime).len()
+        };
         crate::alerts::print_prompt(
             &fresh,
+            waiting,
             host.home().as_deref(),
             &mut std::io::stdout().lock(),
             crate::cli::color_on(std::io::stdout()),

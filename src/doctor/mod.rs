@@ -132,9 +132,10 @@ pub fn doctor(json: bool, env: &HostEnv) -> i32 {
             } else {
                 mark.to_string()
             };
-            let _ = writeln!(out, "{mark} {}: {}", c.name, c.why);
+            // A finding can name what the jail shaped (a planted file's name): escaped.
+            let _ = writeln!(out, "{mark} {}: {}", c.name, crate::escape::visible(&c.why));
             if let Some(fix) = &c.fix {
-                let _ = writeln!(out, "      fix: {fix}");
+                let _ = writeln!(out, "      fix: {}", crate::escape::visible(fix));
             }
         }
         let fails = checks.iter().filter(|c| c.mark == Mark::Fail).count();
@@ -621,12 +622,7 @@ fn check_agent_versions(env: &HostEnv) -> Vec<Check> {
         };
         let installed = command_output(&found, &["--version"])
             .filter(|(ok, _)| *ok)
-            // What the program says is printed: it may be a plant (a `~/.local/bin/claude`).
-            .and_then(|(_, text)| {
-                text.lines()
-                    .next()
-                    .map(|l| crate::escape::visible(l).into_owned())
-            })
+            .and_then(|(_, text)| text.lines().next().map(str::to_string))
             .unwrap_or_else(|| "(its --version failed)".into());
         let package = r.npm.map_or(String::new(), |p| format!(" ({p})"));
         if installed

@@ -93,7 +93,12 @@ fn account(v: Option<&Value>) -> Option<&str> {
 
 /// The judge for one key. `workspace`: the session's own project (accepting the trust dialog for
 /// it in the jail's own TUI is the human's act). Pure.
-pub(crate) fn judge(key: &Key, base: Option<&Value>, jail: Option<&Value>, workspace: &str) -> Verdict {
+pub(crate) fn judge(
+    key: &Key,
+    base: Option<&Value>,
+    jail: Option<&Value>,
+    workspace: &str,
+) -> Verdict {
     let (name, program, place, identity): (&str, &[&str], &[&str], &[&str]) = match key {
         Key::Global(k) => (k, PROGRAM, PLACE, IDENTITY),
         Key::Project { project, key } => {
@@ -138,8 +143,7 @@ pub(crate) fn judge(key: &Key, base: Option<&Value>, jail: Option<&Value>, works
 
 fn object(v: &Value) -> &Map<String, Value> {
     static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
-    v.as_object()
-        .unwrap_or_else(|| EMPTY.get_or_init(Map::new))
+    v.as_object().unwrap_or_else(|| EMPTY.get_or_init(Map::new))
 }
 
 fn keys<'a>(a: &'a Map<String, Value>, b: &'a Map<String, Value>) -> Vec<&'a String> {
@@ -265,14 +269,30 @@ mod tests {
             "remoteControlAtStartup": true,
         });
         let c = changes(&base, &jail, WS);
-        assert_eq!(held(&c), ["apiKeyHelper", "env", "mcpServers", "remoteControlAtStartup"]);
-        let flowing: Vec<_> = c.iter().filter(|c| c.verdict.flows()).map(|c| c.key.display()).collect();
+        assert_eq!(
+            held(&c),
+            [
+                "apiKeyHelper",
+                "env",
+                "mcpServers",
+                "remoteControlAtStartup"
+            ]
+        );
+        let flowing: Vec<_> = c
+            .iter()
+            .filter(|c| c.verdict.flows())
+            .map(|c| c.key.display())
+            .collect();
         assert_eq!(flowing, ["newCounter", "numStartups", "tips"]);
     }
 
     #[test]
     fn an_empty_default_of_a_guarded_key_grants_nothing() {
-        let c = changes(&json!({}), &json!({"mcpServers": {}, "allowedTools": [], "env": {}}), WS);
+        let c = changes(
+            &json!({}),
+            &json!({"mcpServers": {}, "allowedTools": [], "env": {}}),
+            WS,
+        );
         assert!(held(&c).is_empty(), "{c:?}");
     }
 
@@ -297,7 +317,11 @@ mod tests {
         let c = changes(&base, &jail, WS);
         assert_eq!(
             held(&c),
-            ["projects[/other].allowedTools", "projects[/other].hasTrustDialogAccepted", "projects[/w].mcpServers"]
+            [
+                "projects[/other].allowedTools",
+                "projects[/other].hasTrustDialogAccepted",
+                "projects[/w].mcpServers"
+            ]
         );
     }
 
@@ -306,9 +330,15 @@ mod tests {
         let mut f = json!({"a": 1, "projects": {"/w": {"k": 1}}});
         apply(&mut f, &Key::Global("b".into()), Some(&json!(2)));
         apply(&mut f, &Key::Global("a".into()), None);
-        let pk = Key::Project { project: "/n".into(), key: "k".into() };
+        let pk = Key::Project {
+            project: "/n".into(),
+            key: "k".into(),
+        };
         apply(&mut f, &pk, Some(&json!(true)));
-        assert_eq!(f, json!({"b": 2, "projects": {"/w": {"k": 1}, "/n": {"k": true}}}));
+        assert_eq!(
+            f,
+            json!({"b": 2, "projects": {"/w": {"k": 1}, "/n": {"k": true}}})
+        );
         assert_eq!(get(&f, &pk), Some(&json!(true)));
         let mut odd = json!([1]);
         apply(&mut odd, &pk, Some(&json!(1)));

@@ -20,13 +20,8 @@ pub(crate) struct Ctx<'a> {
     pub local_writable: &'a dyn Fn(&[u8]) -> bool,
 }
 
-/// A URL git reaches over the network, in a form that names no local path and no helper program:
-/// `https://`, `http://`, `ssh://`, `git://`, or scp-like `[user@]host:path`.
-pub(crate) fn network_url(v: &[u8]) -> bool {
-    host(v).is_some()
-}
-
-/// The host name (lowercased, without a user or a port) of a network URL.
+/// The host name of a URL git reaches over the network, in a form that names no local path and no
+/// helper program (`https://`, `http://`, `ssh://`, `git://`, or scp-like `[user@]host:path`): (lowercased, without a user or a port) of a network URL.
 pub(crate) fn host(v: &[u8]) -> Option<String> {
     let v = std::str::from_utf8(v).ok()?;
     if v.is_empty() || v.starts_with('-') || v.chars().any(|c| c.is_whitespace() || c.is_control())
@@ -91,18 +86,62 @@ fn refish(v: &[u8]) -> bool {
 
 /// Git commands an alias may name and still be plain data.
 const ALIAS_COMMANDS: &[&str] = &[
-    "add", "am", "bisect", "blame", "branch", "checkout", "cherry-pick", "clean", "clone",
-    "commit", "describe", "diff", "fetch", "init", "log", "ls-files", "merge", "mv", "pull",
-    "push", "rebase", "reflog", "remote", "reset", "restore", "revert", "rm", "shortlog", "show",
-    "stash", "status", "submodule", "switch", "tag", "worktree",
+    "add",
+    "am",
+    "bisect",
+    "blame",
+    "branch",
+    "checkout",
+    "cherry-pick",
+    "clean",
+    "clone",
+    "commit",
+    "describe",
+    "diff",
+    "fetch",
+    "init",
+    "log",
+    "ls-files",
+    "merge",
+    "mv",
+    "pull",
+    "push",
+    "rebase",
+    "reflog",
+    "remote",
+    "reset",
+    "restore",
+    "revert",
+    "rm",
+    "shortlog",
+    "show",
+    "stash",
+    "status",
+    "submodule",
+    "switch",
+    "tag",
+    "worktree",
 ];
 
 /// Options that make a git command run a program, read config from the command line or name a
 /// program to run on the far side.
 const ALIAS_OPTIONS_THAT_RUN: &[&str] = &[
-    "-c", "-O", "-x", "-u", "-t", "--exec", "--extcmd", "--tool", "--upload-pack",
-    "--receive-pack", "--open-files-in-pager", "--config-env", "--exec-path", "--ext-diff",
-    "--textconv", "--template",
+    "-c",
+    "-O",
+    "-x",
+    "-u",
+    "-t",
+    "--exec",
+    "--extcmd",
+    "--tool",
+    "--upload-pack",
+    "--receive-pack",
+    "--open-files-in-pager",
+    "--config-env",
+    "--exec-path",
+    "--ext-diff",
+    "--textconv",
+    "--template",
 ];
 
 /// `alias.X = status -sb`: a git command and everyday options, nothing that runs a program.
@@ -148,7 +187,9 @@ fn everyday(name: &str, value: Option<&[u8]>) -> bool {
         | ("fetch", None, "prune")
         | ("init", None, "defaultbranch")
         | ("core", None, "autocrlf" | "eol" | "filemode" | "ignorecase") => word(v),
-        ("branch", Some(_), "merge" | "rebase" | "description") => refish(v) || key == "description",
+        ("branch", Some(_), "merge" | "rebase" | "description") => {
+            refish(v) || key == "description"
+        }
         ("alias", Some(_) | None, _) => plain_alias(v),
         _ => false,
     }
@@ -158,25 +199,42 @@ fn everyday(name: &str, value: Option<&[u8]>) -> bool {
 /// the key's values at launch.
 fn judge_value(name: &str, value: Option<&[u8]>, before: &[Option<Vec<u8>>], ctx: &Ctx) -> Verdict {
     let text = value.map_or("true".into(), String::from_utf8_lossy);
-    if crate::gitconfig::is_include(name) || crate::catalogue::git::is_exec_key(&name.to_ascii_lowercase(), &text) {
-        return Verdict::held(Consequence::Program, format!("git runs what `{name}` names"));
+    if crate::gitconfig::is_include(name)
+        || crate::catalogue::git::is_exec_key(&name.to_ascii_lowercase(), &text)
+    {
+        return Verdict::held(
+            Consequence::Program,
+            format!("git runs what `{name}` names"),
+        );
     }
     if everyday(name, value) {
         return Verdict::data();
     }
     let Some((section, sub, key)) = split(name) else {
-        return Verdict::held(Consequence::Program, "a key git reads that this guard does not know");
+        return Verdict::held(
+            Consequence::Program,
+            "a key git reads that this guard does not know",
+        );
     };
     let v = value.unwrap_or(b"");
-    let remote_url = matches!((section, sub, key), ("remote", Some(_), "url" | "pushurl") | ("submodule", Some(_), "url"));
-    let branch_remote = matches!((section, sub, key), ("branch", Some(_), "remote" | "pushremote"));
+    let remote_url = matches!(
+        (section, sub, key),
+        ("remote", Some(_), "url" | "pushurl") | ("submodule", Some(_), "url")
+    );
+    let branch_remote = matches!(
+        (section, sub, key),
+        ("branch", Some(_), "remote" | "pushremote")
+    );
     if remote_url || branch_remote {
         if branch_remote && word_or_dot(v) {
             return Verdict::data(); // the name of a remote (`.`: this repository)
         }
         if let Some(new) = host(v) {
             if branch_remote {
-                return Verdict::held(Consequence::Place, format!("`{name}` pushes or fetches straight to {new}"));
+                return Verdict::held(
+                    Consequence::Place,
+                    format!("`{name}` pushes or fetches straight to {new}"),
+                );
             }
             let old: Vec<String> = before.iter().filter_map(|b| host(b.as_deref()?)).collect();
             if old.is_empty() || old.contains(&new) {
@@ -196,17 +254,31 @@ fn judge_value(name: &str, value: Option<&[u8]>, before: &[Option<Vec<u8>>], ctx
             }
             return Verdict::data();
         }
-        return Verdict::held(Consequence::Program, format!("`{name}` is not a plain URL: git may run a helper it names"));
+        return Verdict::held(
+            Consequence::Program,
+            format!("`{name}` is not a plain URL: git may run a helper it names"),
+        );
     }
     if matches!((section, key), ("url", "insteadof" | "pushinsteadof"))
         || key == "proxy"
-        || matches!((section, key), ("http" | "https", "proxy" | "sslcainfo" | "sslcapath" | "cookiefile"))
+        || matches!(
+            (section, key),
+            (
+                "http" | "https",
+                "proxy" | "sslcainfo" | "sslcapath" | "cookiefile"
+            )
+        )
     {
-        return Verdict::held(Consequence::Place, format!("`{name}` moves where git connects"));
+        return Verdict::held(
+            Consequence::Place,
+            format!("`{name}` moves where git connects"),
+        );
     }
     Verdict::held(
         Consequence::Program,
-        format!("`{name}` is not one of the everyday keys: git reads many keys as programs or places"),
+        format!(
+            "`{name}` is not one of the everyday keys: git reads many keys as programs or places"
+        ),
     )
 }
 
@@ -217,13 +289,24 @@ fn word_or_dot(v: &[u8]) -> bool {
 /// Judge a key's new values (`after`; empty: removed) against its values at launch. The strictest
 /// value decides. A removal is data only for a key whose removal is everyday (a remote or an
 /// upstream the human can add again); turning off a key that runs something is held like setting it.
-pub(crate) fn judge(name: &str, after: &[Option<Vec<u8>>], before: &[Option<Vec<u8>>], ctx: &Ctx) -> Verdict {
+pub(crate) fn judge(
+    name: &str,
+    after: &[Option<Vec<u8>>],
+    before: &[Option<Vec<u8>>],
+    ctx: &Ctx,
+) -> Verdict {
     if after.is_empty() {
         let Some((section, sub, key)) = split(name) else {
-            return Verdict::held(Consequence::Program, "a key this guard does not know was removed");
+            return Verdict::held(
+                Consequence::Program,
+                "a key this guard does not know was removed",
+            );
         };
         let removable = everyday(name, before.first().and_then(Option::as_deref))
-            || matches!((section, sub, key), ("remote", Some(_), _) | ("branch", Some(_), _) | ("submodule", Some(_), _));
+            || matches!(
+                (section, sub, key),
+                ("remote", Some(_), _) | ("branch", Some(_), _) | ("submodule", Some(_), _)
+            );
         let runs = before.iter().any(|b| {
             let t = b.as_deref().map_or("true".into(), String::from_utf8_lossy);
             crate::catalogue::git::is_exec_key(&name.to_ascii_lowercase(), &t)
@@ -231,7 +314,10 @@ pub(crate) fn judge(name: &str, after: &[Option<Vec<u8>>], before: &[Option<Vec<
         return if removable && !runs {
             Verdict::data()
         } else {
-            Verdict::held(Consequence::Program, format!("`{name}` was removed: what it turned off or on is yours to decide"))
+            Verdict::held(
+                Consequence::Program,
+                format!("`{name}` was removed: what it turned off or on is yours to decide"),
+            )
         };
     }
     let mut worst = Verdict::data();
@@ -284,8 +370,18 @@ mod tests {
             assert!(flows(k, val, &[], true), "{k} = {val}");
         }
         // The same host, another path or protocol.
-        assert!(flows("remote.origin.url", "https://github.com/o/fork", &["https://github.com/o/r"], true));
-        assert!(flows("remote.origin.url", "git@github.com:o/r", &["https://github.com/o/r"], true));
+        assert!(flows(
+            "remote.origin.url",
+            "https://github.com/o/fork",
+            &["https://github.com/o/r"],
+            true
+        ));
+        assert!(flows(
+            "remote.origin.url",
+            "git@github.com:o/r",
+            &["https://github.com/o/r"],
+            true
+        ));
     }
 
     #[test]
@@ -310,29 +406,64 @@ mod tests {
         ] {
             let f: &dyn Fn(&[u8]) -> bool = &no_local;
             let verdict = judge(k, &v(val), &[], &Ctx { local_writable: f });
-            assert_eq!(verdict.consequence, Consequence::Program, "{k} = {val}: {verdict:?}");
+            assert_eq!(
+                verdict.consequence,
+                Consequence::Program,
+                "{k} = {val}: {verdict:?}"
+            );
         }
     }
 
     #[test]
     fn places_are_held_when_they_move_your_work_or_run_a_hook() {
         // A host changed on an existing remote.
-        assert!(!flows("remote.origin.url", "https://evil.example/o/r", &["https://github.com/o/r"], false));
-        assert!(!flows("remote.origin.pushurl", "git@evil.example:o/r", &["git@github.com:o/r"], false));
+        assert!(!flows(
+            "remote.origin.url",
+            "https://evil.example/o/r",
+            &["https://github.com/o/r"],
+            false
+        ));
+        assert!(!flows(
+            "remote.origin.pushurl",
+            "git@evil.example:o/r",
+            &["git@github.com:o/r"],
+            false
+        ));
         // A local repository the jail could write, as a URL or as a branch's remote.
-        for val in ["../node_modules/x.git", "/w/x.git", "file:///w/x.git", "./x"] {
+        for val in [
+            "../node_modules/x.git",
+            "/w/x.git",
+            "file:///w/x.git",
+            "./x",
+        ] {
             assert!(!flows("remote.origin.url", val, &[], true), "{val}");
             assert!(!flows("branch.main.pushremote", val, &[], true), "{val}");
             assert!(!flows("branch.main.remote", val, &[], true), "{val}");
             // Outside the writable roots: a push runs nothing the agent wrote.
             assert!(flows("remote.origin.url", val, &[], false), "{val}");
         }
-        assert!(!flows("branch.main.pushremote", "https://evil.example/x", &[], false));
-        assert!(!flows("url./w/evil.git.insteadof", "https://github.com/", &[], false));
+        assert!(!flows(
+            "branch.main.pushremote",
+            "https://evil.example/x",
+            &[],
+            false
+        ));
+        assert!(!flows(
+            "url./w/evil.git.insteadof",
+            "https://github.com/",
+            &[],
+            false
+        ));
         assert!(!flows("http.proxy", "http://evil:8080", &[], false));
         let f: &dyn Fn(&[u8]) -> bool = &no_local;
         assert_eq!(
-            judge("http.proxy", &v("http://evil:8080"), &[], &Ctx { local_writable: f }).consequence,
+            judge(
+                "http.proxy",
+                &v("http://evil:8080"),
+                &[],
+                &Ctx { local_writable: f }
+            )
+            .consequence,
             Consequence::Place
         );
     }
@@ -350,7 +481,10 @@ mod tests {
 
     #[test]
     fn hosts_are_read_as_git_reads_them() {
-        assert_eq!(host(b"https://u@GitHub.com:443/o/r").as_deref(), Some("github.com"));
+        assert_eq!(
+            host(b"https://u@GitHub.com:443/o/r").as_deref(),
+            Some("github.com")
+        );
         assert_eq!(host(b"git@github.com:o/r").as_deref(), Some("github.com"));
         assert_eq!(host(b"ssh://[::1]:22/r").as_deref(), Some("[::1]"));
         assert_eq!(host(b"/srv/x.git"), None);

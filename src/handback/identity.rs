@@ -142,7 +142,9 @@ pub(crate) fn logins(format: Format, bytes: &[u8]) -> Option<Logins> {
                 if let Some(claims) = text(t, &["id_token"]).and_then(jwt_claims) {
                     let auth = claims.get("https://api.openai.com/auth");
                     let user = auth
-                        .and_then(|a| text(a, &["chatgpt_user_id"]).or_else(|| text(a, &["user_id"])))
+                        .and_then(|a| {
+                            text(a, &["chatgpt_user_id"]).or_else(|| text(a, &["user_id"]))
+                        })
                         .or_else(|| text(&claims, &["sub"]));
                     if let Some(u) = user {
                         l.accounts.insert(format!("user:{u}"));
@@ -216,7 +218,9 @@ pub(crate) fn same(format: Format, human: Option<&[u8]>, jail: &[u8]) -> Same {
     };
     if j.remote_config {
         // Where configuration is fetched from is a place, whatever account fetches it.
-        let unchanged = human.and_then(|h| logins(format, h)).is_some_and(|h| h == j);
+        let unchanged = human
+            .and_then(|h| logins(format, h))
+            .is_some_and(|h| h == j);
         if !unchanged {
             return Same::No("it makes the agent fetch its configuration from a URL".into());
         }
@@ -278,7 +282,10 @@ mod tests {
 
     #[test]
     fn base64url_decodes_what_tokens_carry() {
-        assert_eq!(base64url(&b64("{\"sub\":\"1\"}")).unwrap(), b"{\"sub\":\"1\"}");
+        assert_eq!(
+            base64url(&b64("{\"sub\":\"1\"}")).unwrap(),
+            b"{\"sub\":\"1\"}"
+        );
         assert_eq!(base64url("YQ").unwrap(), b"a");
         assert!(base64url("a b").is_none());
     }
@@ -287,7 +294,10 @@ mod tests {
     fn a_refresh_of_the_same_claude_account_comes_back() {
         let human = claude("acc-1", "old", "r1");
         let jail = claude("acc-1", "new", "r2");
-        assert_eq!(same(Format::ClaudeCredentials, Some(&human), &jail), Same::Yes);
+        assert_eq!(
+            same(Format::ClaudeCredentials, Some(&human), &jail),
+            Same::Yes
+        );
     }
 
     #[test]
@@ -319,7 +329,10 @@ mod tests {
         let human = br#"{"claudeAiOauth":{"accessToken":"a","refreshToken":"r1"}}"#;
         let refreshed = br#"{"claudeAiOauth":{"accessToken":"b","refreshToken":"r1"}}"#;
         let other = br#"{"claudeAiOauth":{"accessToken":"b","refreshToken":"r2"}}"#;
-        assert_eq!(same(Format::ClaudeCredentials, Some(human), refreshed), Same::Yes);
+        assert_eq!(
+            same(Format::ClaudeCredentials, Some(human), refreshed),
+            Same::Yes
+        );
         assert!(matches!(
             same(Format::ClaudeCredentials, Some(human), other),
             Same::No(_)
@@ -338,13 +351,29 @@ mod tests {
             .into_bytes()
         };
         let human = file("ws-1", "u-1", "a");
-        assert_eq!(same(Format::CodexAuth, Some(&human), &file("ws-1", "u-1", "b")), Same::Yes);
-        assert!(matches!(same(Format::CodexAuth, Some(&human), &file("ws-1", "u-2", "b")), Same::No(_)));
-        assert!(matches!(same(Format::CodexAuth, Some(&human), &file("ws-9", "u-1", "b")), Same::No(_)));
+        assert_eq!(
+            same(Format::CodexAuth, Some(&human), &file("ws-1", "u-1", "b")),
+            Same::Yes
+        );
+        assert!(matches!(
+            same(Format::CodexAuth, Some(&human), &file("ws-1", "u-2", "b")),
+            Same::No(_)
+        ));
+        assert!(matches!(
+            same(Format::CodexAuth, Some(&human), &file("ws-9", "u-1", "b")),
+            Same::No(_)
+        ));
         // An API key is its own identity.
-        let key = |k: &str| format!(r#"{{"auth_mode":"apikey","OPENAI_API_KEY":"{k}"}}"#).into_bytes();
-        assert_eq!(same(Format::CodexAuth, Some(&key("sk-1")), &key("sk-1")), Same::Yes);
-        assert!(matches!(same(Format::CodexAuth, Some(&key("sk-1")), &key("sk-2")), Same::No(_)));
+        let key =
+            |k: &str| format!(r#"{{"auth_mode":"apikey","OPENAI_API_KEY":"{k}"}}"#).into_bytes();
+        assert_eq!(
+            same(Format::CodexAuth, Some(&key("sk-1")), &key("sk-1")),
+            Same::Yes
+        );
+        assert!(matches!(
+            same(Format::CodexAuth, Some(&key("sk-1")), &key("sk-2")),
+            Same::No(_)
+        ));
     }
 
     #[test]
@@ -355,29 +384,59 @@ mod tests {
             } else {
                 String::new()
             };
-            format!(r#"{{"access_token":"a","refresh_token":"{refresh}","expiry_date":1{id}}}"#).into_bytes()
+            format!(r#"{{"access_token":"a","refresh_token":"{refresh}","expiry_date":1{id}}}"#)
+                .into_bytes()
         };
         let human = f("1001", "r1", true);
-        assert_eq!(same(Format::GoogleOauth, Some(&human), &f("1001", "r1", true)), Same::Yes);
+        assert_eq!(
+            same(Format::GoogleOauth, Some(&human), &f("1001", "r1", true)),
+            Same::Yes
+        );
         // A refresh answer without an id token, the refresh token kept.
-        assert_eq!(same(Format::GoogleOauth, Some(&human), &f("", "r1", false)), Same::Yes);
-        assert!(matches!(same(Format::GoogleOauth, Some(&human), &f("666", "r2", true)), Same::No(_)));
+        assert_eq!(
+            same(Format::GoogleOauth, Some(&human), &f("", "r1", false)),
+            Same::Yes
+        );
+        assert!(matches!(
+            same(Format::GoogleOauth, Some(&human), &f("666", "r2", true)),
+            Same::No(_)
+        ));
         let accounts = |a: &str| format!(r#"{{"active":"{a}","old":[]}}"#).into_bytes();
-        assert_eq!(same(Format::GoogleAccounts, Some(&accounts("me@x")), &accounts("me@x")), Same::Yes);
-        assert!(matches!(same(Format::GoogleAccounts, Some(&accounts("me@x")), &accounts("evil@x")), Same::No(_)));
+        assert_eq!(
+            same(
+                Format::GoogleAccounts,
+                Some(&accounts("me@x")),
+                &accounts("me@x")
+            ),
+            Same::Yes
+        );
+        assert!(matches!(
+            same(
+                Format::GoogleAccounts,
+                Some(&accounts("me@x")),
+                &accounts("evil@x")
+            ),
+            Same::No(_)
+        ));
     }
 
     #[test]
     fn opencode_per_provider_and_a_wellknown_entry_is_always_held() {
         let human = br#"{"openai":{"type":"oauth","refresh":"r","access":"a","expires":1,"accountId":"acc"}}"#;
         let refreshed = br#"{"openai":{"type":"oauth","refresh":"r2","access":"b","expires":2,"accountId":"acc"}}"#;
-        assert_eq!(same(Format::OpenCodeAuth, Some(human), refreshed), Same::Yes);
+        assert_eq!(
+            same(Format::OpenCodeAuth, Some(human), refreshed),
+            Same::Yes
+        );
         let added = br#"{"openai":{"type":"oauth","refresh":"r","access":"a","expires":1,"accountId":"acc"},"x":{"type":"wellknown","key":"k","token":"t"}}"#;
         assert!(matches!(
             same(Format::OpenCodeAuth, Some(human), added),
             Same::No(why) if why.contains("configuration")
         ));
         let other_key = br#"{"anthropic":{"type":"api","key":"sk-evil"}}"#;
-        assert!(matches!(same(Format::OpenCodeAuth, Some(human), other_key), Same::No(_)));
+        assert!(matches!(
+            same(Format::OpenCodeAuth, Some(human), other_key),
+            Same::No(_)
+        ));
     }
 }

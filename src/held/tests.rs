@@ -27,7 +27,9 @@ fn a_held_file_is_applied_byte_for_byte_only_over_what_was_there() {
         mode: 0o600,
         before: crate::quarantine::sha256_path(&target),
     };
-    store.hold(&item("h1", &target, change.clone()), Some(payload)).unwrap();
+    store
+        .hold(&item("h1", &target, change.clone()), Some(payload))
+        .unwrap();
     assert_eq!(store.waiting().len(), 1);
     // The human changed the file meanwhile: refused, nothing written.
     std::fs::write(&target, b"mine, newer").unwrap();
@@ -54,7 +56,9 @@ fn a_rejected_item_is_kept_and_can_still_be_taken_later() {
         mode: 0o644,
         before: None,
     };
-    store.hold(&item("h2", &target, change), Some(b"x")).unwrap();
+    store
+        .hold(&item("h2", &target, change), Some(b"x"))
+        .unwrap();
     store.reject("h2").unwrap();
     assert!(store.waiting().is_empty());
     assert!(!target.exists());
@@ -88,7 +92,11 @@ fn a_held_git_key_is_set_with_git_unless_it_changed() {
     let dir = tempfile::tempdir().unwrap();
     let rt = dir.path().join("rt");
     let target = dir.path().join("config");
-    std::fs::write(&target, "[remote \"origin\"]\n\turl = https://github.com/o/r\n").unwrap();
+    std::fs::write(
+        &target,
+        "[remote \"origin\"]\n\turl = https://github.com/o/r\n",
+    )
+    .unwrap();
     let store = Store::new(&rt);
     let change = Change::GitKey {
         name: "remote.origin.url".into(),

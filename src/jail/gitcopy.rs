@@ -72,8 +72,8 @@ fn paths(p: &[PathBuf]) -> String {
 
 use crate::alerts::{at_session_end, AlertKind};
 use crate::jail::policy::GitCopy;
-pub(crate) use merge::apply as apply_key;
 use divert::{divert, human_file, is_diverted, release};
+pub(crate) use merge::apply as apply_key;
 
 use crate::gitconfig::{self, Key};
 use crate::jail::policy::copy_name;
@@ -93,13 +93,17 @@ fn base_file(session_dir: &Path) -> PathBuf {
 }
 
 /// One config as it was at launch: whose it is, its copy's number (`GitCopy::index`: a copy that
-/// failed leaves a gap), whether it is diverted, and its bytes (the merge's base).
+/// failed leaves a gap), whether it is diverted, its bytes (the merge's base), and the jail's
+/// writable roots (a local repository under one of them is one whose hooks the agent could write;
+/// a record without them, from an older version, counts every local path as such).
 #[derive(Serialize, serde::Deserialize)]
 struct Base {
     real: PathBuf,
     index: usize,
     divert: bool,
     bytes: Vec<u8>,
+    #[serde(default)]
+    writable: Vec<PathBuf>,
 }
 
 /// The configs that get a copy: each repository's (common directory's) sealed `config`, and the
@@ -154,6 +158,7 @@ pub(crate) fn prepare(
     session_dir: &Path,
     session_home: &Path,
     session: &super::placeholders::SessionId,
+    writable: &[PathBuf],
     copies: &mut Vec<GitCopy>,
 ) -> Vec<String> {
     let mut warnings = Vec::new();
@@ -180,6 +185,7 @@ pub(crate) fn prepare(
                     index: c.index,
                     divert: c.divert,
                     bytes,
+                    writable: writable.to_vec(),
                 });
                 true
             }
@@ -278,7 +284,7 @@ pub(crate) fn finish(session_dir: &Path) -> Vec<String> {
     for base in &bases {
         let (real, copy) = (&base.real, copies.join(copy_name(base.index)));
         let file = human_file(real);
-        if let Err(e) = finish_one(session_dir, &base.bytes, &copy, &file) {
+        if let Err(e) = finish_one(session_dir, base, &copy, &file) {
             notes.push(e.to_string());
         }
         if !base.divert {
@@ -295,7 +301,7 @@ pub(crate) fn finish(session_dir: &Path) -> Vec<String> {
 
 fn finish_one(
     session_dir: &Path,
-    base: &[u8],
+    launch: &Base,
     copy: &Path,
     real: &Path,
 ) -> Result<(), GitCopyError> {
@@ -315,11 +321,11 @@ fn finish_one(
         e
     };
     let jail = super::readback::read_regular(copy).map(|(bytes, _)| bytes);
-    if jail.as_deref().is_ok_and(|j| j == base) {
+    if jail.as_deref().is_ok_and(|j| j == launch.bytes) {
         return Ok(()); // the jail changed nothing: nothing to merge
     }
-    let base =
-        gitconfig::parse(base).map_err(|e| not_merged(format!("no launch-time copy: {e}")))?;
+    let base = gitconfig::parse(&launch.bytes)
+        .map_err(|e| not_merged(format!("no launch-time copy: {e}")))?;
     let jail = match jail
         .map_err(|e| e.to_string())
         .and_then(|b| gitconfig::parse(&b).map_err(|e| e.to_string()))
@@ -336,18 +342,14 @@ fn finish_one(
             "the jail's changes were not merged: your config: {e}"
         ))
     })?;
-    let m = merge::merge(&base, &jail, &human);
-    if !m.kept.is_empty() {
-        let detail = format!(
-            "{}: the jail set {}, which make git run programs; your values were kept",
-            real.display(),
-            m.kept.join(", ")
-        );
-        at_session_end(session_dir, AlertKind::GitConfigKept, real, &detail);
-    }
+    let local_writable = |path: &[u8]| merge::local_repo_writable(path, real, &launch.writable);
+    let ctx = crate::handback::git::Ctx {
+        local_writable: &local_writable,
+    };
+    let m = merge::merge(&base, &jail, &human, &ctx);
     if m.too_many {
         let detail = format!(
-            "{}: the jail changed more than {} keys; none was carried out",
+            "{}: the jail changed more than {} keys; none was carried out or kept for review",
             real.display(),
             merge::MAX_CARRIED
         );
@@ -358,13 +360,29 @@ fn finish_one(
         .iter()
         .map(|k| format!("{k} (changed on both sides: yours kept)"))
         .collect();
-    if !m.not_carried.is_empty() && !m.too_many {
-        let mut names = m.not_carried.clone();
-        names.truncate(8);
-        problems.push(format!(
-            "{} (only identity, remotes, upstreams and a few switches are: docs/entry-points.md)",
-            names.join(", ")
-        ));
+    for h in m.held {
+        let bytes = |v: &[Option<Vec<u8>>]| -> Vec<Option<crate::held::Bytes>> {
+            v.iter()
+                .map(|x| x.clone().map(crate::held::Bytes))
+                .collect()
+        };
+        let item = crate::held::Item {
+            id: String::new(),
+            time: String::new(),
+            session: String::new(),
+            consequence: h.verdict.consequence,
+            why: h.verdict.why,
+            target: real.to_path_buf(),
+            what: format!("{} = {}", h.name, merge::shown(&h.values)),
+            change: crate::held::Change::GitKey {
+                name: h.name.clone(),
+                values: bytes(&h.values),
+                before: bytes(&h.human),
+            },
+        };
+        if let Err(e) = crate::held::hold_at_session_end(session_dir, item, None) {
+            problems.push(format!("{}: not kept for review: {e}", h.name));
+        }
     }
     for (name, vals) in &m.set {
         if let Err(e) = merge::apply(real, name, vals) {

@@ -4,9 +4,10 @@
 //! (shell startup files such as `~/.bash_profile`, `~/.zshenv`, `~/.inputrc` that do not exist yet):
 //! the jail's `$HOME` is a fresh directory under the runtime directory, and only the real entries are
 //! bound into it. And `~/.claude.json`, which is both Claude Code's state (saved by writing a temporary
-//! file next to it and renaming it over) and a store of MCP server commands and project trust, is a
-//! private copy: after the session it is merged back, except for the keys that make code run or grant
-//! trust (`mcpServers`, `allowedTools`, ...), which keep the values the human's file has.
+//! file next to it and renaming it over) and a store of MCP server commands, environment, API key and
+//! project trust, is a private copy: after the session what the jail changed in it is merged into the
+//! human's file key by key (`handback::claude_json`): state comes back, keys that run something,
+//! grant running it or are the login are held for the human's review (`crate::held`).
 
 use super::readback::{read_regular, Refused};
 use crate::alerts::{at_session_end, AlertKind};
@@ -15,16 +16,6 @@ use crate::runtime_dir::{RuntimeDir, SessionDir};
 use serde_json::Value;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-
-/// Keys of `~/.claude.json` (top level and per project) that the jail may not change.
-pub const GUARDED_KEYS: &[&str] = &[
-    "mcpServers",
-    "enabledMcpjsonServers",
-    "disabledMcpjsonServers",
-    "enableAllProjectMcpServers",
-    "hasTrustDialogAccepted",
-    "allowedTools",
-];
 
 const NAME: &str = crate::runtimes::CLAUDE_JSON;
 
@@ -75,6 +66,8 @@ pub(crate) enum MergeError {
         context: String,
         source: std::io::Error,
     },
+    #[error("a change could not be kept for your review ({0}); your file is unchanged")]
+    Held(String),
 }
 
 /// A JSON object, parsed strictly, from a file read as `read_regular` reads.
@@ -115,12 +108,12 @@ pub fn finish(session_dir: &Path, home: &Path, workspace: &Path) -> Vec<String> 
     };
     if let Some(jail) = jail {
         if Some(&jail) != original.as_ref() {
-            match merge_back(&jail, &home.join(NAME), workspace) {
-                Ok(refused) if !refused.is_empty() => notes.push(format!(
-                    "~/.claude.json: kept your values of {} (changes from inside the jail to MCP servers, tools and trust are not carried out)",
-                    refused.join(", ")
+            let base = original.as_deref().unwrap_or(b"{}");
+            match merge_back(session_dir, base, &jail, &home.join(NAME), workspace) {
+                Ok(0) => {}
+                Ok(n) => notes.push(format!(
+                    "~/.claude.json: {n} change(s) from the jail that run something or are your login are held for your review (`claude-sandbox review`)"
                 )),
-                Ok(_) => {}
                 Err(e) => notes.push(format!("~/.claude.json: the jail's copy was not merged back: {e}")),
             }
         }
@@ -133,15 +126,21 @@ pub fn finish(session_dir: &Path, home: &Path, workspace: &Path) -> Vec<String> 
     notes
 }
 
-/// Write the jail's `~/.claude.json` over the real one, guarded keys taken from the real one.
-/// Returns the guarded keys the jail tried to change.
+/// Merge what the jail changed in its copy of `~/.claude.json` since the launch (`base`) into the
+/// human's file as it is now: data comes back, the rest is held for review (`session_dir` names the
+/// session whose items they are; `None` holds nothing and carries only data, for tests). Returns
+/// how many keys were held.
 pub(crate) fn merge_back(
+    session_dir: &Path,
+    base: &[u8],
     jail: &[u8],
     real: &Path,
     workspace: &Path,
-) -> std::result::Result<Vec<String>, MergeError> {
-    let mut merged: Value = serde_json::from_slice(jail).map_err(MergeError::JailNotJson)?;
-    let (host, mode): (Value, u32) = match read_regular(real) {
+) -> std::result::Result<usize, MergeError> {
+    use crate::handback::claude_json;
+    let jail: Value = serde_json::from_slice(jail).map_err(MergeError::JailNotJson)?;
+    let base: Value = serde_json::from_slice(base).unwrap_or(Value::Object(serde_json::Map::new()));
+    let (mut human, mode): (Value, u32) = match read_regular(real) {
         Ok((b, mode)) => (
             serde_json::from_slice(&b).map_err(MergeError::YoursNotJson)?,
             mode,
@@ -149,40 +148,41 @@ pub(crate) fn merge_back(
         Err(Refused::Missing) => (Value::Object(serde_json::Map::default()), 0o600),
         Err(why) => return Err(MergeError::Yours(why)),
     };
-    let mut refused = Vec::new();
-    guard(&mut merged, &host, "", &mut refused);
     let ws_key = workspace.to_string_lossy().into_owned();
-    let empty = Value::Object(serde_json::Map::default());
-    if let Some(projects) = merged.get_mut("projects").and_then(Value::as_object_mut) {
-        for (name, project) in projects.iter_mut() {
-            let host_project = host
-                .get("projects")
-                .and_then(|p| p.get(name))
-                .unwrap_or(&empty);
-            let mut changed = Vec::new();
-            guard(
-                project,
-                host_project,
-                &format!("projects[{name}]."),
-                &mut changed,
-            );
-            // Accepting the trust dialog for this workspace in the jail's TUI is the human's act.
-            let trust = format!("projects[{name}].hasTrustDialogAccepted");
-            if *name == ws_key && changed.contains(&trust) {
-                if let Some(v) = serde_json::from_slice::<Value>(jail).ok().and_then(|j| {
-                    j.get("projects")?
-                        .get(name)?
-                        .get("hasTrustDialogAccepted")
-                        .cloned()
-                }) {
-                    project["hasTrustDialogAccepted"] = v;
-                }
-                changed.retain(|c| c != &trust);
-            }
-            refused.extend(changed);
+    let mut held = 0;
+    for c in claude_json::changes(&base, &jail, &ws_key) {
+        if c.verdict.flows() {
+            claude_json::apply(&mut human, &c.key, c.value.as_ref());
+            continue;
         }
+        let before = claude_json::get(&human, &c.key).cloned();
+        let shown = c.value.as_ref().map_or("(removed)".into(), |v| {
+            let t = v.to_string();
+            if t.len() > 120 {
+                format!("{}…", t.chars().take(120).collect::<String>())
+            } else {
+                t
+            }
+        });
+        let item = crate::held::Item {
+            id: String::new(),
+            time: String::new(),
+            session: String::new(),
+            consequence: c.verdict.consequence,
+            why: c.verdict.why.clone(),
+            target: real.to_path_buf(),
+            what: format!("{} = {shown}", c.key.display()),
+            change: crate::held::Change::JsonKey {
+                path: crate::held::json_path(&c.key),
+                value: c.value.clone(),
+                before,
+            },
+        };
+        crate::held::hold_at_session_end(session_dir, item, None)
+            .map_err(|e| MergeError::Held(e.to_string()))?;
+        held += 1;
     }
-    let text = serde_json::to_vec_pretty(&merged).expect("a JSON value serialises");
+    let text = serde_json::to_vec_pretty(&human).expect("a JSON value serialises");
     let dir = real.parent().unwrap_or(Path::new("/"));
     let io = |what: &str, path: &Path| {
         let context = format!("{what} {}", path.display());
@@ -206,42 +206,7 @@ pub(crate) fn merge_back(
         let _ = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode));
     }
     std::fs::rename(&tmp, real).map_err(io("replacing", real))?;
-    Ok(refused)
-}
-
-/// Replace the guarded keys of `obj` by the host's values (or remove them if the host has none).
-fn guard(obj: &mut Value, host: &Value, prefix: &str, changed: &mut Vec<String>) {
-    let Some(map) = obj.as_object_mut() else {
-        return;
-    };
-    for key in GUARDED_KEYS {
-        let mine = map.get(*key).cloned();
-        let theirs = host.get(*key).cloned();
-        // A new empty default (`{}`, `[]`, `false`) grants nothing: let it through quietly.
-        if theirs.is_none() && mine.as_ref().is_none_or(is_empty_default) {
-            continue;
-        }
-        if mine != theirs {
-            changed.push(format!("{prefix}{key}"));
-            match theirs {
-                Some(v) => {
-                    map.insert((*key).to_string(), v);
-                }
-                None => {
-                    map.remove(*key);
-                }
-            }
-        }
-    }
-}
-
-fn is_empty_default(v: &Value) -> bool {
-    match v {
-        Value::Null | Value::Bool(false) => true,
-        Value::Array(a) => a.is_empty(),
-        Value::Object(o) => o.is_empty(),
-        _ => false,
-    }
+    Ok(held)
 }
 
 /// Finish sessions whose launcher died (merge back, remove their directories).
@@ -268,34 +233,65 @@ pub fn sweep_dead(runtime: &Path, alive: impl Fn(&[u8]) -> bool, home: &Path) {
 mod tests {
     use super::*;
 
+    /// What the jail changed since the launch comes back over your file as it is now (another
+    /// session's keys kept); what runs something or grants it is held, your value kept meanwhile.
     #[test]
-    fn merge_keeps_guarded_keys_and_carries_the_rest() {
+    fn state_comes_back_three_ways_and_what_runs_is_held() {
         let dir = tempfile::tempdir().unwrap();
+        let runtime = dir.path().join("rt");
+        let session = session_dir(&runtime, "s1");
+        std::fs::create_dir_all(&session).unwrap();
         let real = dir.path().join(".claude.json");
+        let base = br#"{"numStartups":1,"mcpServers":{},"projects":{"/w":{"hasTrustDialogAccepted":false},"/o":{"allowedTools":[]}}}"#;
+        // Meanwhile another session of yours counted a start and added a tip.
         std::fs::write(
             &real,
-            r#"{"numStartups":1,"mcpServers":{},"projects":{"/w":{"hasTrustDialogAccepted":false},"/o":{"allowedTools":[]}}}"#,
+            r#"{"numStartups":1,"tips":{"x":1},"mcpServers":{},"projects":{"/w":{"hasTrustDialogAccepted":false},"/o":{"allowedTools":[]}}}"#,
         )
         .unwrap();
-        let jail = br#"{"numStartups":2,"mcpServers":{"x":{"command":"evil"}},
+        let jail = br#"{"numStartups":2,"mcpServers":{"x":{"command":"evil"}},"env":{"NODE_OPTIONS":"--require /w/x.js"},
             "projects":{"/w":{"hasTrustDialogAccepted":true},"/o":{"allowedTools":["Bash"],"hasTrustDialogAccepted":true},
             "/new":{"mcpServers":{},"allowedTools":[]}}}"#;
-        let refused = merge_back(jail, &real, Path::new("/w")).unwrap();
+        let held = merge_back(&session, base, jail, &real, Path::new("/w")).unwrap();
         let v: Value = serde_json::from_slice(&std::fs::read(&real).unwrap()).unwrap();
         assert_eq!(v["numStartups"], 2);
+        assert_eq!(v["tips"]["x"], 1, "another session's key was lost");
         assert_eq!(v["mcpServers"], serde_json::json!({}));
+        assert!(v.get("env").is_none());
         assert_eq!(v["projects"]["/w"]["hasTrustDialogAccepted"], true);
         assert_eq!(v["projects"]["/o"]["allowedTools"], serde_json::json!([]));
         assert!(v["projects"]["/o"].get("hasTrustDialogAccepted").is_none());
         assert_eq!(v["projects"]["/new"]["allowedTools"], serde_json::json!([]));
+        assert_eq!(held, 4);
+        let store = crate::held::Store::new(&runtime);
+        let mut what: Vec<String> = store
+            .waiting()
+            .iter()
+            .map(|i| i.what.split(" = ").next().unwrap().to_string())
+            .collect();
+        what.sort();
         assert_eq!(
-            refused,
-            vec![
+            what,
+            [
+                "env",
                 "mcpServers",
-                "projects[/o].hasTrustDialogAccepted",
-                "projects[/o].allowedTools"
+                "projects[/o].allowedTools",
+                "projects[/o].hasTrustDialogAccepted"
             ]
         );
+        // Each one alerted once, with its own id; accepted, it lands as it was held.
+        let alerts = crate::alerts::Store::new(&runtime).read().alerts;
+        assert_eq!(alerts.len(), 4);
+        let env = store
+            .waiting()
+            .into_iter()
+            .find(|i| i.what.starts_with("env"))
+            .unwrap();
+        assert!(alerts.iter().any(|a| a.id == env.id));
+        store.accept(&env.id).unwrap();
+        let v: Value = serde_json::from_slice(&std::fs::read(&real).unwrap()).unwrap();
+        assert_eq!(v["env"]["NODE_OPTIONS"], "--require /w/x.js");
+        assert_eq!(v["numStartups"], 2);
     }
 
     #[test]
@@ -369,7 +365,14 @@ mod tests {
         // A symlinked ~/.claude.json of yours is neither read nor replaced.
         std::fs::remove_file(&real).unwrap();
         std::os::unix::fs::symlink(&secret, &real).unwrap();
-        assert!(merge_back(br#"{"a":1}"#, &real, Path::new("/w")).is_err());
+        assert!(merge_back(
+            &root.path().join("rt9/sessions/s1"),
+            b"{}",
+            br#"{"a":1}"#,
+            &real,
+            Path::new("/w")
+        )
+        .is_err());
         assert!(std::fs::symlink_metadata(&real)
             .unwrap()
             .file_type()

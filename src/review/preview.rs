@@ -35,12 +35,22 @@ fn is_text(b: &[u8]) -> bool {
 }
 
 fn hex_dump(b: &[u8]) -> Vec<String> {
-    let mut out = vec![format!("binary, {} bytes; the first {}:", b.len(), b.len().min(HEX_CAP))];
+    let mut out = vec![format!(
+        "binary, {} bytes; the first {}:",
+        b.len(),
+        b.len().min(HEX_CAP)
+    )];
     for (i, chunk) in b[..b.len().min(HEX_CAP)].chunks(16).enumerate() {
         let hex: Vec<String> = chunk.iter().map(|c| format!("{c:02x}")).collect();
         let ascii: String = chunk
             .iter()
-            .map(|c| if c.is_ascii_graphic() || *c == b' ' { char::from(*c) } else { '.' })
+            .map(|c| {
+                if c.is_ascii_graphic() || *c == b' ' {
+                    char::from(*c)
+                } else {
+                    '.'
+                }
+            })
             .collect();
         out.push(format!("{:06x}  {:<47}  {ascii}", i * 16, hex.join(" ")));
     }
@@ -54,7 +64,11 @@ fn lines(b: &[u8]) -> Vec<String> {
 /// A line diff (`- ` yours, `+ ` held, `  ` both), by the longest common subsequence.
 pub(crate) fn diff(old: &[String], new: &[String]) -> Vec<String> {
     if old.len() > DIFF_CAP || new.len() > DIFF_CAP {
-        let mut out = vec![format!("(too long to compare: yours {} lines, held {} lines; the held file:)", old.len(), new.len())];
+        let mut out = vec![format!(
+            "(too long to compare: yours {} lines, held {} lines; the held file:)",
+            old.len(),
+            new.len()
+        )];
         out.extend(new.iter().map(|l| format!("+ {l}")));
         return out;
     }
@@ -91,7 +105,11 @@ fn values(v: &[Option<crate::held::Bytes>]) -> String {
         return "(not set)".into();
     }
     v.iter()
-        .map(|x| x.as_ref().map_or("(true, no value)".into(), |b| format!("\"{}\"", visible_bytes(&b.0))))
+        .map(|x| {
+            x.as_ref().map_or("(true, no value)".into(), |b| {
+                format!("\"{}\"", visible_bytes(&b.0))
+            })
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -120,20 +138,40 @@ pub(crate) fn preview(runtime: &Path, e: &Entry, max: usize) -> Vec<String> {
     let mut out = Vec::new();
     match &e.subject {
         Subject::Held(item) => {
-            out.push(format!("held: {} — {}", item.consequence.as_str(), visible(&item.why)));
+            out.push(format!(
+                "held: {} — {}",
+                item.consequence.as_str(),
+                visible(&item.why)
+            ));
             out.push(format!("would change: {}", visible_path(&item.target)));
             match &item.change {
-                Change::GitKey { name, values: after, before } => {
+                Change::GitKey {
+                    name,
+                    values: after,
+                    before,
+                } => {
                     out.push(format!("key:    {}", visible(name)));
                     out.push(format!("yours:  {}", values(before)));
                     out.push(format!("held:   {}", values(after)));
                 }
-                Change::JsonKey { path, value, before } => {
+                Change::JsonKey {
+                    path,
+                    value,
+                    before,
+                } => {
                     out.push(format!("key: {}", visible(&path.join(" → "))));
                     out.push("yours:".into());
-                    out.extend(json_lines(before.as_ref()).into_iter().map(|l| format!("  {l}")));
+                    out.extend(
+                        json_lines(before.as_ref())
+                            .into_iter()
+                            .map(|l| format!("  {l}")),
+                    );
                     out.push("held:".into());
-                    out.extend(json_lines(value.as_ref()).into_iter().map(|l| format!("  {l}")));
+                    out.extend(
+                        json_lines(value.as_ref())
+                            .into_iter()
+                            .map(|l| format!("  {l}")),
+                    );
                 }
                 Change::File { .. } => {
                     let held = crate::held::Store::new(runtime).payload(&item.id).ok();
@@ -144,7 +182,14 @@ pub(crate) fn preview(runtime: &Path, e: &Entry, max: usize) -> Vec<String> {
                             out.extend(diff(&lines(y), &lines(h)));
                         }
                         _ => {
-                            out.push(if yours.is_some() { "yours:" } else { "yours: (none)" }.into());
+                            out.push(
+                                if yours.is_some() {
+                                    "yours:"
+                                } else {
+                                    "yours: (none)"
+                                }
+                                .into(),
+                            );
                             if yours.is_some() {
                                 out.extend(content(yours.as_deref()));
                             }
@@ -157,7 +202,13 @@ pub(crate) fn preview(runtime: &Path, e: &Entry, max: usize) -> Vec<String> {
         }
         Subject::Quarantined(r, _) => {
             out.push(format!("quarantined: {}", visible(&r.reason)));
-            out.push(format!("was: {} ({}, {} bytes, mode {:o})", visible_path(&r.original), r.kind, r.size, r.mode & 0o7777));
+            out.push(format!(
+                "was: {} ({}, {} bytes, mode {:o})",
+                visible_path(&r.original),
+                r.kind,
+                r.size,
+                r.mode & 0o7777
+            ));
             if let Some(t) = &r.link_target {
                 out.push(format!("a link to: {}", visible_path(t)));
             }
@@ -168,7 +219,12 @@ pub(crate) fn preview(runtime: &Path, e: &Entry, max: usize) -> Vec<String> {
             out.extend(content(read_capped(&r.stored_at).as_deref()));
         }
         Subject::Alert(a) => {
-            out.push(format!("{} {}: {}", a.severity.as_str(), a.kind, visible(&a.detail)));
+            out.push(format!(
+                "{} {}: {}",
+                a.severity.as_str(),
+                a.kind,
+                visible(&a.detail)
+            ));
             out.push(format!("path: {}", visible_path(&a.path)));
             out.push(format!("action: {}", visible(&a.action)));
         }
@@ -202,7 +258,10 @@ mod tests {
     fn binary_is_hex_and_text_is_escaped() {
         let d = content(Some(b"\x7fELF\x00\x01"));
         assert!(d[0].starts_with("binary, 6 bytes"), "{d:?}");
-        assert!(d[1].contains("7f 45 4c 46 00 01") && d[1].ends_with(".ELF.."), "{d:?}");
+        assert!(
+            d[1].contains("7f 45 4c 46 00 01") && d[1].ends_with(".ELF.."),
+            "{d:?}"
+        );
         let t = content(Some("ok\n\u{1b}]52;c;x\u{7}\n".as_bytes()));
         assert_eq!(t, s(&["ok", "\\e]52;c;x\\x07", ""]));
     }

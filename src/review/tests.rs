@@ -30,16 +30,25 @@ fn held_items_are_listed_decided_and_gone_from_the_list() {
     hold_file(&rt, "h1", &target, b"{\"a\":2}\n");
     hold_file(&rt, "h2", &dir.path().join("other.json"), b"x");
     let entries = collect(&rt);
-    assert_eq!(entries.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(), ["h1", "h2"]);
+    assert_eq!(
+        entries.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
+        ["h1", "h2"]
+    );
     let p = preview(&rt, &entries[0], 50);
-    assert!(p.contains(&"- {\"a\":1}".to_string()) && p.contains(&"+ {\"a\":2}".to_string()), "{p:?}");
+    assert!(
+        p.contains(&"- {\"a\":1}".to_string()) && p.contains(&"+ {\"a\":2}".to_string()),
+        "{p:?}"
+    );
     accept(&rt, "h1").unwrap();
     assert_eq!(std::fs::read(&target).unwrap(), b"{\"a\":2}\n");
     reject(&rt, "h2").unwrap();
     assert!(collect(&rt).is_empty());
     let mut out = Vec::new();
     print_list(&collect(&rt), "", &mut out);
-    assert_eq!(String::from_utf8(out).unwrap(), "nothing waits for your review\n");
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "nothing waits for your review\n"
+    );
 }
 
 #[test]
@@ -52,7 +61,10 @@ fn what_the_jail_named_is_escaped_in_the_listing_and_the_preview() {
     let mut out = Vec::new();
     print_list(&collect(&rt), "", &mut out);
     let text = String::from_utf8(out).unwrap();
-    assert!(!text.contains('\u{1b}') && !text.contains('\u{7}'), "{text:?}");
+    assert!(
+        !text.contains('\u{1b}') && !text.contains('\u{7}'),
+        "{text:?}"
+    );
     assert!(text.contains("a\\e]52;c;ZXZpbA==\\x07b"), "{text}");
     let e = &collect(&rt)[0];
     for l in preview(&rt, e, 50) {

@@ -26,7 +26,12 @@ impl Screen {
         let io = |e: std::io::Error| Error::io("setting up the terminal", e);
         terminal::enable_raw_mode().map_err(io)?;
         let s = Screen;
-        queue!(std::io::stdout(), terminal::EnterAlternateScreen, cursor::Hide).map_err(io)?;
+        queue!(
+            std::io::stdout(),
+            terminal::EnterAlternateScreen,
+            cursor::Hide
+        )
+        .map_err(io)?;
         std::io::stdout().flush().map_err(io)?;
         Ok(s)
     }
@@ -35,7 +40,12 @@ impl Screen {
 impl Drop for Screen {
     fn drop(&mut self) {
         let mut out = std::io::stdout();
-        let _ = queue!(out, ResetColor, cursor::Show, terminal::LeaveAlternateScreen);
+        let _ = queue!(
+            out,
+            ResetColor,
+            cursor::Show,
+            terminal::LeaveAlternateScreen
+        );
         let _ = out.flush();
         let _ = terminal::disable_raw_mode();
     }
@@ -81,7 +91,13 @@ impl View {
         );
         self.paint(out, 0, &fit(&title, w), Some(Attribute::Bold), None)?;
         if self.entries.is_empty() {
-            self.paint(out, 2, "nothing waits for your review (q quits)", None, None)?;
+            self.paint(
+                out,
+                2,
+                "nothing waits for your review (q quits)",
+                None,
+                None,
+            )?;
             return self.footer(out, w, h);
         }
         if let Mode::More(scroll) = self.mode {
@@ -149,7 +165,10 @@ impl View {
         attr: Option<Attribute>,
         color: Option<Color>,
     ) -> std::io::Result<()> {
-        queue!(out, cursor::MoveTo(0, u16::try_from(row).unwrap_or(u16::MAX)))?;
+        queue!(
+            out,
+            cursor::MoveTo(0, u16::try_from(row).unwrap_or(u16::MAX))
+        )?;
         if let Some(a) = attr {
             queue!(out, SetAttribute(a))?;
         }
@@ -177,7 +196,9 @@ impl View {
             }
             Mode::More(scroll) => match k.code {
                 KeyCode::Char('j') | KeyCode::Down => self.mode = Mode::More(scroll + 1),
-                KeyCode::Char('k') | KeyCode::Up => self.mode = Mode::More(scroll.saturating_sub(1)),
+                KeyCode::Char('k') | KeyCode::Up => {
+                    self.mode = Mode::More(scroll.saturating_sub(1))
+                }
                 KeyCode::Char(' ') | KeyCode::PageDown => self.mode = Mode::More(scroll + 10),
                 KeyCode::PageUp => self.mode = Mode::More(scroll.saturating_sub(10)),
                 _ => self.mode = Mode::List,
@@ -193,8 +214,12 @@ impl View {
                 }
                 KeyCode::PageUp => self.selected = self.selected.saturating_sub(10),
                 KeyCode::Home | KeyCode::Char('g') => self.selected = 0,
-                KeyCode::End | KeyCode::Char('G') => self.selected = self.entries.len().saturating_sub(1),
-                KeyCode::Enter | KeyCode::Char('m') if !self.entries.is_empty() => self.mode = Mode::More(0),
+                KeyCode::End | KeyCode::Char('G') => {
+                    self.selected = self.entries.len().saturating_sub(1)
+                }
+                KeyCode::Enter | KeyCode::Char('m') if !self.entries.is_empty() => {
+                    self.mode = Mode::More(0)
+                }
                 KeyCode::Char('a') if !self.entries.is_empty() => self.mode = Mode::Confirm,
                 KeyCode::Char('r') if !self.entries.is_empty() => {
                     let id = self.entries[self.selected].id.clone();

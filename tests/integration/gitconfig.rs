@@ -64,10 +64,15 @@ fn everyday_git_writes_config_inside_and_it_is_there_outside_afterwards() {
     );
     assert_eq!(get(&f, "branch.main.remote"), "origin");
     assert_eq!(get(&f, "branch.main.merge"), "refs/heads/main");
-    // Off the allowlist, not carried out: a remote that is a local path (`receive-pack` would run
-    // its hooks as the human) and aliases.
+    // A plain alias is data and comes back; a remote that is a local repository in the workspace
+    // (the human's push would run the hooks the agent could write there) is held for review.
+    assert_eq!(get(&f, "alias.st"), "status");
     assert_eq!(get(&f, "remote.local.url"), "");
-    assert_eq!(get(&f, "alias.st"), "");
+    let held = stdout(&f.cmd(["review", "--json"]).output().unwrap());
+    assert!(
+        held.contains("remote.local.url") && held.contains("names a path or host"),
+        "{held}"
+    );
     // And a removal is carried out too.
     ok(&f.jail("git remote remove origin"));
     assert_eq!(get(&f, "remote.origin.url"), "");
@@ -137,8 +142,8 @@ fn an_exec_capable_key_is_never_live_outside_during_or_after_the_session() {
     assert!(!pwned.exists(), "the human's git ran the jail's key");
     let alerts = alerts_json(&f);
     assert!(
-        alerts.contains("git-config-kept") && alerts.contains("core.fsmonitor"),
-        "the attempt is alerted: {alerts}"
+        alerts.contains("\"held\"") && alerts.contains("core.fsmonitor"),
+        "the attempt is held and alerted: {alerts}"
     );
 }
 

@@ -45,6 +45,10 @@ fn bash_shows_a_new_alert_once_and_keeps_a_string_prompt_command() {
     let s = t.wait_for("other-hook:1", 1);
     assert_eq!(s.matches("quarantined ~/.local/bin/git").count(), 1, "{s}");
     assert!(s.contains("claude-sandbox restore q"), "{s}");
+    assert!(
+        s.contains("wait for your review: `claude-sandbox review`"),
+        "{s}"
+    );
     t.line("true");
     let s = t.wait_for("other-hook:0", 2);
     assert_eq!(

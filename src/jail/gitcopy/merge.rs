@@ -1,15 +1,16 @@
-//! Which of the jail's config changes are carried out to the human's file: an **allowlist** of the
-//! keys everyday git writes (identity, remotes and upstreams, a few behaviour switches), with remote
-//! URLs only over the network. Everything else the jail changed keeps the human's value.
+//! Which of the jail's config changes come back to the human's file, by what git would do with
+//! them (`crate::handback::git`): everyday data is carried out with git itself; anything that names
+//! a program, a place or a key this guard does not know is **held** for the human's review
+//! (`crate::held`), never silently dropped and never carried out unseen.
 //!
-//! Guards against a catalogue of "exec-capable keys" that can never be complete: an attacker's pass
-//! carried out `alias.st = grep -O"cmd" …`, `man.<tool>.path`, `tar.<format>.command`,
-//! `trailer.<t>.command`, `init.templateDir`, `core.worktree` (which moves a relative
-//! `core.hooksPath`) and `remote.origin.url` pointing at a local repository whose hooks
-//! `receive-pack` runs — each then ran as the human. An allowlist fails closed: a key not on it is
-//! simply not carried out (an alert names it when it would run something, a note otherwise).
+//! Guards against trust by name: an allowlist of keys carried `branch.main.pushRemote =
+//! ../x.git` (a local repository whose `pre-receive` the agent wrote: the human's next push runs
+//! it) and a `remote.origin.url` moved to another host (the next push sends the work there), and
+//! dropped `alias.co = checkout` and `submodule.*.active`, which everyday work needs.
 
 use crate::gitconfig::{self, Key};
+use crate::handback::{git::Ctx, Verdict};
+use std::path::{Path, PathBuf};
 
 /// The values of each key, in file order, keys in first-seen order.
 type Values = Vec<(String, Vec<Option<Vec<u8>>>)>;
@@ -31,96 +32,37 @@ fn get<'a>(v: &'a Values, name: &str) -> &'a [Option<Vec<u8>>] {
         .map_or(&[], |(_, v)| v.as_slice())
 }
 
-/// At most this many keys are carried out of one session's copy: an agent that changes more
-/// (3000 junk sections took 36 s of `git config` at exit) has none of them carried out.
+/// At most this many keys are carried out or held from one session's copy: an agent that changes
+/// more (3000 junk sections took 36 s of `git config` at exit) has none of them carried out.
 pub(crate) const MAX_CARRIED: usize = 64;
+
+/// One key held for review.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct HeldKey {
+    pub name: String,
+    /// The jail's values (none: it removed the key).
+    pub values: Vec<Option<Vec<u8>>>,
+    /// The human's values now (what an accept will check is still there).
+    pub human: Vec<Option<Vec<u8>>>,
+    pub verdict: Verdict,
+}
 
 /// What the merge does to the human's config.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct Merge {
     /// Keys given exactly these values (an empty list: removed).
     pub set: Vec<(String, Vec<Option<Vec<u8>>>)>,
-    /// Keys the jail set to something that makes git run a program: the human's values kept.
-    pub kept: Vec<String>,
-    /// Other keys off the allowlist: the human's values kept.
-    pub not_carried: Vec<String>,
+    /// Keys that are more than data: held for the human's review.
+    pub held: Vec<HeldKey>,
     /// Keys both sides changed since the launch: the human's values kept.
     pub conflicts: Vec<String>,
-    /// More than `MAX_CARRIED` keys to carry: none of them is.
+    /// More than `MAX_CARRIED` keys to carry or hold: none of them is.
     pub too_many: bool,
 }
 
-/// A URL git reaches over the network, in a form that names no local path and no helper program:
-/// `https://`, `http://`, `ssh://`, `git://`, or scp-like `[user@]host:path`.
-fn network_url(v: &[u8]) -> bool {
-    let Ok(v) = std::str::from_utf8(v) else {
-        return false;
-    };
-    if v.is_empty() || v.starts_with('-') || v.chars().any(|c| c.is_whitespace() || c.is_control())
-    {
-        return false;
-    }
-    if let Some((scheme, rest)) = v.split_once("://") {
-        let host = rest.split(['/', '@']).next().unwrap_or("");
-        return matches!(scheme, "https" | "http" | "ssh" | "git")
-            && !host.is_empty()
-            && !rest.starts_with('-')
-            && !rest.contains("@-");
-    }
-    // scp-like: a colon before any slash, a host that is not empty, no `::` (a remote helper).
-    match v.split_once(':') {
-        Some((host, _)) => {
-            !host.is_empty()
-                && !host.contains('/')
-                && !v.contains("::")
-                && !host.rsplit('@').next().unwrap_or("").starts_with('-')
-        }
-        None => false,
-    }
-}
-
-/// Whether the merge may carry out `name = value` (`name` as our parser gives it: section and key
-/// lowercased, the subsection as written).
-pub(crate) fn carried(name: &str, value: Option<&[u8]>) -> bool {
-    let Some((section, rest)) = name.split_once('.') else {
-        return false;
-    };
-    let (sub, key) = match rest.rsplit_once('.') {
-        Some((sub, key)) => (Some(sub), key),
-        None => (None, rest),
-    };
-    let url = || value.is_some_and(network_url);
-    let word = || value.is_some_and(|v| v.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'-'));
-    match (section, sub, key) {
-        ("user", None, "name" | "email") => true,
-        ("remote", Some(_), "url" | "pushurl") | ("submodule", Some(_), "url") => url(),
-        ("remote", Some(_), "fetch" | "push") => {
-            value.is_some_and(|v| v.iter().all(u8::is_ascii_graphic) && !v.starts_with(b"-"))
-        }
-        ("remote", Some(_), "tagopt" | "prune")
-        | ("submodule", Some(_), "branch")
-        | ("pull", None, "rebase" | "ff")
-        | ("push", None, "default" | "autosetupremote")
-        | ("fetch", None, "prune")
-        | ("init", None, "defaultbranch")
-        | ("core", None, "autocrlf" | "eol" | "filemode" | "ignorecase") => word(),
-        ("branch", Some(_), "remote" | "pushremote" | "merge" | "rebase") => {
-            value.is_some_and(|v| v.iter().all(u8::is_ascii_graphic) && !v.starts_with(b"-"))
-        }
-        _ => false,
-    }
-}
-
-/// Whether one value of a key makes git run something (or reads another file as config): such a
-/// key is alerted, not just left out.
-fn exec_capable(name: &str, value: Option<&[u8]>) -> bool {
-    let text = value.map_or("true".into(), String::from_utf8_lossy);
-    gitconfig::is_include(name)
-        || crate::catalogue::git::is_exec_key(&name.to_ascii_lowercase(), &text)
-}
-
-/// Decide the merge from the config at launch, the jail's copy and the human's config now. Pure.
-pub(crate) fn merge(base: &[Key], jail: &[Key], human: &[Key]) -> Merge {
+/// Decide the merge from the config at launch, the jail's copy and the human's config now. Pure
+/// (`ctx` answers the one question about the world outside: what a local path names).
+pub(crate) fn merge(base: &[Key], jail: &[Key], human: &[Key], ctx: &Ctx) -> Merge {
     let (base, jail, human) = (values(base), values(jail), values(human));
     let mut names: Vec<&str> = base.iter().chain(&jail).map(|(n, _)| n.as_str()).collect();
     let mut seen = std::collections::HashSet::new();
@@ -131,25 +73,114 @@ pub(crate) fn merge(base: &[Key], jail: &[Key], human: &[Key]) -> Merge {
         if b == j {
             continue;
         }
-        if j.iter().any(|v| exec_capable(name, v.as_deref())) {
-            m.kept.push(name.to_string());
-        } else if !(if j.is_empty() { b } else { j })
-            .iter()
-            .all(|v| carried(name, v.as_deref()))
-        {
-            // A removal too is carried out only for a key on the list.
-            m.not_carried.push(name.to_string());
-        } else if h != b {
+        if h != b {
             m.conflicts.push(name.to_string());
-        } else {
+            continue;
+        }
+        let verdict = crate::handback::git::judge(name, j, b, ctx);
+        if verdict.flows() {
             m.set.push((name.to_string(), j.to_vec()));
+        } else {
+            m.held.push(HeldKey {
+                name: name.to_string(),
+                values: j.to_vec(),
+                human: h.to_vec(),
+                verdict,
+            });
         }
     }
-    if m.set.len() > MAX_CARRIED {
+    if m.set.len() + m.held.len() > MAX_CARRIED {
         m.too_many = true;
-        m.not_carried.extend(m.set.drain(..).map(|(n, _)| n));
+        m.set.clear();
+        m.held.clear();
     }
     m
+}
+
+/// A key's values as the review names them.
+pub(crate) fn shown(vals: &[Option<Vec<u8>>]) -> String {
+    if vals.is_empty() {
+        return "(removed)".into();
+    }
+    vals.iter()
+        .map(|v| {
+            v.as_deref().map_or("true".into(), |b| {
+                format!("\"{}\"", String::from_utf8_lossy(b))
+            })
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Whether a local path written as a URL in the config `config` names a repository whose hooks
+/// or config lie under the jail's writable roots (or that cannot be told: then yes). A relative
+/// path is taken from the working tree and from the git directory (git resolves it from where it
+/// runs): either one under a root counts.
+pub(crate) fn local_repo_writable(path: &[u8], config: &Path, writable: &[PathBuf]) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    if writable.is_empty() || path.starts_with(b"~") {
+        return true;
+    }
+    let p = Path::new(std::ffi::OsStr::from_bytes(path));
+    let git_dir = config.parent().unwrap_or(Path::new("/"));
+    let candidates: Vec<PathBuf> = if p.is_absolute() {
+        vec![p.to_path_buf()]
+    } else {
+        let mut c = vec![git_dir.join(p)];
+        if git_dir.file_name().is_some_and(|n| n == ".git") {
+            if let Some(tree) = git_dir.parent() {
+                c.push(tree.join(p));
+            }
+        }
+        c
+    };
+    let roots: Vec<PathBuf> = writable.iter().map(|r| resolved(r)).collect();
+    let under = |q: &Path| roots.iter().any(|r| q.starts_with(r));
+    candidates.iter().any(|c| {
+        let c = resolved(c);
+        // The repository itself, its `.git`, and where its hooks are.
+        let mut places = vec![c.clone(), c.join(".git"), c.join("hooks")];
+        if let Ok(bytes) =
+            std::fs::read(c.join("config")).or_else(|_| std::fs::read(c.join(".git/config")))
+        {
+            if let Ok(keys) = gitconfig::parse(&bytes) {
+                for k in keys
+                    .iter()
+                    .filter(|k| k.name.eq_ignore_ascii_case("core.hookspath"))
+                {
+                    if let Some(v) = &k.value {
+                        places.push(c.join(Path::new(std::ffi::OsStr::from_bytes(v))));
+                    }
+                }
+            }
+        }
+        places.iter().any(|p| under(&resolved(p)))
+    })
+}
+
+/// `p` with its symbolic links resolved as far as it exists, the rest appended.
+fn resolved(p: &Path) -> PathBuf {
+    let mut existing = p.to_path_buf();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(c) = std::fs::canonicalize(&existing) {
+            let mut out = c;
+            for r in rest.iter().rev() {
+                out.push(r);
+            }
+            return out;
+        }
+        match (
+            existing.file_name().map(std::ffi::OsStr::to_os_string),
+            existing.parent(),
+        ) {
+            (Some(n), Some(parent)) => {
+                rest.push(n);
+                existing = parent.to_path_buf();
+            }
+            _ => return p.to_path_buf(),
+        }
+    }
 }
 
 /// Give `name` exactly `vals` in the config file `real`, with git itself (its locking, its quoting).
@@ -197,116 +228,4 @@ pub(crate) fn apply(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn keys(text: &str) -> Vec<Key> {
-        gitconfig::parse(text.as_bytes()).unwrap()
-    }
-
-    const BASE: &str = "[core]\n\tbare = false\n[user]\n\tname = h\n";
-
-    #[test]
-    fn everyday_changes_are_carried_out() {
-        let jail = keys(
-            "[core]\n\tbare = false\n[user]\n\tname = h\n\temail = a@b\n\
-             [remote \"origin\"]\n\turl = https://x/y\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n\
-             [remote \"gh\"]\n\turl = git@github.com:o/r.git\n\
-             [branch \"main\"]\n\tremote = origin\n\tmerge = refs/heads/main\n\
-             [push]\n\tautoSetupRemote = true\n",
-        );
-        let m = merge(&keys(BASE), &jail, &keys(BASE));
-        let names: Vec<&str> = m.set.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(
-            names,
-            [
-                "user.email",
-                "remote.origin.url",
-                "remote.origin.fetch",
-                "remote.gh.url",
-                "branch.main.remote",
-                "branch.main.merge",
-                "push.autosetupremote"
-            ]
-        );
-        assert_eq!(
-            m,
-            Merge {
-                set: m.set.clone(),
-                ..Merge::default()
-            }
-        );
-    }
-
-    #[test]
-    fn keys_that_run_programs_are_kept_and_alerted() {
-        for planted in [
-            "[core]\n\tfsmonitor = ./x\n",
-            "[core]\n\tsshCommand = x\n",
-            "[alias]\n\tst = !x\n",
-            "[include]\n\tpath = ../x\n",
-            "[includeIf \"gitdir:/\"]\n\tpath = x\n",
-            "[filter \"a\"]\n\tclean = x\n",
-            "[remote \"o\"]\n\turl = ext::sh -c x\n",
-            "[credential]\n\thelper = !x\n",
-        ] {
-            let m = merge(&keys(BASE), &keys(&format!("{BASE}{planted}")), &keys(BASE));
-            assert!(m.set.is_empty(), "{planted}: {m:?}");
-            assert_eq!(m.kept.len(), 1, "{planted}: {m:?}");
-        }
-    }
-
-    /// The attacker's pass: keys no catalogue named, each of which ran a program as the human.
-    #[test]
-    fn keys_off_the_allowlist_are_not_carried_out() {
-        for planted in [
-            "[alias]\n\tst = grep -O\"touch /tmp/p #\" -e hello\n",
-            "[alias]\n\tst = status\n",
-            "[man \"man\"]\n\tpath = /w/.tools/m\n",
-            "[tar \"tar.gz\"]\n\tcommand = touch /tmp/p; cat\n",
-            "[trailer \"sign\"]\n\tcommand = touch /tmp/p\n",
-            "[init]\n\ttemplateDir = /w/.tools/tpl\n",
-            "[core]\n\tworktree = /w/build/wt\n",
-            "[remote \"origin\"]\n\turl = /w/.tools/evil.git\n",
-            "[remote \"origin\"]\n\turl = file:///w/evil.git\n",
-            "[remote \"origin\"]\n\turl = ./evil.git\n",
-            "[remote \"origin\"]\n\turl = fd::3\n",
-            "[remote \"origin\"]\n\turl = ssh://-oProxyCommand=x/y\n",
-            "[remote \"origin\"]\n\turl = -oProxyCommand=x:y\n",
-            "[url \"/w/evil.git\"]\n\tinsteadOf = https://github.com/\n",
-            "[http]\n\tproxy = http://evil:8080\n",
-            "[browser \"x\"]\n\tpath = /w/x\n",
-        ] {
-            let m = merge(&keys(BASE), &keys(&format!("{BASE}{planted}")), &keys(BASE));
-            assert!(m.set.is_empty(), "{planted}: {m:?}");
-            assert_eq!(m.kept.len() + m.not_carried.len(), 1, "{planted}: {m:?}");
-        }
-        // Removing or turning off a key off the list is not carried out either.
-        let human = keys("[core]\n\thooksPath = .husky/_\n");
-        let m = merge(&human, &keys(""), &human);
-        assert!(m.set.is_empty() && m.not_carried == ["core.hookspath"]);
-        let human = keys("[core]\n\tfsmonitor = ./hook\n");
-        let m = merge(&human, &keys("[core]\n\tfsmonitor = false\n"), &human);
-        assert!(m.set.is_empty() && m.not_carried == ["core.fsmonitor"]);
-    }
-
-    #[test]
-    fn removals_conflicts_and_a_flood() {
-        let with_remote = "[remote \"o\"]\n\turl = https://h/r\n";
-        let m = merge(&keys(with_remote), &keys(""), &keys(with_remote));
-        assert_eq!(m.set, vec![("remote.o.url".to_string(), vec![])]);
-        let m = merge(
-            &keys(BASE),
-            &keys("[user]\n\tname = j\n[core]\n\tbare = false\n"),
-            &keys("[user]\n\tname = k\n[core]\n\tbare = false\n"),
-        );
-        assert_eq!(m.conflicts, ["user.name"]);
-        assert!(m.set.is_empty());
-        let flood = (0..=MAX_CARRIED).fold(String::new(), |s, i| {
-            s + &format!("[remote \"r{i}\"]\n\turl = https://h/{i}\n")
-        });
-        let m = merge(&keys(BASE), &keys(&format!("{BASE}{flood}")), &keys(BASE));
-        assert!(m.too_many && m.set.is_empty());
-        assert_eq!(m.not_carried.len(), MAX_CARRIED + 1);
-    }
-}
+mod tests;

@@ -172,7 +172,13 @@ impl BeforeGate<'_> {
                     tracing::debug!(n, "mount points made in the session's $HOME");
                     let t_git = std::time::Instant::now();
                     let home = &plan.policy.session_home;
-                    let warnings = gitcopy::prepare(session_dir, home, launch.session, &mut copies);
+                    let warnings = gitcopy::prepare(
+                        session_dir,
+                        home,
+                        launch.session,
+                        &plan.policy.writable,
+                        &mut copies,
+                    );
                     tracing::debug!(
                         ms = t_git.elapsed().as_secs_f64() * 1e3,
                         n = copies.len(),
@@ -274,8 +280,9 @@ pub(super) fn end_session(
         });
         let closing = running.map(watch::Running::finish);
         tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "final sweep done");
+        // Notes name what the jail wrote (file names, keys): escaped.
         for note in merged.join().unwrap_or_default() {
-            eprintln!("claude-sandbox: {note}");
+            eprintln!("claude-sandbox: {}", crate::escape::visible(&note));
         }
         closing
     });
@@ -290,7 +297,7 @@ pub(super) fn end_session(
     let placeheld: Vec<PathBuf> = plan.placeholders.iter().map(|p| p.path.clone()).collect();
     let home = &plan.policy.home;
     for note in statesweep::sweep(runtime, &session.id, home, &plan.state_listings, &placeheld) {
-        eprintln!("claude-sandbox: {note}");
+        eprintln!("claude-sandbox: {}", crate::escape::visible(&note));
     }
     // Last, so that the kernel frees the watches while the clean-up runs. Closing still waits for
     // an SRCU grace period: 0.1 ms, or 10-20 ms in 4 launches of 10 here (docs/performance.md, "The
