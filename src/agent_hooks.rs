@@ -129,12 +129,6 @@ fn state_sealed(p: &Path, home: &Path) -> Option<String> {
         {
             return Some(e.runs.to_string());
         }
-        if let Some(why) = crate::jail::statedir::sealed_in_project(sd, rel) {
-            return Some(format!(
-                "{why}: read-only in the sandbox, so that nothing the agent saves there steers a \
-                 later session outside it; tell the user what to remember instead"
-            ));
-        }
         let first = rel.components().next()?.as_os_str().to_string_lossy();
         if sd.access(&first) == Access::ReadOnly {
             return Some(format!(

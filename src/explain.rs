@@ -37,21 +37,13 @@ fn allowlist_note(home: &std::path::Path, dir: &std::path::Path) -> String {
 fn state_note(binds: &[crate::jail::policy::StateBind]) -> String {
     use crate::jail::policy::How;
     let count = |f: fn(&How) -> bool| binds.iter().filter(|b| f(&b.how)).count();
-    let projects = binds.iter().find_map(|b| match &b.how {
-        How::Projects(p) => Some(format!(
-            "; {}/ holds only this session's project{} (memory read-only)",
-            b.name.to_string_lossy(),
-            if p.len() == 1 { "" } else { "s" }
-        )),
-        _ => None,
-    });
     format!(
-        " (the jail's own top level: {} of your directories writable, {} files copied in and \
-         carried back, {} entries read-only{}; new names stay the jail's: docs/runtimes.md)",
-        count(|h| *h == How::Writable),
+        " (the jail's own, kept across sessions: {} of your files copied in and judged on the way \
+         back, {} of your entries read-only, {} history shared; everything else it writes stays \
+         the jail's: docs/runtimes.md)",
         count(|h| *h == How::Copied),
         count(|h| matches!(h, How::ReadOnly | How::Stub(_))),
-        projects.unwrap_or_default()
+        count(|h| *h == How::Writable),
     )
 }
 
@@ -154,7 +146,7 @@ pub fn explain(
         let _ = writeln!(out, "  {}{}", w.display(), allowlist_note(&p.home, &w));
     }
     for e in &p.home_entries {
-        if let HomeBind::State(binds) = &e.bind {
+        if let HomeBind::State { binds, .. } = &e.bind {
             let _ = writeln!(
                 out,
                 "  {}{}",

@@ -268,24 +268,6 @@ pub fn quarantine(
     Ok(Some(record))
 }
 
-/// `quarantine`, for a file the human never had at `shown` (the jail's own copy of a directory of
-/// theirs): recorded as `shown`, so that `restore` puts it there.
-pub(crate) fn quarantine_as(
-    runtime: &Path,
-    dir: &Path,
-    name: &OsStr,
-    shown: &Path,
-    reason: &str,
-) -> Result<Option<Record>> {
-    let Some(mut rec) = quarantine(runtime, dir, name, reason)? else {
-        return Ok(None);
-    };
-    if rec.method == Method::Moved {
-        rec.original = shown.to_path_buf();
-        save(runtime, &rec)?;
-    }
-    Ok(Some(rec))
-}
 
 fn rename_noreplace(
     from_dir: &OwnedFd,

@@ -88,26 +88,13 @@ pub(crate) struct StateDir {
     pub views: &'static [View],
     /// Entry points inside it, sealed read-only, a placeholder where missing (relative to `$HOME`).
     pub entry_points: &'static [StateEntry],
-    /// A directory of transcripts per project whose entries hold what steers later sessions there
-    /// (`jail::statedir`): in the jail only this session's projects are the human's, and `sealed`
-    /// in each is read-only.
-    pub per_project: Option<PerProject>,
+    /// The files of the allowlist that are a login, and how each names its account
+    /// (`handback::identity`): one of another account comes back only when the human accepts it.
+    pub identity: &'static [(&'static str, crate::handback::identity::Format)],
     /// `SQLite` stores the runtime keeps beside its other state: in the jail they live in a directory
     /// of the jail's own (persistent, never read outside), named to the runtime by an environment
     /// variable (`jail::statedir`).
     pub jail_store: Option<JailStore>,
-}
-
-/// `StateDir::per_project`.
-#[derive(Debug)]
-pub(crate) struct PerProject {
-    /// Relative to the state directory.
-    pub dir: &'static str,
-    /// The project's directory name for a project root, given the human's state directory (`None`:
-    /// not known before the runtime assigns one).
-    pub slug: fn(&str, &std::path::Path) -> Option<String>,
-    /// Entries of a project's directory that are read-only in the jail, and why.
-    pub sealed: &'static [(&'static str, &'static str)],
 }
 
 /// `StateDir::jail_store`.
@@ -166,8 +153,6 @@ pub(crate) struct StateEntry {
 
 mod agents;
 pub(crate) use agents::ALL;
-#[cfg(test)]
-pub(crate) use agents::{claude_project_slug, gemini_project_id};
 #[cfg(test)]
 pub(crate) use agents::{CLAUDE, CODEX, CURSOR, GEMINI, OPENCODE};
 
@@ -258,6 +243,11 @@ impl StateDir {
     /// directly under `$HOME`.
     pub(crate) fn own_top_level(&self) -> bool {
         self.measured().is_some() && !self.path.contains('/')
+    }
+
+    /// How the login file `name` names its account, if it is one.
+    pub(crate) fn identity_of(&self, name: &str) -> Option<crate::handback::identity::Format> {
+        self.identity.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
     }
 
     /// The version the allowlist was measured with, if it was.

@@ -73,6 +73,8 @@ pub enum Verdict {
     Alerted,
     Missed,
     Skipped,
+    /// Kept aside for the human's review (`crate::held`): it reached nothing of theirs.
+    Held,
 }
 
 impl Verdict {
@@ -83,6 +85,7 @@ impl Verdict {
             Verdict::Alerted => "alerted",
             Verdict::Missed => "MISSED",
             Verdict::Skipped => "skipped",
+            Verdict::Held => "held",
         }
     }
 }
@@ -451,11 +454,14 @@ fn judge(case: &Case, s: &Scene, bin: &Path, unguarded: bool) -> (Verdict, Optio
                 quarantined[0].path.display()
             ),
         ),
-        (false, _) => (
-            Verdict::Blocked,
-            None,
-            "written where nothing outside reads it".into(),
-        ),
+        (false, _) => match found.iter().find(|a| a.kind == crate::alerts::AlertKind::Held) {
+            Some(h) => (Verdict::Held, None, format!("held for review: {}", h.detail)),
+            None => (
+                Verdict::Blocked,
+                None,
+                "written where nothing outside reads it".into(),
+            ),
+        },
     }
 }
 
@@ -583,7 +589,7 @@ fn passed(v: Verdict, unguarded: bool) -> bool {
     if unguarded {
         v == Verdict::Missed
     } else {
-        matches!(v, Verdict::Blocked | Verdict::Neutralised)
+        matches!(v, Verdict::Blocked | Verdict::Neutralised | Verdict::Held)
     }
 }
 

@@ -27,7 +27,6 @@ use super::layout;
 use super::policy::{copy_name, diverted_dir, GitCopy, How, Layer, LayerMount, Policy, StateBind};
 use super::policy::{HomeBind, MaskKind};
 use serde::{Deserialize, Serialize};
-use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 /// One mount made into the jail, in order.
@@ -170,27 +169,14 @@ fn home(out: &mut Vec<Mount>, policy: &Policy, git_copies: &[GitCopy]) {
                 out.extend(keep.iter().map(|n| bind(&dst.join(n), &dst.join(n), false)));
                 out.push(Mount::RemountReadOnly(dst));
             }
-            HomeBind::State(binds) => {
-                let own = policy.session_home.join(&e.name);
-                if let Some(sd) =
-                    crate::runtimes::state_dirs().find(|s| OsStr::new(s.path) == e.name)
-                {
-                    state_dir(out, &dst, &own, binds, sd);
-                }
-            }
+            HomeBind::State { own, binds } => state_dir(out, &dst, own, binds),
         }
     }
 }
 
 /// The mounts of one of the jail's own state directories (`statedir`; `real`: the human's, which
 /// is also its path in the jail; `own`: the jail's own directory on the host).
-pub(crate) fn state_dir(
-    out: &mut Vec<Mount>,
-    real: &Path,
-    own: &Path,
-    binds: &[StateBind],
-    sd: &crate::runtimes::StateDir,
-) {
+pub(crate) fn state_dir(out: &mut Vec<Mount>, real: &Path, own: &Path, binds: &[StateBind]) {
     // Over itself first: a mount point cannot be renamed or replaced, so the directory the
     // session ends with is the one made for it.
     out.push(bind(own, real, true));
@@ -201,15 +187,6 @@ pub(crate) fn state_dir(
             How::ReadOnly => out.push(bind(&yours, &jail, false)),
             How::Stub(_) => out.push(bind(&own.join(&b.name), &jail, false)),
             How::Store(dir) => out.push(bind(dir, &jail, true)),
-            How::Projects(slugs) => {
-                for s in slugs {
-                    out.push(bind(&yours.join(s), &jail.join(s), true));
-                    for (name, _) in sd.per_project.iter().flat_map(|p| p.sealed) {
-                        let (yours, jail) = (yours.join(s).join(name), jail.join(s).join(name));
-                        out.push(bind(&yours, &jail, false));
-                    }
-                }
-            }
             How::Copied | How::Symlink(_) | How::MountPoint => {}
         }
     }

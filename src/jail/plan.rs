@@ -144,7 +144,7 @@ impl Plan {
                 let dir = p.home.join(&e.name);
                 match &e.bind {
                     HomeBind::Writable => vec![dir],
-                    HomeBind::State(binds) => super::statedir::writable_paths(&dir, binds),
+                    HomeBind::State { binds, .. } => super::statedir::writable_paths(&dir, binds),
                     _ => Vec::new(),
                 }
             }))
@@ -295,13 +295,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         ws.clone()
     };
     // The measured agent state directories at the top of `$HOME`: the jail's own (`statedir`).
-    super::statedir::own_top_levels(
-        &mut home_entries,
-        &home,
-        &[&chdir, &ws],
-        &input.host,
-        &mut setenv,
-    );
+    super::statedir::own_top_levels(&mut home_entries, &home, &input.host, &mut setenv);
     let policy_home = home.clone();
     let policy = Policy {
         bwrap: input.bwrap.clone(),

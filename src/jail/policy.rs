@@ -20,9 +20,9 @@ pub enum HomeBind {
     /// A read-only tmpfs holding read-only binds of these children only, as they were at launch: a
     /// directory where sockets appear later (`~/.ssh`, `~/.gnupg`; see `sockets`).
     Filtered(Vec<OsString>),
-    /// A measured agent state directory: a directory of the jail's own in the session's `$HOME`,
-    /// holding these (see `statedir`).
-    State(Vec<StateBind>),
+    /// A measured agent state directory: a directory of the jail's own (`own`, persistent, beside
+    /// the layer store), holding these (see `statedir`).
+    State { own: PathBuf, binds: Vec<StateBind> },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -138,7 +138,7 @@ pub enum Sealing {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "how", content = "with")]
 pub(crate) enum How {
-    /// Yours, bound writable: a directory on the allowlist (or a file too large to copy).
+    /// Yours, bound writable: a history appended in place.
     Writable,
     /// Yours, bound read-only: not on the allowlist, or a script your settings run.
     ReadOnly,
@@ -150,8 +150,6 @@ pub(crate) enum How {
     Symlink(PathBuf),
     /// An empty directory where a private tmpfs or a view is mounted (`runtimes::StateDir`).
     MountPoint,
-    /// The per-project directory: the jail's own, holding only these projects, yours, writable.
-    Projects(Vec<String>),
     /// The jail's own persistent store (`runtimes::JailStore`), bound writable from here.
     Store(PathBuf),
 }

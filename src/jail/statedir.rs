@@ -1,31 +1,26 @@
-//! The jails own top level of each measured agent state directory (`~/.claude`, `~/.codex`,
-//! `~/.gemini`): default deny in the one hole the agents need most.
+//! The jail's own top level of each measured agent state directory (`~/.claude`, `~/.codex`,
+//! `~/.gemini`): the jail's world is the jail's.
 //!
-//! Guards against three things a writable top level let through. A seal on a settings file
-//! detached when the human's own agent (an IDE extension, a terminal outside the wrapper) saved it
-//! by writing a temporary file and renaming it over: the bind stayed on the old inode and the new
-//! file was writable in the jail. A new name the agent made there (`~/.claude/.config.json`, which
-//! Claude Code takes as its whole configuration) was readable by an unjailed agent until the
-//! session's end. And what steers later sessions lay in writable places: Claude Code's auto memory
-//! (`projects/<project>/memory/`), Codex's `memories_1.sqlite`.
-//!
-//! So in the jail the state directory is a directory of the session's own (in the private `$HOME`):
-//! the human's directories on the allowlist are bound into it writable (the agent's transcripts and
-//! sessions stay yours), everything else of yours read-only, missing entry points are read-only
-//! stubs of the jail's own, and the allowlisted *files* (credentials, caches) are copies carried
-//! back when the session ends — only if yours did not change meanwhile; a history (`*.jsonl`,
-//! appended in place, never saved by rename) is yours, bound writable. A rename in your directory touches no dentry the jail has a mount
-//! on. New names are the session's: allowlisted directories the agent made are copied out at the end,
-//! anything else is moved to the quarantine with an alert (restorable). Claude Code's `projects/`
-//! holds only this session's projects (yours, bound writable; their `memory/` read-only); Codex's
-//! `SQLite` stores live in a directory of the jail's own (`CODEX_SQLITE_HOME`), never read outside.
+//! Guards against what the agent's state hands the human's unjailed agent: a transcript that `claude
+//! --continue` resumes as its context, a memory it loads, a plugin or a helper directory
+//! (`~/.codex/tmp/arg0-linux/`, `~/.codex/packages/`) it runs, credentials of another account — and
+//! against the opposite failure, a list of names measured once that flags every new name a newer
+//! agent writes. So in the jail the state directory is a directory of the jail's own, **kept across
+//! sessions** beside the layer store and never read outside: everything the agent writes there
+//! works inside and is there for its next session, whatever its name, and none of it is yours.
+//! Of yours it sees what it needs to read — your settings, instructions, commands, scripts (read-only
+//! binds; a missing entry point is a read-only stub) — and your prompt history (bound writable: it
+//! is appended in place, and you see the jail's prompts in your up-arrow). The files on the
+//! measured allowlist (credentials, installation ids) are copied in from yours at each launch and
+//! come back at the end, judged by `crate::handback`: a credentials file naming another account is
+//! held for your review. A rename in your directory touches no dentry the jail has a mount on.
+//! Codex's `SQLite` stores live in a store of the jail's own (`CODEX_SQLITE_HOME`) as before.
 
 use crate::catalogue::Stub;
 use crate::jail::policy::{How, StateBind};
 use crate::runtimes::{Access, Allowed, StateDir};
 use serde::{Deserialize, Serialize};
 use std::ffi::{OsStr, OsString};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -74,11 +69,9 @@ pub(crate) fn listing(dir: &Path) -> Vec<(OsString, Kind)> {
 
 /// Turn the writable `$HOME` entries that are measured state directories into the jail's own top
 /// level (`HomeBind::State`), and name the jail's own stores to their runtimes in `setenv`.
-/// `roots`: the working directory and the workspace (their projects are bound).
 pub(crate) fn own_top_levels(
     entries: &mut [super::policy::HomeEntry],
     home: &Path,
-    roots: &[&Path],
     env: &crate::host::HostEnv,
     setenv: &mut Vec<(String, String)>,
 ) {
@@ -96,23 +89,24 @@ pub(crate) fn own_top_levels(
         let binds = classify(
             sd,
             &listing(&real),
-            &projects(sd, home, roots),
             &named_top_names(home, sd),
             store_path(home, env, sd).as_deref(),
         );
         if let Some(js) = &sd.jail_store {
             setenv.push((js.env.into(), real.join(js.name).to_string_lossy().into()));
         }
-        e.bind = HomeBind::State(binds);
+        e.bind = HomeBind::State {
+            own: own_dir(home, env, sd),
+            binds,
+        };
     }
 }
 
-/// The jail's top level for `sd`, given the human's listing, the projects of this session and the
-/// top-level names the sealed settings name as scripts. Pure.
+/// The jail's top level for `sd`, given the human's listing and the top-level names the sealed
+/// settings name as scripts. Pure. What is not listed here is the jail's own directory's.
 pub(crate) fn classify(
     sd: &StateDir,
     seen: &[(OsString, Kind)],
-    projects: &[String],
     named: &[OsString],
     store: Option<&Path>,
 ) -> Vec<StateBind> {
@@ -128,8 +122,15 @@ pub(crate) fn classify(
     if let (Some(js), Some(dir)) = (&sd.jail_store, store) {
         push(OsStr::new(js.name), How::Store(dir.to_path_buf()));
     }
-    if let Some(pp) = &sd.per_project {
-        push(OsStr::new(pp.dir), How::Projects(projects.to_vec()));
+    for rel in sd
+        .private
+        .iter()
+        .copied()
+        .chain(sd.views.iter().map(|v| v.name))
+    {
+        if !rel.contains('/') {
+            push(OsStr::new(rel), How::MountPoint);
+        }
     }
     for (name, kind) in seen {
         let how = match (name.to_str(), kind) {
@@ -138,7 +139,7 @@ pub(crate) fn classify(
             (_, _) if named.contains(name) => How::ReadOnly,
             (None, _) => How::ReadOnly, // no runtime writes a name that is not UTF-8
             (Some(n), _) => match (sd.access(n), sd.allowed(n), kind) {
-                (Access::Private | Access::View, _, _) => How::MountPoint,
+                (Access::Private | Access::View, _, _) => continue, // pushed above
                 (Access::ReadOnly, _, _) => How::ReadOnly,
                 // A history is appended in place: yours, bound (no copy of megabytes at launch).
                 (Access::Writable, Some(Allowed::File), Kind::File { .. }) if is_history(n) => {
@@ -149,21 +150,11 @@ pub(crate) fn classify(
                 {
                     How::Copied
                 }
-                (Access::Writable, Some(Allowed::Pattern), Kind::File { .. }) => How::Copied,
-                (Access::Writable, _, _) => How::Writable,
+                // Agent state directories, locks and temporary files, large files: the jail's own.
+                (Access::Writable, _, _) => continue,
             },
         };
         push(name, how);
-    }
-    for rel in sd
-        .private
-        .iter()
-        .copied()
-        .chain(sd.views.iter().map(|v| v.name))
-    {
-        if !rel.contains('/') {
-            push(OsStr::new(rel), How::MountPoint);
-        }
     }
     for e in sd.entry_points {
         let Some(top) = top_name(sd, e.rel) else {
@@ -204,6 +195,14 @@ pub(crate) fn named_top_names(home: &Path, sd: &StateDir) -> Vec<OsString> {
     out
 }
 
+/// The jail's own directory for `sd`, kept across sessions beside the layer store (never read
+/// outside; mounted at `sd`'s path in the jail).
+pub(crate) fn own_dir(home: &Path, env: &crate::host::HostEnv, sd: &StateDir) -> PathBuf {
+    let layers = super::layers::store_dir(home, env);
+    let base = layers.parent().unwrap_or(&layers).join("state");
+    base.join(sd.path.trim_start_matches('.'))
+}
+
 /// The jail's own persistent store for `sd`, if it has one (beside the layer store, hidden like it
 /// is not needed: nothing outside reads it).
 pub(crate) fn store_path(
@@ -215,32 +214,6 @@ pub(crate) fn store_path(
     let layers = super::layers::store_dir(home, env);
     let base = layers.parent().unwrap_or(&layers).join("state");
     Some(base.join(format!("{}{}", sd.path.trim_start_matches('.'), js.name)))
-}
-
-/// The projects this session's agent keeps transcripts under: the working directory's and the
-/// workspace's.
-pub(crate) fn projects(sd: &StateDir, home: &Path, roots: &[&Path]) -> Vec<String> {
-    let Some(pp) = &sd.per_project else {
-        return Vec::new();
-    };
-    let state = home.join(sd.path);
-    let mut out: Vec<String> = roots
-        .iter()
-        .filter_map(|p| (pp.slug)(&p.to_string_lossy(), &state))
-        .filter(|s| !in_project_dir(sd, s))
-        .collect();
-    out.dedup();
-    out
-}
-
-/// Whether `name` in the per-project directory is a view or private directory of the runtime's,
-/// not a project (Gemini CLI's `tmp/bin`).
-pub(crate) fn in_project_dir(sd: &StateDir, name: &str) -> bool {
-    let Some(pp) = &sd.per_project else {
-        return false;
-    };
-    let rel = format!("{}/{name}", pp.dir);
-    sd.private.contains(&rel.as_str()) || sd.views.iter().any(|v| v.name == rel)
 }
 
 /// The names in the directory `dir`, sorted (none when it is missing): what a view keeps of it.
@@ -258,7 +231,6 @@ pub(crate) fn writable_paths(dir: &Path, binds: &[StateBind]) -> Vec<PathBuf> {
     for b in binds {
         match &b.how {
             How::Writable => out.push(dir.join(&b.name)),
-            How::Projects(slugs) => out.extend(slugs.iter().map(|s| dir.join(&b.name).join(s))),
             _ => {}
         }
     }
@@ -278,15 +250,15 @@ pub(crate) struct DirRecord {
     pub rel: String,
     /// The human's directory.
     pub real: PathBuf,
+    /// The jail's own directory (a record without it, from an older version, kept the jail's
+    /// top level in the session's `$HOME`).
+    #[serde(default)]
+    pub own: Option<PathBuf>,
     /// Names the launcher put in the jail's directory (mount points, stubs, links, the store):
     /// never carried out.
     pub made: Vec<OsString>,
     /// The files copied in: their stamp in the jail's copy and in yours, at launch.
     pub copied: Vec<Copied>,
-    /// Directories the launcher made in yours, removed again if left empty.
-    pub created: Vec<PathBuf>,
-    /// The per-project directory's name and the projects bound in it.
-    pub projects: Option<(OsString, Vec<String>)>,
 }
 
 /// A file copied into the jail.
@@ -321,15 +293,18 @@ impl Stamp {
     }
 }
 
-/// The state directories `policy` gives the jail its own top level of, with their binds.
-pub(crate) fn of_policy(policy: &super::policy::Policy) -> Vec<(&'static StateDir, &[StateBind])> {
+/// The state directories `policy` gives the jail its own top level of, with where it is kept and
+/// their binds.
+pub(crate) fn of_policy(
+    policy: &super::policy::Policy,
+) -> Vec<(&'static StateDir, &Path, &[StateBind])> {
     policy
         .home_entries
         .iter()
         .filter_map(|e| match &e.bind {
-            super::policy::HomeBind::State(b) => crate::runtimes::state_dirs()
+            super::policy::HomeBind::State { own, binds } => crate::runtimes::state_dirs()
                 .find(|s| OsStr::new(s.path) == e.name)
-                .map(|sd| (sd, b.as_slice())),
+                .map(|sd| (sd, own.as_path(), binds.as_slice())),
             _ => None,
         })
         .collect()
@@ -361,24 +336,3 @@ pub(crate) fn copy_regular(
     Ok((meta, dst.metadata()?))
 }
 
-/// Whether `name` is a lock or temporary name of the allowlist (never carried out, never alerted).
-pub(crate) fn is_scratch(sd: &StateDir, name: &OsStr) -> bool {
-    name.to_str()
-        .is_some_and(|n| sd.allowed(n) == Some(Allowed::Pattern))
-}
-
-/// For `agent_hooks`: whether `rel` (relative to a state directory) is a per-project entry the jail keeps
-/// read-only, and why.
-pub(crate) fn sealed_in_project(sd: &StateDir, rel: &Path) -> Option<&'static str> {
-    let pp = sd.per_project.as_ref()?;
-    let mut c = rel.components().map(|c| c.as_os_str().as_bytes());
-    if c.next()? != pp.dir.as_bytes() {
-        return None;
-    }
-    let _project = c.next()?;
-    let entry = c.next()?;
-    pp.sealed
-        .iter()
-        .find(|(n, _)| n.as_bytes() == entry)
-        .map(|(_, why)| *why)
-}

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::catalogue::{dir, Stub};
+use crate::handback::identity::Format;
 
 const fn ep(rel: &'static str, stub: Stub, runs: &'static str) -> StateEntry {
     StateEntry { rel, stub, runs }
@@ -72,15 +73,14 @@ pub(crate) const CLAUDE: Runtime = Runtime {
         // joined into the script Claude Code runs before every Bash command of that session — also
         // when you resume the session outside the jail (resuming keeps its id).
         private: &["shell-snapshots", "jobs", "session-env"],
-        views: &[],
-        per_project: Some(PerProject {
-            dir: "projects",
-            slug: claude_project_slug,
-            sealed: &[(
-                "memory",
-                "Claude Code: auto memory, read by every later session in this project",
-            )],
-        }),
+        // Plugins carry hooks and MCP servers. Yours are seen read-only; 2.1.332 writes
+        // `plugins/store/` at every start (and clones marketplaces there when online): the
+        // session's own, in the view's tmpfs.
+        views: &[View {
+            name: "plugins",
+            fresh: &["store"],
+        }],
+        identity: &[(".credentials.json", Format::ClaudeCredentials)],
         jail_store: None,
         entry_points: &[
             ep(
@@ -108,11 +108,6 @@ pub(crate) const CLAUDE: Runtime = Runtime {
                 ".claude/skills",
                 Stub::Dir,
                 "Claude Code: skills with shell execution",
-            ),
-            ep(
-                ".claude/plugins",
-                Stub::Dir,
-                "Claude Code: plugins (hooks, MCP servers)",
             ),
             ep(
                 ".claude/rules",
@@ -190,7 +185,7 @@ pub(crate) const CODEX: Runtime = Runtime {
             name: "skills",
             fresh: &[".system"],
         }],
-        per_project: None,
+        identity: &[("auth.json", Format::CodexAuth)],
         // Threads, logs, goals and memories (`memories_1.sqlite` steers later sessions): SQLite with
         // WAL files made and removed beside each, which neither a copy nor a file bind keeps sound.
         jail_store: Some(JailStore {
@@ -283,14 +278,12 @@ pub(crate) const GEMINI: Runtime = Runtime {
         }],
         // `tmp/<project>/` holds chats, logs and plans, and `memory/` (the project's memory and
         // the skills it saves there), read by every later session in that project.
-        per_project: Some(PerProject {
-            dir: "tmp",
-            slug: gemini_project_id,
-            sealed: &[(
-                "memory",
-                "Gemini CLI: the project's memory and saved skills, read by every later session there",
-            )],
-        }),
+        identity: &[
+            ("oauth_creds.json", Format::GoogleOauth),
+            ("google_accounts.json", Format::GoogleAccounts),
+            ("mcp-oauth-tokens.json", Format::TokensByName),
+            ("a2a-oauth-tokens.json", Format::TokensByName),
+        ],
         jail_store: None,
         entry_points: &[
             ep(
@@ -365,7 +358,7 @@ pub(crate) const CURSOR: Runtime = Runtime {
         writable: Writable::Unmeasured,
         private: &[],
         views: &[],
-        per_project: None,
+        identity: &[],
         jail_store: None,
         entry_points: &[
             ep(".cursor/hooks.json", EMPTY_JSON, "Cursor: hooks"),
@@ -419,7 +412,7 @@ pub(crate) const OPENCODE: Runtime = Runtime {
             },
             private: &[],
             views: &[],
-            per_project: None,
+            identity: &[("auth.json", Format::OpenCodeAuth)],
             jail_store: None,
             entry_points: &[],
         },
@@ -440,7 +433,7 @@ pub(crate) const OPENCODE: Runtime = Runtime {
             },
             private: &[],
             views: &[],
-            per_project: None,
+            identity: &[],
             jail_store: None,
             entry_points: &[],
         },
@@ -476,48 +469,3 @@ pub(crate) const PI: Runtime = Runtime {
     project_views: &[],
     home_views: &[],
 };
-
-/// Claude Code's directory name for a project (`~/.claude/projects/<slug>`): the working directory
-/// with every character but ASCII letters and digits made `-`; past 200 characters, the first 200,
-/// `-` and a base-36 hash of the whole (a 32-bit string hash over UTF-16 code units).
-#[allow(clippy::unnecessary_wraps)] // the shape of `PerProject::slug`
-pub(crate) fn claude_project_slug(cwd: &str, _state: &std::path::Path) -> Option<String> {
-    Some(claude_slug(cwd))
-}
-
-fn claude_slug(cwd: &str) -> String {
-    const MAX: usize = 200;
-    let slug: String = cwd
-        .encode_utf16()
-        .map(|u| match char::from_u32(u32::from(u)) {
-            Some(c) if c.is_ascii_alphanumeric() => c,
-            _ => '-',
-        })
-        .collect();
-    if slug.len() <= MAX {
-        return slug;
-    }
-    let mut h: i32 = 0;
-    for u in cwd.encode_utf16() {
-        h = h.wrapping_shl(5).wrapping_sub(h).wrapping_add(i32::from(u));
-    }
-    let mut n = h.unsigned_abs();
-    let mut digits = Vec::new();
-    while n > 0 || digits.is_empty() {
-        digits.push(char::from_digit(n % 36, 36).expect("a base-36 digit"));
-        n /= 36;
-    }
-    let hash: String = digits.iter().rev().collect();
-    format!("{}-{hash}", &slug[..MAX])
-}
-
-/// Gemini CLI's directory name for a project (`~/.gemini/tmp/<id>`): the short id its registry,
-/// `projects.json` (`{"projects": {"<root>": "<id>"}}`), gives the project's root; a root it
-/// has not seen yet gets one at its start.
-pub(crate) fn gemini_project_id(root: &str, state: &std::path::Path) -> Option<String> {
-    let text = std::fs::read(state.join("projects.json")).ok()?;
-    let v: serde_json::Value = serde_json::from_slice(&text).ok()?;
-    let id = v.get("projects")?.get(root)?.as_str()?;
-    // A name of one path component, nothing else.
-    (!id.is_empty() && !id.contains('/') && id != "." && id != "..").then(|| id.to_string())
-}

@@ -475,3 +475,15 @@ pub fn npm_tarball(root: &Path, says: &str) -> PathBuf {
     assert!(made.success());
     tgz
 }
+
+/// How many items wait in the fixture's review (`claude-sandbox review --json`).
+#[allow(dead_code)]
+pub fn held_count(f: &Fixture) -> usize {
+    let out = f.cmd(["review", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("review --json");
+    v.as_array()
+        .expect("an array")
+        .iter()
+        .filter(|e| e["kind"] == "held")
+        .count()
+}

@@ -1,7 +1,8 @@
-//! Agent state by allowlist, tried inside a real jail: in `~/.claude` and `~/.codex` only what the
-//! agents were measured writing is writable; instructions, settings, the scripts settings name,
-//! skills, rules and `~/.codex/.env` are not; what an agent runs later itself is the session's own;
-//! a new name off the allowlist is quarantined when the session ends (docs/runtimes.md).
+//! Agent state, tried inside a real jail: in `~/.claude`, `~/.codex` and `~/.gemini` the agent
+//! writes freely into the jail's own directory, but never your instructions, settings, the scripts
+//! settings name, skills, rules or `~/.codex/.env`; what an agent runs later itself is the session's
+//! own; what comes back at the end is the allowlisted files, judged (a new login is held), and the
+//! history (docs/runtimes.md).
 
 use crate::common::*;
 use std::path::Path;
@@ -123,8 +124,11 @@ fn allowlist_in_a_real_jail(seal: Option<&str>) {
         claude.join("history.jsonl"),
         claude.join(".credentials.json"),
         claude.join("todos/t.json"),
+        claude.join("plugins/store/x.json"), // a view: 2.1.332 writes it at every start
+        claude.join("mcp-discovery-cache/x"), // a name of a newer release
         codex.join("sessions/2026/rollout.jsonl"),
         codex.join("auth.json"),
+        codex.join("tmp/arg0-linux/codex-arg0ab/git"), // its live helper directory: the jail's
         gemini.join("tmp/ws/chats/session.jsonl"),
         gemini.join("oauth_creds.json"),
         gemini.join("projects.json"),
@@ -150,13 +154,32 @@ fn allowlist_in_a_real_jail(seal: Option<&str>) {
     for p in allowed.iter().chain(&private) {
         assert_eq!(verdict(&out, p), 'W', "{} was refused: {out}", p.display());
     }
-    // After the session: the agent's state is kept, its private state is gone, yours unchanged.
-    for p in &allowed {
+    // After the session: the history and the allowlisted data files come back; the logins (new
+    // ones: you had none) are held for review; everything else stays the jail's own.
+    for p in [claude.join("history.jsonl"), gemini.join("projects.json")] {
         assert!(
-            std::fs::read_to_string(p).unwrap().ends_with("planted\n"),
+            std::fs::read_to_string(&p).unwrap().ends_with("planted\n"),
             "{} not kept",
             p.display()
         );
+    }
+    assert_eq!(std::fs::read_to_string(project.join("s.jsonl")).unwrap(), "{}\n", "your transcript");
+    for p in [
+        claude.join("todos"),
+        claude.join("plugins"),
+        claude.join("mcp-discovery-cache"),
+        codex.join("sessions"),
+        codex.join("tmp"),
+        gemini.join("tmp/ws"),
+        claude.join(".credentials.json"),
+        codex.join("auth.json"),
+        gemini.join("oauth_creds.json"),
+    ] {
+        assert!(!p.exists(), "{} reached your home", p.display());
+    }
+    let held = stdout(&f.cmd(["review", "--json"]).output().unwrap());
+    for login in [".credentials.json", "auth.json", "oauth_creds.json"] {
+        assert!(held.contains(&format!("\"what\": \"{login}\"")), "{login} not held: {held}");
     }
     for p in &private {
         assert!(!p.exists(), "{} reached your home", p.display());
@@ -185,9 +208,11 @@ fn agents_save_state_as_they_do_inside_the_jail() {
          mv .tmpAbC123 auth.json; echo SAVED",
     );
     assert!(stdout(&out).contains("SAVED"), "{}", stderr(&out));
-    assert!(f.home.join(".claude/.credentials.json").is_file());
     assert!(f.home.join(".claude/history.jsonl").is_file());
-    assert!(f.home.join(".codex/auth.json").is_file());
+    // New logins (you had none): held for your review, not lost.
+    assert!(!f.home.join(".claude/.credentials.json").exists());
+    assert!(!f.home.join(".codex/auth.json").exists());
+    assert_eq!(crate::common::held_count(&f), 2);
     assert!(
         !f.home.join(".codex/state_5.sqlite").exists(),
         "the jail's own store"
@@ -195,7 +220,7 @@ fn agents_save_state_as_they_do_inside_the_jail() {
 }
 
 #[test]
-fn a_new_name_off_the_allowlist_is_quarantined_when_the_session_ends() {
+fn a_new_name_is_the_jails_own_and_never_yours() {
     let f = Fixture::new();
     std::fs::create_dir_all(f.home.join(".claude")).unwrap();
     // Claude Code reads ~/.claude/.config.json, if it exists, instead of ~/.claude.json.
@@ -204,29 +229,12 @@ fn a_new_name_off_the_allowlist_is_quarantined_when_the_session_ends() {
          mkdir ~/.claude/sessions && echo WROTE",
     );
     assert!(stdout(&out).contains("WROTE"), "{}", stderr(&out));
-    assert!(
-        !f.home.join(".claude/.config.json").exists(),
-        "a new name off the allowlist stayed"
-    );
-    assert!(
-        f.home.join(".claude/sessions").is_dir(),
-        "agent state was swept"
-    );
+    assert!(!f.home.join(".claude/.config.json").exists(), "a new name reached you");
+    assert!(!f.home.join(".claude/sessions").exists(), "agent state reached you");
     let alerts = stdout(&f.cmd(["alerts", "--json"]).output().unwrap());
-    assert!(
-        alerts.contains("agent-state-not-allowed") && alerts.contains(".config.json"),
-        "{alerts}"
-    );
-    let list: serde_json::Value = serde_json::from_str(&alerts).unwrap();
-    let id = list
-        .as_array()
-        .unwrap()
-        .iter()
-        .find_map(|a| a["quarantine_id"].as_str())
-        .expect("a quarantine id");
-    let out = f.cmd(["restore", id]).output().unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(f.home.join(".claude/.config.json").is_file(), "restored");
+    assert_eq!(alerts.trim(), "[]", "nothing of yours, nothing to alert: {alerts}");
+    let out = f.jail("cat ~/.claude/.config.json && test -d ~/.claude/sessions && echo KEPT");
+    assert!(stdout(&out).ends_with("KEPT\n"), "the jail's next session: {}", stderr(&out));
 }
 
 #[test]

@@ -229,10 +229,9 @@ fn agent_settings_in_writable_state_dirs_are_sealed_but_state_is_writable() {
         "#,
     );
     ok(&f.jail("mkdir -p ~/.claude/todos && echo state > ~/.claude/todos/s && echo c > ~/.cache-test 2>/dev/null; true"));
-    assert_eq!(
-        std::fs::read_to_string(f.home.join(".claude/todos/s")).unwrap(),
-        "state\n"
-    );
+    // Agent state is writable, and the jail's own: there for its next session, never yours.
+    assert!(!f.home.join(".claude/todos").exists());
+    assert_eq!(stdout(&f.jail("cat ~/.claude/todos/s")), "state\n");
 }
 
 #[test]

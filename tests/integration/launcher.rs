@@ -450,7 +450,7 @@ fn no_placeholder_survives_a_normal_exit() {
 }
 
 #[test]
-fn claude_json_is_a_private_copy_merged_back_without_mcp_servers() {
+fn claude_json_is_a_private_copy_merged_back_with_mcp_servers_held() {
     let f = Fixture::new();
     std::fs::write(
         f.home.join(".claude.json"),
@@ -472,7 +472,8 @@ EOF"#;
     let out = f.jail(script);
     assert_eq!(ok(&out).trim(), "saved");
     assert!(
-        stderr(&out).contains("kept your values of mcpServers"),
+        stderr(&out).contains("1 change(s) from the jail that run something")
+            && stderr(&out).contains("claude-sandbox review"),
         "{}",
         stderr(&out)
     );
@@ -480,6 +481,17 @@ EOF"#;
         serde_json::from_slice(&std::fs::read(f.home.join(".claude.json")).unwrap()).unwrap();
     assert_eq!(v["numStartups"], 2);
     assert_eq!(v["mcpServers"], serde_json::json!({}));
+    // Held, not lost: accepted, the server lands as the jail wrote it, the rest as it is now.
+    let review: serde_json::Value =
+        serde_json::from_slice(&f.cmd(["review", "--json"]).output().unwrap().stdout).unwrap();
+    let id = review[0]["id"].as_str().unwrap().to_string();
+    assert!(review[0]["what"].as_str().unwrap().starts_with("mcpServers = "), "{review}");
+    ok(&f.cmd(["review", "accept", &id]).output().unwrap());
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(f.home.join(".claude.json")).unwrap()).unwrap();
+    assert_eq!(v["mcpServers"]["evil"]["command"], "sh");
+    assert_eq!(v["numStartups"], 2);
+    assert_eq!(f.cmd(["review"]).output().unwrap().status.code(), Some(0), "nothing waits");
     let leftovers: Vec<_> = std::fs::read_dir(&f.home)
         .unwrap()
         .flatten()

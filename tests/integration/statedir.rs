@@ -1,9 +1,9 @@
-//! The jail's own top level of the agents' state directories (`jail::statedir`), tried in a real
-//! jail: a settings file your own agent saves by rename during the session never becomes writable
-//! in the jail; what the agent makes at the top is never yours during the session and quarantined
-//! after it; credentials and history come back, yours win where you changed them; auto memory is
-//! read-only, also in a project the agent invents (Claude Code's, Gemini CLI's); Codex's `SQLite`
-//! stores are the jail's own, its memories one session's only.
+//! The jail's own agent state directories (`jail::statedir`), tried in a real jail: a settings file
+//! your own agent saves by rename during the session never becomes writable in the jail; what the
+//! agent writes (a new name, transcripts, memory) is never yours, during the session or after it,
+//! and is there for the jail's next session; credentials of your account and the history come back,
+//! yours win where you changed them; Codex's `SQLite` stores are the jail's own, its memories one
+//! session's only.
 
 use crate::common::*;
 use std::path::Path;
@@ -101,7 +101,7 @@ fn rename_outside(seal: Option<&str>) {
 }
 
 #[test]
-fn a_new_name_at_the_top_is_never_yours_during_the_session() {
+fn a_new_name_at_the_top_is_never_yours_and_is_the_jails_next_time() {
     let f = Fixture::new();
     std::fs::create_dir_all(f.home.join(".claude")).unwrap();
     let child = spawn(
@@ -120,11 +120,12 @@ fn a_new_name_at_the_top_is_never_yours_during_the_session() {
     let out = child.wait();
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!f.home.join(".claude/.config.json").exists());
+    assert!(!f.home.join(".claude/CLAUDE.md.new").exists());
+    // The jail's own, for its next session; no alert: nothing of it is yours.
+    let out = f.jail("cat ~/.claude/CLAUDE.md.new");
+    assert_eq!(stdout(&out), "plant\n", "{}", stderr(&out));
     let alerts = stdout(&f.cmd(["alerts", "--json"]).output().unwrap());
-    assert!(
-        alerts.contains(".config.json") && alerts.contains("CLAUDE.md.new"),
-        "{alerts}"
-    );
+    assert_eq!(alerts.trim(), "[]", "{alerts}");
 }
 
 #[test]
@@ -132,17 +133,22 @@ fn credentials_and_history_come_back_and_yours_win_where_you_changed_them() {
     let f = Fixture::new();
     let claude = f.home.join(".claude");
     std::fs::create_dir_all(&claude).unwrap();
-    std::fs::write(claude.join(".credentials.json"), "{\"token\":\"old\"}\n").unwrap();
+    let creds = |token: &str| {
+        format!(
+            "{{\"claudeAiOauth\":{{\"accessToken\":\"{token}\",\"refreshToken\":\"r\",\"accountUuid\":\"me\",\"organizationUuid\":\"o\"}}}}\n"
+        )
+    };
+    std::fs::write(claude.join(".credentials.json"), creds("old")).unwrap();
     std::fs::write(claude.join("history.jsonl"), "{\"n\":1}\n").unwrap();
     std::fs::write(claude.join("stats-cache.json"), "{\"s\":1}\n").unwrap();
-    let child = spawn(
-        &f,
-        "w=$PWD; cd ~/.claude && echo '{\"token\":\"new\"}' > .credentials.json.tmp.1a2b && \
-         mv .credentials.json.tmp.1a2b .credentials.json && echo '{\"n\":\"jail\"}' >> history.jsonl && \
-         echo '{\"s\":\"jail\"}' > stats-cache.json && mkdir todos && echo t > todos/t.json && \
+    let script = format!(
+        "w=$PWD; cd ~/.claude && printf '%s' '{}' > .credentials.json.tmp.1a2b && \
+         mv .credentials.json.tmp.1a2b .credentials.json && echo '{{\"n\":\"jail\"}}' >> history.jsonl && \
+         echo '{{\"s\":\"jail\"}}' > stats-cache.json && mkdir todos && echo t > todos/t.json && \
          mkdir x.lock && touch $w/ready && while [ ! -e $w/go ]; do sleep 0.01; done",
-        None,
+        creds("new").trim_end()
     );
+    let child = spawn(&f, &script, None);
     wait_for(&f.ws.join("ready"), "the jail's writes");
     // Meanwhile your own agent appends to the history and saves its stats.
     let mut h = std::fs::OpenOptions::new()
@@ -155,23 +161,25 @@ fn credentials_and_history_come_back_and_yours_win_where_you_changed_them() {
     let out = child.wait();
     assert!(out.status.success(), "{}", stderr(&out));
     let read = |n: &str| std::fs::read_to_string(claude.join(n)).unwrap();
-    assert_eq!(read(".credentials.json"), "{\"token\":\"new\"}\n");
+    // A refreshed token of your account: back with no prompt and no alert.
+    assert_eq!(read(".credentials.json"), creds("new").trim_end());
     // The history is yours, appended in place by both.
     assert_eq!(
         read("history.jsonl"),
         "{\"n\":1}\n{\"n\":\"jail\"}\n{\"n\":\"yours\"}\n"
     );
     assert_eq!(read("stats-cache.json"), "{\"s\":\"yours\"}\n", "yours win");
-    assert_eq!(
-        read("todos/t.json"),
-        "t\n",
-        "a new allowlisted directory comes out"
-    );
-    assert!(!claude.join("x.lock").exists(), "a lock is the session's");
+    assert!(!claude.join("todos").exists(), "a directory of agent state is the jail's own");
+    assert!(!claude.join("x.lock").exists(), "a lock is the jail's");
+    let alerts = stdout(&f.cmd(["alerts", "--json"]).output().unwrap());
+    assert_eq!(alerts.trim(), "[]", "{alerts}");
 }
 
+/// Transcripts and auto memory are instructions for the agent that resumes or reads them: what the
+/// jail writes is the jail's own (its next session resumes it), your unjailed `claude --continue`
+/// never sees it, and your other projects are not in the jail.
 #[test]
-fn auto_memory_is_read_only_and_transcripts_are_yours() {
+fn transcripts_and_memory_are_the_jails_own() {
     let f = Fixture::new();
     let claude = f.home.join(".claude");
     let mine = claude.join("projects/-somewhere-else");
@@ -179,43 +187,23 @@ fn auto_memory_is_read_only_and_transcripts_are_yours() {
     std::fs::write(mine.join("memory/MEMORY.md"), "yours\n").unwrap();
     let slug = f.claude_project();
     let script = format!(
-        "p=~/.claude/projects; echo s > $p/{slug}/session.jsonl && echo T; \
-         mkdir -p $p/{slug}/memory/x 2>/dev/null || echo R1; \
-         echo m > $p/{slug}/memory/MEMORY.md 2>/dev/null || echo R2; \
-         ls $p/-somewhere-else >/dev/null 2>&1 || echo HIDDEN; \
-         mkdir -p $p/-invented/memory && echo plant > $p/-invented/memory/MEMORY.md && \
-         echo t > $p/-invented/t.jsonl && echo PLANTED"
+        "p=~/.claude/projects; mkdir -p $p/{slug}/memory && echo s > $p/{slug}/session.jsonl && echo T; \
+         echo m > $p/{slug}/memory/MEMORY.md && echo M; \
+         ls $p/-somewhere-else >/dev/null 2>&1 || echo HIDDEN"
     );
     let out = f.jail(&script);
     let text = stdout(&out);
     assert!(out.status.success(), "{}", stderr(&out));
-    for want in ["T", "R1", "R2", "HIDDEN", "PLANTED"] {
+    for want in ["T", "M", "HIDDEN"] {
         assert!(text.lines().any(|l| l == want), "{want} missing: {text}");
     }
-    let project = claude.join("projects").join(&slug);
-    assert_eq!(
-        std::fs::read_to_string(project.join("session.jsonl")).unwrap(),
-        "s\n"
-    );
-    assert!(
-        !project.join("memory").exists(),
-        "the read-only stand-in is gone"
-    );
-    let invented = claude.join("projects/-invented");
-    assert!(
-        !invented.join("memory").exists(),
-        "planted memory reached you"
-    );
-    assert_eq!(
-        std::fs::read_to_string(invented.join("t.jsonl")).unwrap(),
-        "t\n"
-    );
+    assert!(!claude.join("projects").join(&slug).exists(), "a transcript reached you");
     assert_eq!(
         std::fs::read_to_string(mine.join("memory/MEMORY.md")).unwrap(),
         "yours\n"
     );
-    let alerts = stdout(&f.cmd(["alerts", "--json"]).output().unwrap());
-    assert!(alerts.contains("-invented/memory"), "{alerts}");
+    let out = f.jail(&format!("cat ~/.claude/projects/{slug}/session.jsonl ~/.claude/projects/{slug}/memory/MEMORY.md"));
+    assert_eq!(stdout(&out), "s\nm\n", "the jail's next session: {}", stderr(&out));
 }
 
 #[test]
@@ -284,49 +272,39 @@ fn a_workspace_entry_point_replaced_outside_is_sealed_again_and_alerted() {
 }
 
 #[test]
-fn gemini_keeps_its_project_memory_read_only_and_its_tools_view() {
+fn gemini_keeps_its_chats_and_memory_the_jails_own_and_its_tools_view() {
     let f = Fixture::new();
     let gemini = f.home.join(".gemini");
     std::fs::create_dir_all(gemini.join("tmp/bin")).unwrap();
     std::fs::write(gemini.join("tmp/bin/rg"), "#!/bin/sh\n").unwrap();
     let registry = format!("{{\"projects\":{{\"{}\":\"ws-1\"}}}}\n", f.ws.display());
-    std::fs::write(gemini.join("projects.json"), registry).unwrap();
+    std::fs::write(gemini.join("projects.json"), &registry).unwrap();
     let script =
         "t=~/.gemini/tmp; mkdir -p $t/ws-1/chats && echo c > $t/ws-1/chats/c.json && echo C; \
-         mkdir -p $t/ws-1/memory/skills 2>/dev/null || echo R1; \
-         echo m > $t/ws-1/memory/GEMINI.md 2>/dev/null || echo R2; \
-         cat $t/bin/rg >/dev/null && echo RG; echo x >> $t/bin/rg 2>/dev/null || echo R3; \
-         mkdir -p $t/other/memory && echo plant > $t/other/memory/GEMINI.md && echo PLANTED";
+         mkdir -p $t/ws-1/memory && echo m > $t/ws-1/memory/GEMINI.md && echo M; \
+         cat $t/bin/rg >/dev/null && echo RG; echo x >> $t/bin/rg 2>/dev/null || echo R3";
     let out = f.jail(script);
     let text = stdout(&out);
-    for want in ["C", "R1", "R2", "RG", "R3", "PLANTED"] {
+    for want in ["C", "M", "RG", "R3"] {
         assert!(
             text.lines().any(|l| l == want),
             "{want} missing: {text}{}",
             stderr(&out)
         );
     }
-    assert_eq!(
-        std::fs::read_to_string(gemini.join("tmp/ws-1/chats/c.json")).unwrap(),
-        "c\n"
-    );
-    assert!(!gemini.join("tmp/ws-1/memory").exists());
-    assert!(
-        !gemini.join("tmp/other/memory").exists(),
-        "planted memory reached you"
-    );
+    assert!(!gemini.join("tmp/ws-1").exists(), "chats and memory reached you");
     assert_eq!(
         std::fs::read_to_string(gemini.join("tmp/bin/rg")).unwrap(),
         "#!/bin/sh\n"
     );
+    assert_eq!(std::fs::read_to_string(gemini.join("projects.json")).unwrap(), registry);
 }
 
-/// A script your sealed settings run, below an allowlisted directory you do not have yet
-/// (`~/.claude/cache/`, `~/.codex/tmp/`, `~/.gemini/tmp/`): the agent makes the directory and the
-/// script in it (a file, a link to its own script, or a link in its stead at a directory on the way),
-/// and the end of the session must not carry it to you, where your agent would run it outside.
+/// A script your sealed settings run, below a directory you do not have yet (`~/.claude/cache/`,
+/// `~/.codex/tmp/`, `~/.gemini/tmp/`): the agent makes the directory and the script in it (a file,
+/// or a link to its own script): it stays the jail's, where your agent never runs it.
 #[test]
-fn a_script_your_settings_run_never_comes_out_of_a_new_allowlisted_directory() {
+fn a_script_your_settings_run_never_comes_out_of_the_jails_state() {
     let f = Fixture::new();
     let h = f.home.display().to_string();
     for d in [".claude", ".codex", ".gemini"] {
@@ -345,53 +323,19 @@ fn a_script_your_settings_run_never_comes_out_of_a_new_allowlisted_directory() {
         format!("notify = [\"{h}/.codex/tmp/notify.sh\"]\n"),
     )
     .unwrap();
-    std::fs::write(
-        f.home.join(".gemini/settings.json"),
-        format!(
-            "{{\"hooks\":{{\"AfterAgent\":[{{\"hooks\":[{{\"type\":\"command\",\
-             \"command\":\"{h}/.gemini/tmp/x/hook.sh\"}}]}}]}}}}\n"
-        ),
-    )
-    .unwrap();
-    let script = "mkdir -p ~/.claude/cache ~/.codex/tmp ~/.gemini/tmp evil && \
+    let script = "mkdir -p ~/.claude/cache ~/.codex/tmp evil && \
          echo 'echo PWNED' > evil/hook.sh && chmod +x evil/hook.sh && \
-         cp evil/hook.sh ~/.claude/cache/hook.sh && echo ok > ~/.claude/cache/changelog.md && \
-         ln -s $PWD/evil/hook.sh ~/.codex/tmp/notify.sh && echo ok > ~/.codex/tmp/t && \
-         ln -s $PWD/evil ~/.gemini/tmp/x && mkdir ~/.gemini/tmp/p && echo ok > ~/.gemini/tmp/p/h && \
-         echo PLANTED";
+         cp evil/hook.sh ~/.claude/cache/hook.sh && \
+         ln -s $PWD/evil/hook.sh ~/.codex/tmp/notify.sh && echo PLANTED";
     let out = f.jail(script);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out), "PLANTED\n");
-    for named in [
-        ".claude/cache/hook.sh",
-        ".codex/tmp/notify.sh",
-        ".gemini/tmp/x",
-    ] {
+    for named in [".claude/cache", ".codex/tmp"] {
         assert!(
             f.home.join(named).symlink_metadata().is_err(),
-            "~/{named} reached you: your agent runs it outside the jail"
+            "~/{named} reached you: your agent runs what is in it outside the jail"
         );
     }
-    for state in [
-        ".claude/cache/changelog.md",
-        ".codex/tmp/t",
-        ".gemini/tmp/p/h", // Gemini CLI's `tmp/` holds projects: a new one comes out
-    ] {
-        assert_eq!(
-            std::fs::read_to_string(f.home.join(state)).unwrap(),
-            "ok\n",
-            "the rest of the new directory comes out"
-        );
-    }
-    let alerts = stdout(&f.cmd(["alerts", "--json"]).output().unwrap());
-    for named in ["cache/hook.sh", "tmp/notify.sh", "tmp/x"] {
-        assert!(alerts.contains(named), "{named}: {alerts}");
-    }
-    assert_eq!(
-        alerts.matches("\"kind\": \"agent-state-script\"").count(),
-        3,
-        "said why: {alerts}"
-    );
 }
 
 /// Dotfiles kept in the workspace (stow, chezmoi): `~/.claude/settings.json`, `CLAUDE.md` and
@@ -454,40 +398,6 @@ fn gemini_checkpoint_repositories_are_the_sessions_own() {
     assert!(!f.home.join(".gemini/history/new").exists());
 }
 
-/// Sparse files cost the agent nothing in the jail and are written out in full: what the end of a
-/// session carries out of new directories is bounded for the whole session (512 MiB), and a file
-/// over what is left is not carried out at all, never as a truncated copy.
-#[test]
-fn what_new_directories_carry_out_is_bounded_for_the_whole_session() {
-    let f = Fixture::new();
-    std::fs::create_dir_all(f.home.join(".claude")).unwrap();
-    let script = "cd ~/.claude && mkdir debug projects/-a projects/-b && \
-         truncate -s 600M debug/huge && truncate -s 300M projects/-a/s.jsonl && \
-         truncate -s 300M projects/-b/s.jsonl && echo PLANTED";
-    let out = f.jail(script);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(stdout(&out), "PLANTED\n");
-    let claude = f.home.join(".claude");
-    assert!(
-        !claude.join("debug/huge").exists(),
-        "a file over the bound came out (truncated)"
-    );
-    let sizes: Vec<u64> = ["projects/-a/s.jsonl", "projects/-b/s.jsonl"]
-        .iter()
-        .filter_map(|p| std::fs::metadata(claude.join(p)).ok())
-        .map(|m| m.len())
-        .collect();
-    assert_eq!(
-        sizes,
-        vec![300 << 20],
-        "one project's file comes out whole, the other is over the bound"
-    );
-    assert!(
-        stderr(&out).contains("not all carried out"),
-        "{}",
-        stderr(&out)
-    );
-}
 
 /// Claude Code's background jobs (`~/.claude/jobs/<id>/`, with the `adopt.json` hand-off of shells
 /// and workflow scripts another Claude Code process adopts and runs) are the session's own: what the
@@ -530,8 +440,8 @@ fn claude_session_environment_scripts_are_the_sessions_own() {
     assert!(!env.join("new").exists());
 }
 
-/// A project of yours that this session was not given is not the agent's to write: a transcript it
-/// adds there is what your `claude --continue` in that project resumes, outside the jail.
+/// A project of yours is not in the jail: a transcript the agent adds under its name is the jail's
+/// own; your `claude --continue` there resumes only yours.
 #[test]
 fn a_transcript_planted_in_another_project_of_yours_stays_out() {
     let f = Fixture::new();
@@ -542,7 +452,7 @@ fn a_transcript_planted_in_another_project_of_yours_stays_out() {
          echo '{\"type\":\"user\"}' > $p/newest.jsonl && echo PLANTED";
     let out = f.jail(script);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(stdout(&out), "PLANTED\n");
+    assert_eq!(stdout(&out), "PLANTED\n", "yours were in the jail");
     assert!(
         !other.join("newest.jsonl").exists(),
         "the planted transcript reached you"
@@ -551,6 +461,4 @@ fn a_transcript_planted_in_another_project_of_yours_stays_out() {
         std::fs::read_to_string(other.join("old.jsonl")).unwrap(),
         "yours\n"
     );
-    let alerts = stdout(&f.cmd(["alerts", "--json"]).output().unwrap());
-    assert!(alerts.contains("-home-you-other"), "{alerts}");
 }

@@ -23,7 +23,7 @@ pub(super) fn link_holes(plan: &Plan, home: &Path, writable_roots: &[PathBuf]) -
         .policy
         .home_entries
         .iter()
-        .filter(|e| matches!(e.bind, HomeBind::State(_)))
+        .filter(|e| matches!(e.bind, HomeBind::State { .. }))
         .map(|e| home.join(&e.name))
         .collect();
     plan.holes
@@ -69,13 +69,8 @@ pub(super) fn state_private(
             .chain(sd.views.iter().map(|v| (v.name, Some(v.fresh))));
         for (rel, fresh) in wanted {
             let p = dir.join(rel);
-            // At the top of the jail's own directory the mount point is the jail's (`statedir`).
-            let own_top = sd.own_top_level()
-                && (!rel.contains('/')
-                    || sd
-                        .per_project
-                        .as_ref()
-                        .is_some_and(|pp| rel.starts_with(&format!("{}/", pp.dir))));
+            // In the jail's own directory the mount point is the jail's (`statedir`).
+            let own_top = sd.own_top_level();
             // Through a symlink the mount would land elsewhere: left as it is.
             if own_top {
             } else if p

@@ -47,7 +47,7 @@ pub(crate) fn premake(policy: &Policy) -> usize {
             }
             HomeBind::Filtered(_) => true,
             // The jail's own directory, made with its mount points by `statedir::prepare`.
-            HomeBind::Symlink(_) | HomeBind::State(_) => continue,
+            HomeBind::Symlink(_) | HomeBind::State { .. } => continue,
         };
         make(&e.name, dir);
     }

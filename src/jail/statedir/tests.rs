@@ -13,7 +13,7 @@ fn how(binds: &[StateBind], name: &str) -> Option<How> {
 }
 
 #[test]
-fn the_jails_top_level_is_decided_by_name_and_kind() {
+fn of_yours_the_jail_reads_config_shares_histories_and_copies_the_allowlisted_files() {
     let sd = &CLAUDE.state[0];
     let file = |size| Kind::File { size };
     let seen: Vec<(OsString, Kind)> = [
@@ -35,25 +35,18 @@ fn the_jails_top_level_is_decided_by_name_and_kind() {
     let binds = classify(
         sd,
         &seen,
-        &["-w".into()],
         &[OsString::from("statusline.sh"), OsString::from("gone.sh")],
         None,
     );
-    assert_eq!(
-        how(&binds, "projects"),
-        Some(How::Projects(vec!["-w".into()]))
-    );
-    assert_eq!(how(&binds, "todos"), Some(How::Writable));
+    // Transcripts and other agent state: the jail's own, yours not in the jail.
+    for own in ["projects", "todos", "stats-cache.json", "x.lock", "sessions"] {
+        assert_eq!(how(&binds, own), None, "{own}: {:?}", names(&binds));
+    }
     assert_eq!(how(&binds, ".credentials.json"), Some(How::Copied));
     assert_eq!(
         how(&binds, "history.jsonl"),
         Some(How::Writable),
         "appended in place"
-    );
-    assert_eq!(
-        how(&binds, "stats-cache.json"),
-        Some(How::Writable),
-        "too large to copy"
     );
     assert_eq!(how(&binds, "settings.json"), Some(How::ReadOnly));
     assert_eq!(
@@ -72,7 +65,6 @@ fn the_jails_top_level_is_decided_by_name_and_kind() {
         Some(How::Symlink("dotfiles/CLAUDE.md".into()))
     );
     assert_eq!(how(&binds, "ide.sock"), None, "a socket is not in the jail");
-    assert_eq!(how(&binds, "x.lock"), Some(How::Writable));
     assert_eq!(how(&binds, "shell-snapshots"), Some(How::MountPoint));
     for missing in ["settings.local.json", "commands", "rules", "hooks"] {
         assert!(
@@ -81,11 +73,6 @@ fn the_jails_top_level_is_decided_by_name_and_kind() {
             names(&binds)
         );
     }
-    assert_eq!(
-        how(&binds, "sessions"),
-        None,
-        "a missing allowlisted directory is the jail's"
-    );
 }
 
 #[test]
@@ -95,9 +82,10 @@ fn codex_gets_its_own_sqlite_store_and_a_view_of_its_skills() {
         (OsString::from("state_5.sqlite"), Kind::File { size: 10 }),
         (OsString::from("skills"), Kind::Dir),
         (OsString::from("auth.json"), Kind::File { size: 10 }),
+        (OsString::from("tmp"), Kind::Dir),
     ];
     let store = Path::new("/s/codex-sqlite");
-    let binds = classify(sd, &seen, &[], &[], Some(store));
+    let binds = classify(sd, &seen, &[], Some(store));
     assert_eq!(
         how(&binds, ".claude-sandbox-sqlite"),
         Some(How::Store(store.into()))
@@ -106,14 +94,15 @@ fn codex_gets_its_own_sqlite_store_and_a_view_of_its_skills() {
     assert_eq!(how(&binds, "skills"), Some(How::MountPoint));
     assert_eq!(how(&binds, "auth.json"), Some(How::Copied));
     assert_eq!(how(&binds, ".tmp"), Some(How::MountPoint));
+    // Its live helper directories (`tmp/arg0-linux/*`, on the PATH of your Codex): the jail's own.
+    assert_eq!(how(&binds, "tmp"), None);
 }
 
 #[test]
-fn mounts_bind_yours_from_the_host_and_stubs_from_the_jails_own() {
-    let sd = &CLAUDE.state[0];
+fn mounts_bind_the_jails_own_directory_then_yours_and_its_stubs() {
     let binds = vec![
         StateBind {
-            name: "todos".into(),
+            name: "history.jsonl".into(),
             how: How::Writable,
         },
         StateBind {
@@ -128,14 +117,10 @@ fn mounts_bind_yours_from_the_host_and_stubs_from_the_jails_own() {
             name: ".credentials.json".into(),
             how: How::Copied,
         },
-        StateBind {
-            name: "projects".into(),
-            how: How::Projects(vec!["-w".into()]),
-        },
     ];
-    let (real, own) = (Path::new("/h/.claude"), Path::new("/s/home/.claude"));
+    let (real, own) = (Path::new("/h/.claude"), Path::new("/s/state/claude"));
     let mut mounts = Vec::new();
-    crate::jail::mounts::state_dir(&mut mounts, real, own, &binds, sd);
+    crate::jail::mounts::state_dir(&mut mounts, real, own, &binds);
     let m: Vec<(String, String, bool)> = mounts
         .into_iter()
         .map(|m| match m {
@@ -151,105 +136,131 @@ fn mounts_bind_yours_from_the_host_and_stubs_from_the_jails_own() {
     assert_eq!(
         m,
         vec![
-            s("/s/home/.claude", "/h/.claude", true),
-            s("/h/.claude/todos", "/h/.claude/todos", true),
+            s("/s/state/claude", "/h/.claude", true),
+            s("/h/.claude/history.jsonl", "/h/.claude/history.jsonl", true),
             s(
                 "/h/.claude/settings.json",
                 "/h/.claude/settings.json",
                 false
             ),
-            s("/s/home/.claude/CLAUDE.md", "/h/.claude/CLAUDE.md", false),
-            s("/h/.claude/projects/-w", "/h/.claude/projects/-w", true),
-            s(
-                "/h/.claude/projects/-w/memory",
-                "/h/.claude/projects/-w/memory",
-                false
-            ),
+            s("/s/state/claude/CLAUDE.md", "/h/.claude/CLAUDE.md", false),
         ]
     );
     assert_eq!(
         writable_paths(real, &binds),
-        vec![
-            PathBuf::from("/h/.claude/todos"),
-            PathBuf::from("/h/.claude/projects/-w")
-        ]
+        vec![PathBuf::from("/h/.claude/history.jsonl")]
     );
 }
 
-#[test]
-fn claude_project_names_follow_claude_code() {
-    let slug = |p: &str| crate::runtimes::claude_project_slug(p, Path::new("/h")).unwrap();
-    assert_eq!(slug("/work/main"), "-work-main");
-    assert_eq!(slug("/tmp/nt/ws"), "-tmp-nt-ws");
-    assert_eq!(slug("/w/é"), "-w--");
-    let long = format!("/{}", "a".repeat(250));
-    let s = slug(&long);
-    assert!(s.starts_with(&format!("-{}", "a".repeat(199))), "{s}");
-    assert_eq!(s.len(), 201 + s.rsplit('-').next().unwrap().len());
+/// A session directory in a runtime directory, and what `prepare` gives the jail.
+struct Scene {
+    _dir: tempfile::TempDir,
+    home: PathBuf,
+    own: PathBuf,
+    runtime: PathBuf,
 }
 
-#[test]
-fn sealed_project_entries_are_found_for_the_hook() {
-    let sd = &CLAUDE.state[0];
-    assert!(sealed_in_project(sd, Path::new("projects/-w/memory/MEMORY.md")).is_some());
-    assert!(sealed_in_project(sd, Path::new("projects/-w/s.jsonl")).is_none());
-    assert!(sealed_in_project(sd, Path::new("todos/memory/x")).is_none());
-}
-
-#[test]
-fn a_file_comes_back_only_over_yours_as_it_was() {
-    let dir = tempfile::tempdir().unwrap();
-    let (jail, yours) = (
-        dir.path().join("jail.jsonl"),
-        dir.path().join("yours.jsonl"),
-    );
-    std::fs::write(&yours, "a\n").unwrap();
-    std::fs::write(&jail, "a\n").unwrap();
-    let stamp = |p: &Path| Stamp::of(&std::fs::symlink_metadata(p).unwrap());
-    let c = Copied {
-        name: "h".into(),
-        jail: stamp(&jail),
-        yours: stamp(&yours),
-    };
-    std::fs::write(&jail, "a\nj\n").unwrap();
-    // Yours unchanged: replaced.
-    finish::carry_file(&jail, &yours, Some(&c)).unwrap();
-    assert_eq!(std::fs::read_to_string(&yours).unwrap(), "a\nj\n");
-    // Another file changed on both sides: yours is kept.
-    let (jail2, yours2) = (dir.path().join("j.json"), dir.path().join("y.json"));
-    std::fs::write(&yours2, "1").unwrap();
-    std::fs::write(&jail2, "1").unwrap();
-    let c2 = Copied {
-        name: "x".into(),
-        jail: stamp(&jail2),
-        yours: stamp(&yours2),
-    };
-    std::fs::write(&jail2, "jail").unwrap();
-    std::fs::write(&yours2, "yours!").unwrap();
-    assert!(finish::carry_file(&jail2, &yours2, Some(&c2)).is_err());
-    assert_eq!(std::fs::read_to_string(&yours2).unwrap(), "yours!");
-    // The jail's file a symlink to a secret: never read.
-    let secret = dir.path().join("secret");
-    std::fs::write(&secret, "KEY").unwrap();
-    let link = dir.path().join("link");
-    std::os::unix::fs::symlink(&secret, &link).unwrap();
-    let target = dir.path().join("new.json");
-    assert!(finish::carry_file(&link, &target, None).is_err());
-    assert!(!target.exists());
-}
-
-#[test]
-fn gemini_project_ids_come_from_its_registry_and_are_one_component() {
-    let dir = tempfile::tempdir().unwrap();
-    let id = |root: &str| crate::runtimes::gemini_project_id(root, dir.path());
-    assert_eq!(id("/w"), None, "no registry yet");
-    std::fs::write(
-        dir.path().join("projects.json"),
-        r#"{"projects":{"/w":"w-1","/x":"../x","/y":"a/b","/z":".."}}"#,
-    )
-    .unwrap();
-    assert_eq!(id("/w"), Some("w-1".into()));
-    for bad in ["/x", "/y", "/z", "/other"] {
-        assert_eq!(id(bad), None, "{bad}");
+impl Scene {
+    fn new() -> Scene {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let home = root.join("home");
+        std::fs::create_dir_all(home.join(".claude")).unwrap();
+        Scene {
+            own: root.join("state/claude"),
+            runtime: root.join("rt"),
+            home,
+            _dir: dir,
+        }
     }
+
+    /// One session: prepare, let `jail` write in the jail's own directory, finish.
+    fn session(&self, id: &str, jail: impl FnOnce(&Path)) -> Vec<String> {
+        let sd = &CLAUDE.state[0];
+        let session = crate::runtime_dir::RuntimeDir::new(&self.runtime)
+            .session(id)
+            .path()
+            .to_path_buf();
+        std::fs::create_dir_all(&session).unwrap();
+        let real = self.home.join(".claude");
+        let binds = classify(sd, &listing(&real), &[], None);
+        prepare(&session, &self.home, &[(sd, &self.own, &binds)]).unwrap();
+        jail(&self.own);
+        finish(&session)
+    }
+}
+
+fn creds(account: &str, token: &str) -> String {
+    format!(
+        r#"{{"claudeAiOauth":{{"accessToken":"{token}","refreshToken":"r-{account}","accountUuid":"{account}","organizationUuid":"o"}}}}"#
+    )
+}
+
+#[test]
+fn a_refresh_of_your_login_comes_back_and_another_account_is_held() {
+    let s = Scene::new();
+    let yours = s.home.join(".claude/.credentials.json");
+    std::fs::write(&yours, creds("me", "t1")).unwrap();
+    let notes = s.session("s1", |own| {
+        assert_eq!(
+            std::fs::read_to_string(own.join(".credentials.json")).unwrap(),
+            creds("me", "t1"),
+            "yours copied in"
+        );
+        std::fs::write(own.join(".credentials.json"), creds("me", "t2")).unwrap();
+    });
+    assert!(notes.is_empty(), "{notes:?}");
+    assert_eq!(std::fs::read_to_string(&yours).unwrap(), creds("me", "t2"));
+    assert!(crate::held::Store::new(&s.runtime).waiting().is_empty());
+    let notes = s.session("s2", |own| {
+        std::fs::write(own.join(".credentials.json"), creds("attacker", "x")).unwrap();
+    });
+    assert!(notes.is_empty(), "{notes:?}");
+    assert_eq!(std::fs::read_to_string(&yours).unwrap(), creds("me", "t2"), "held, not yours");
+    let held = crate::held::Store::new(&s.runtime).waiting();
+    assert_eq!(held.len(), 1);
+    assert_eq!(held[0].target, yours);
+    assert!(held[0].why.contains("attacker"), "{}", held[0].why);
+    // Accepted, it is yours byte for byte.
+    crate::held::Store::new(&s.runtime).accept(&held[0].id).unwrap();
+    assert_eq!(std::fs::read_to_string(&yours).unwrap(), creds("attacker", "x"));
+}
+
+#[test]
+fn what_the_agent_writes_stays_the_jails_for_its_next_session_and_never_reaches_you() {
+    let s = Scene::new();
+    std::fs::write(s.home.join(".claude/settings.json"), "{}\n").unwrap();
+    s.session("s1", |own| {
+        std::fs::create_dir_all(own.join("projects/-w")).unwrap();
+        std::fs::write(own.join("projects/-w/t.jsonl"), "PLANTED\n").unwrap();
+        std::fs::create_dir_all(own.join("plugins-of-a-newer-release")).unwrap();
+        std::fs::write(own.join("remote-settings.json"), "{}").unwrap();
+    });
+    assert!(!s.home.join(".claude/projects").exists());
+    assert!(!s.home.join(".claude/remote-settings.json").exists());
+    assert!(crate::held::Store::new(&s.runtime).waiting().is_empty());
+    assert!(crate::alerts::Store::new(&s.runtime).read().alerts.is_empty(), "no alert");
+    // The next session finds it; two sessions making the directory ready at once do not collide.
+    s.session("s2", |own| {
+        assert_eq!(std::fs::read_to_string(own.join("projects/-w/t.jsonl")).unwrap(), "PLANTED\n");
+    });
+    s.session("s3", |_| {});
+}
+
+#[test]
+fn a_mount_point_whose_kind_changed_is_moved_aside_not_lost() {
+    let s = Scene::new();
+    s.session("s1", |own| {
+        // Your `commands` is missing: its stub is a directory of the jail's.
+        assert!(own.join("commands").is_dir());
+    });
+    std::fs::write(s.home.join(".claude/commands"), "a file of yours now").unwrap();
+    std::fs::write(s.own.join("commands/kept.md"), "x").unwrap();
+    s.session("s2", |own| {
+        assert!(own.join("commands").is_file());
+    });
+    let aside = s.own.join(".claude-sandbox-set-aside");
+    let kept: Vec<_> = std::fs::read_dir(&aside).unwrap().flatten().collect();
+    assert_eq!(kept.len(), 1);
+    assert!(kept[0].path().join("kept.md").is_file());
 }
