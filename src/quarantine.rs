@@ -268,7 +268,6 @@ pub fn quarantine(
     Ok(Some(record))
 }
 
-
 fn rename_noreplace(
     from_dir: &OwnedFd,
     from: &OsStr,

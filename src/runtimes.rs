@@ -247,7 +247,10 @@ impl StateDir {
 
     /// How the login file `name` names its account, if it is one.
     pub(crate) fn identity_of(&self, name: &str) -> Option<crate::handback::identity::Format> {
-        self.identity.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
+        self.identity
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, f)| *f)
     }
 
     /// The version the allowlist was measured with, if it was.

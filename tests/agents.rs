@@ -212,26 +212,33 @@ fn claude_code_starts_and_saves_its_state() {
         let want = json_keys(&reference.home.join(".claude.json"));
         let got = json_keys(&f.home.join(".claude.json"));
         assert_eq!(got, want, "~/.claude.json after the session vs outside");
-        // ~/.claude: nothing appears that the agent does not write itself; what it writes outside
-        // but the jail keeps from you (not on the allowlist) is said, not failed (the drift test
-        // of the allowlist is another test).
+        // ~/.claude: nothing appears in yours that the agent does not write itself; what it
+        // writes is in yours (the allowlisted files) or the jail's own (the rest, kept for its next
+        // session); a name it writes outside but finds in neither is said, not failed (a view of
+        // the session's, or a write the jail refused: the drift test is another test).
         let want = tree(&reference.home.join(".claude"), 2, &reference.root);
-        let got = tree(&f.home.join(".claude"), 2, &f.root);
-        let extra: Vec<_> = got.difference(&want).collect();
+        let yours = tree(&f.home.join(".claude"), 2, &f.root);
+        let own = tree(&f.root.join("state/claude"), 2, &f.root);
+        let extra: Vec<_> = yours.difference(&want).collect();
         assert!(
             extra.is_empty(),
             "~/.claude has names the agent does not write: {extra:?}\n(outside: {want:?})"
         );
-        let kept: Vec<_> = want.difference(&got).collect();
-        if !kept.is_empty() {
-            eprintln!("{a}: written outside, not carried back from the jail: {kept:?}");
+        let either: BTreeSet<String> = yours.union(&own).cloned().collect();
+        let neither: Vec<_> = want.difference(&either).collect();
+        if !neither.is_empty() {
+            eprintln!("{a}: written outside, in the jail neither yours nor kept: {neither:?}");
         }
-        // Its transcripts directory for this project is yours.
+        // Its transcripts for this project: the jail's own, never yours.
         let project = "projects/ROOT-ws/".to_string();
         if want.contains(&project) {
             assert!(
-                got.contains(&project),
-                "{project} not carried back: {got:?}"
+                own.contains(&project),
+                "{project} not kept in the jail: {own:?}"
+            );
+            assert!(
+                !yours.contains(&project),
+                "{project} reached you: {yours:?}"
             );
         }
         let after_ws: Vec<_> = std::fs::read_dir(&f.ws)
@@ -276,10 +283,12 @@ fn codex_starts_and_saves_its_state() {
             text(&bare).lines().next(),
             "what `codex login status` said in the jail vs outside"
         );
-        assert!(f.home.join(".codex").is_dir(), "~/.codex created and kept");
+        // It wrote its state into the jail's own directory, kept for its next session.
+        let own = f.root.join("state/codex");
         assert!(
-            std::fs::read_dir(f.home.join(".codex")).unwrap().count() > 0,
-            "codex wrote its state"
+            std::fs::read_dir(&own).is_ok_and(|d| d.count() > 0),
+            "codex wrote no state in {}",
+            own.display()
         );
         // Its config stays sealed.
         let out = with_agents(
@@ -335,11 +344,17 @@ fn claude_code_keeps_its_state_and_your_settings_across_two_sessions() {
                 None => first_start = Some(t),
                 Some(first) => assert_eq!(first, &t, "the second session started from scratch"),
             }
-            // Its session log is kept, one per session.
+            // Its session log is kept for the jail's next session, one per session, and is
+            // never yours (your `claude --continue` would resume it).
             assert_eq!(
-                count_files(&dir.join("projects"), ".jsonl"),
+                count_files(&f.root.join("state/claude/projects"), ".jsonl"),
                 session,
                 "session {session}'s log"
+            );
+            assert_eq!(
+                count_files(&dir.join("projects"), ".jsonl"),
+                0,
+                "a transcript reached you"
             );
         }
         // Your settings, the script they name and your instructions are as you left them.
@@ -356,9 +371,11 @@ fn claude_code_keeps_its_state_and_your_settings_across_two_sessions() {
             "Be brief.\n"
         );
         // Nothing the agent wrote was taken for a plant.
+        // A clean session: nothing alerted, nothing held.
         let a = alerts(&f);
-        assert!(!a.contains("agent-state-not-allowed"), "{a}");
-        // Its credentials are saved as it saves them (a temporary file, then rename) and persist.
+        assert_eq!(a.trim(), "[]", "{a}");
+        // Its credentials are saved as it saves them (a temporary file, then rename); a login you
+        // did not have is held for your review, and accepted it is yours byte for byte.
         let out = with_agents(
         &f,
         &[
@@ -372,6 +389,15 @@ fn claude_code_keeps_its_state_and_your_settings_across_two_sessions() {
         ],
     );
         assert!(stdout(&out).contains("SAVED"), "{}", stderr(&out));
+        assert!(
+            !dir.join(".credentials.json").exists(),
+            "a new login came back unreviewed"
+        );
+        let review: serde_json::Value =
+            serde_json::from_slice(&f.cmd(["review", "--json"]).output().unwrap().stdout).unwrap();
+        assert_eq!(review[0]["what"], ".credentials.json", "{review}");
+        let id = review[0]["id"].as_str().unwrap().to_string();
+        ok(&f.cmd(["review", "accept", &id]).output().unwrap());
         assert_eq!(
             std::fs::read_to_string(dir.join(".credentials.json")).unwrap(),
             "{\"claudeAiOauth\":{}}"
@@ -429,9 +455,14 @@ fn codex_keeps_its_state_and_your_settings_across_two_sessions() {
                 Some(first) => assert_eq!(first, &now, "the second session started from scratch"),
             }
             assert_eq!(
-                count_files(&dir.join("sessions"), ".jsonl"),
+                count_files(&f.root.join("state/codex/sessions"), ".jsonl"),
                 session,
-                "session {session}'s rollout"
+                "session {session}'s rollout, the jail's own"
+            );
+            assert_eq!(
+                count_files(&dir.join("sessions"), ".jsonl"),
+                0,
+                "a rollout reached you"
             );
         }
         // Its SQLite stores (threads, logs, memories) are the jail's own, never yours.
@@ -510,7 +541,8 @@ fn gemini_keeps_its_state_and_your_settings_across_two_sessions() {
                 None => id = Some(now),
                 Some(first) => assert_eq!(first, &now, "the second session started from scratch"),
             }
-            // Its chat logs are yours as the jail left them.
+            // Its chat logs are the jail's own as it left them (never yours: `gemini --resume`
+            // would load them).
             let inside: Vec<String> = stdout(&out)
                 .lines()
                 .filter_map(|l| l.strip_prefix("CHAT "))
@@ -521,7 +553,8 @@ fn gemini_keeps_its_state_and_your_settings_across_two_sessions() {
                 "session {session} wrote no chat log: {}",
                 text(&out)
             );
-            let mut outside: Vec<String> = walkdir::WalkDir::new(dir.join("tmp"))
+            let own = f.root.join("state/gemini/tmp");
+            let mut outside: Vec<String> = walkdir::WalkDir::new(&own)
                 .into_iter()
                 .flatten()
                 .filter(|e| {
@@ -529,7 +562,7 @@ fn gemini_keeps_its_state_and_your_settings_across_two_sessions() {
                 })
                 .map(|e| {
                     e.path()
-                        .strip_prefix(dir.join("tmp"))
+                        .strip_prefix(&own)
                         .unwrap()
                         .to_string_lossy()
                         .into_owned()
@@ -538,8 +571,9 @@ fn gemini_keeps_its_state_and_your_settings_across_two_sessions() {
             outside.sort();
             assert_eq!(
                 outside, inside,
-                "session {session}: chat logs outside vs in the jail"
+                "session {session}: chat logs kept vs in the jail"
             );
+            assert!(!dir.join("tmp").join("ws").exists(), "a chat reached you");
         }
         assert!(dir.join("projects.json").is_file());
         assert_eq!(

@@ -454,8 +454,15 @@ fn judge(case: &Case, s: &Scene, bin: &Path, unguarded: bool) -> (Verdict, Optio
                 quarantined[0].path.display()
             ),
         ),
-        (false, _) => match found.iter().find(|a| a.kind == crate::alerts::AlertKind::Held) {
-            Some(h) => (Verdict::Held, None, format!("held for review: {}", h.detail)),
+        (false, _) => match found
+            .iter()
+            .find(|a| a.kind == crate::alerts::AlertKind::Held)
+        {
+            Some(h) => (
+                Verdict::Held,
+                None,
+                format!("held for review: {}", h.detail),
+            ),
             None => (
                 Verdict::Blocked,
                 None,

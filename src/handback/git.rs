@@ -305,7 +305,7 @@ pub(crate) fn judge(
         let removable = everyday(name, before.first().and_then(Option::as_deref))
             || matches!(
                 (section, sub, key),
-                ("remote", Some(_), _) | ("branch", Some(_), _) | ("submodule", Some(_), _)
+                ("remote" | "branch" | "submodule", Some(_), _)
             );
         let runs = before.iter().any(|b| {
             let t = b.as_deref().map_or("true".into(), String::from_utf8_lossy);

@@ -25,7 +25,7 @@ pub(crate) enum Format {
     GoogleOauth,
     /// Gemini CLI's `~/.gemini/google_accounts.json`: `active`.
     GoogleAccounts,
-    /// OpenCode's `auth.json`: per provider, `accountId`, the key, or a `wellknown` entry (remote
+    /// `OpenCode`'s `auth.json`: per provider, `accountId`, the key, or a `wellknown` entry (remote
     /// configuration: always held).
     OpenCodeAuth,
     /// A file of tokens per server or per provider with no account field (`mcp-oauth-tokens.json`):
@@ -41,7 +41,7 @@ pub(crate) struct Logins {
     /// Hashes of the refresh tokens it holds: a refresh keeps them, so one shared with the human's
     /// file names the same login even where the account field is missing.
     pub refresh: BTreeSet<String>,
-    /// It makes the runtime fetch configuration from a place it names (OpenCode's `wellknown`).
+    /// It makes the runtime fetch configuration from a place it names (`OpenCode`'s `wellknown`).
     pub remote_config: bool,
 }
 
@@ -100,6 +100,8 @@ fn text<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
 }
 
 /// Read who `bytes` logs in as. `None`: not a JSON object (held: nothing can be told).
+// One arm per format, each a few field reads: split, the formats would be read in two places.
+#[allow(clippy::too_many_lines)]
 pub(crate) fn logins(format: Format, bytes: &[u8]) -> Option<Logins> {
     let v: Value = serde_json::from_slice(bytes).ok()?;
     let obj = v.as_object()?;

@@ -284,7 +284,7 @@ pub(crate) fn finish(session_dir: &Path) -> Vec<String> {
     for base in &bases {
         let (real, copy) = (&base.real, copies.join(copy_name(base.index)));
         let file = human_file(real);
-        if let Err(e) = finish_one(session_dir, base, &copy, &file) {
+        if let Err(e) = finish_one(session_dir, base, &copy, &file, real) {
             notes.push(e.to_string());
         }
         if !base.divert {
@@ -299,11 +299,14 @@ pub(crate) fn finish(session_dir: &Path) -> Vec<String> {
     notes
 }
 
+/// `real`: the human's config as git reads it now (the diverted file while sessions run);
+/// `target`: its path once no session holds it, where a held key is applied.
 fn finish_one(
     session_dir: &Path,
     launch: &Base,
     copy: &Path,
     real: &Path,
+    target: &Path,
 ) -> Result<(), GitCopyError> {
     let not_merged = |what: String| GitCopyError::NotMerged {
         config: real.to_path_buf(),
@@ -372,7 +375,7 @@ fn finish_one(
             session: String::new(),
             consequence: h.verdict.consequence,
             why: h.verdict.why,
-            target: real.to_path_buf(),
+            target: target.to_path_buf(),
             what: format!("{} = {}", h.name, merge::shown(&h.values)),
             change: crate::held::Change::GitKey {
                 name: h.name.clone(),

@@ -139,7 +139,6 @@ pub(crate) fn classify(
             (_, _) if named.contains(name) => How::ReadOnly,
             (None, _) => How::ReadOnly, // no runtime writes a name that is not UTF-8
             (Some(n), _) => match (sd.access(n), sd.allowed(n), kind) {
-                (Access::Private | Access::View, _, _) => continue, // pushed above
                 (Access::ReadOnly, _, _) => How::ReadOnly,
                 // A history is appended in place: yours, bound (no copy of megabytes at launch).
                 (Access::Writable, Some(Allowed::File), Kind::File { .. }) if is_history(n) => {
@@ -150,8 +149,9 @@ pub(crate) fn classify(
                 {
                     How::Copied
                 }
-                // Agent state directories, locks and temporary files, large files: the jail's own.
-                (Access::Writable, _, _) => continue,
+                // Views and private directories (pushed above); agent state directories, locks
+                // and temporary files, large files: the jail's own.
+                (Access::Private | Access::View | Access::Writable, _, _) => continue,
             },
         };
         push(name, how);
@@ -229,9 +229,8 @@ pub(crate) fn names_in(dir: &Path) -> Vec<OsString> {
 pub(crate) fn writable_paths(dir: &Path, binds: &[StateBind]) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for b in binds {
-        match &b.how {
-            How::Writable => out.push(dir.join(&b.name)),
-            _ => {}
+        if b.how == How::Writable {
+            out.push(dir.join(&b.name));
         }
     }
     out
@@ -335,4 +334,3 @@ pub(crate) fn copy_regular(
     std::io::copy(&mut std::io::Read::take(&src, max), &mut dst)?;
     Ok((meta, dst.metadata()?))
 }
-

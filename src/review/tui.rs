@@ -197,7 +197,7 @@ impl View {
             Mode::More(scroll) => match k.code {
                 KeyCode::Char('j') | KeyCode::Down => self.mode = Mode::More(scroll + 1),
                 KeyCode::Char('k') | KeyCode::Up => {
-                    self.mode = Mode::More(scroll.saturating_sub(1))
+                    self.mode = Mode::More(scroll.saturating_sub(1));
                 }
                 KeyCode::Char(' ') | KeyCode::PageDown => self.mode = Mode::More(scroll + 10),
                 KeyCode::PageUp => self.mode = Mode::More(scroll.saturating_sub(10)),
@@ -215,10 +215,10 @@ impl View {
                 KeyCode::PageUp => self.selected = self.selected.saturating_sub(10),
                 KeyCode::Home | KeyCode::Char('g') => self.selected = 0,
                 KeyCode::End | KeyCode::Char('G') => {
-                    self.selected = self.entries.len().saturating_sub(1)
+                    self.selected = self.entries.len().saturating_sub(1);
                 }
                 KeyCode::Enter | KeyCode::Char('m') if !self.entries.is_empty() => {
-                    self.mode = Mode::More(0)
+                    self.mode = Mode::More(0);
                 }
                 KeyCode::Char('a') if !self.entries.is_empty() => self.mode = Mode::Confirm,
                 KeyCode::Char('r') if !self.entries.is_empty() => {

@@ -163,7 +163,11 @@ fn allowlist_in_a_real_jail(seal: Option<&str>) {
             p.display()
         );
     }
-    assert_eq!(std::fs::read_to_string(project.join("s.jsonl")).unwrap(), "{}\n", "your transcript");
+    assert_eq!(
+        std::fs::read_to_string(project.join("s.jsonl")).unwrap(),
+        "{}\n",
+        "your transcript"
+    );
     for p in [
         claude.join("todos"),
         claude.join("plugins"),
@@ -179,7 +183,10 @@ fn allowlist_in_a_real_jail(seal: Option<&str>) {
     }
     let held = stdout(&f.cmd(["review", "--json"]).output().unwrap());
     for login in [".credentials.json", "auth.json", "oauth_creds.json"] {
-        assert!(held.contains(&format!("\"what\": \"{login}\"")), "{login} not held: {held}");
+        assert!(
+            held.contains(&format!("\"what\": \"{login}\"")),
+            "{login} not held: {held}"
+        );
     }
     for p in &private {
         assert!(!p.exists(), "{} reached your home", p.display());
@@ -229,12 +236,26 @@ fn a_new_name_is_the_jails_own_and_never_yours() {
          mkdir ~/.claude/sessions && echo WROTE",
     );
     assert!(stdout(&out).contains("WROTE"), "{}", stderr(&out));
-    assert!(!f.home.join(".claude/.config.json").exists(), "a new name reached you");
-    assert!(!f.home.join(".claude/sessions").exists(), "agent state reached you");
+    assert!(
+        !f.home.join(".claude/.config.json").exists(),
+        "a new name reached you"
+    );
+    assert!(
+        !f.home.join(".claude/sessions").exists(),
+        "agent state reached you"
+    );
     let alerts = stdout(&f.cmd(["alerts", "--json"]).output().unwrap());
-    assert_eq!(alerts.trim(), "[]", "nothing of yours, nothing to alert: {alerts}");
+    assert_eq!(
+        alerts.trim(),
+        "[]",
+        "nothing of yours, nothing to alert: {alerts}"
+    );
     let out = f.jail("cat ~/.claude/.config.json && test -d ~/.claude/sessions && echo KEPT");
-    assert!(stdout(&out).ends_with("KEPT\n"), "the jail's next session: {}", stderr(&out));
+    assert!(
+        stdout(&out).ends_with("KEPT\n"),
+        "the jail's next session: {}",
+        stderr(&out)
+    );
 }
 
 #[test]

@@ -485,13 +485,23 @@ EOF"#;
     let review: serde_json::Value =
         serde_json::from_slice(&f.cmd(["review", "--json"]).output().unwrap().stdout).unwrap();
     let id = review[0]["id"].as_str().unwrap().to_string();
-    assert!(review[0]["what"].as_str().unwrap().starts_with("mcpServers = "), "{review}");
+    assert!(
+        review[0]["what"]
+            .as_str()
+            .unwrap()
+            .starts_with("mcpServers = "),
+        "{review}"
+    );
     ok(&f.cmd(["review", "accept", &id]).output().unwrap());
     let v: serde_json::Value =
         serde_json::from_slice(&std::fs::read(f.home.join(".claude.json")).unwrap()).unwrap();
     assert_eq!(v["mcpServers"]["evil"]["command"], "sh");
     assert_eq!(v["numStartups"], 2);
-    assert_eq!(f.cmd(["review"]).output().unwrap().status.code(), Some(0), "nothing waits");
+    assert_eq!(
+        f.cmd(["review"]).output().unwrap().status.code(),
+        Some(0),
+        "nothing waits"
+    );
     let leftovers: Vec<_> = std::fs::read_dir(&f.home)
         .unwrap()
         .flatten()

@@ -17,6 +17,7 @@ mod launcher;
 mod layers;
 mod network;
 mod prompt;
+mod review;
 mod secrets;
 mod session_log;
 mod sockets;

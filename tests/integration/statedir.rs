@@ -169,7 +169,10 @@ fn credentials_and_history_come_back_and_yours_win_where_you_changed_them() {
         "{\"n\":1}\n{\"n\":\"jail\"}\n{\"n\":\"yours\"}\n"
     );
     assert_eq!(read("stats-cache.json"), "{\"s\":\"yours\"}\n", "yours win");
-    assert!(!claude.join("todos").exists(), "a directory of agent state is the jail's own");
+    assert!(
+        !claude.join("todos").exists(),
+        "a directory of agent state is the jail's own"
+    );
     assert!(!claude.join("x.lock").exists(), "a lock is the jail's");
     let alerts = stdout(&f.cmd(["alerts", "--json"]).output().unwrap());
     assert_eq!(alerts.trim(), "[]", "{alerts}");
@@ -197,13 +200,23 @@ fn transcripts_and_memory_are_the_jails_own() {
     for want in ["T", "M", "HIDDEN"] {
         assert!(text.lines().any(|l| l == want), "{want} missing: {text}");
     }
-    assert!(!claude.join("projects").join(&slug).exists(), "a transcript reached you");
+    assert!(
+        !claude.join("projects").join(&slug).exists(),
+        "a transcript reached you"
+    );
     assert_eq!(
         std::fs::read_to_string(mine.join("memory/MEMORY.md")).unwrap(),
         "yours\n"
     );
-    let out = f.jail(&format!("cat ~/.claude/projects/{slug}/session.jsonl ~/.claude/projects/{slug}/memory/MEMORY.md"));
-    assert_eq!(stdout(&out), "s\nm\n", "the jail's next session: {}", stderr(&out));
+    let out = f.jail(&format!(
+        "cat ~/.claude/projects/{slug}/session.jsonl ~/.claude/projects/{slug}/memory/MEMORY.md"
+    ));
+    assert_eq!(
+        stdout(&out),
+        "s\nm\n",
+        "the jail's next session: {}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -292,12 +305,18 @@ fn gemini_keeps_its_chats_and_memory_the_jails_own_and_its_tools_view() {
             stderr(&out)
         );
     }
-    assert!(!gemini.join("tmp/ws-1").exists(), "chats and memory reached you");
+    assert!(
+        !gemini.join("tmp/ws-1").exists(),
+        "chats and memory reached you"
+    );
     assert_eq!(
         std::fs::read_to_string(gemini.join("tmp/bin/rg")).unwrap(),
         "#!/bin/sh\n"
     );
-    assert_eq!(std::fs::read_to_string(gemini.join("projects.json")).unwrap(), registry);
+    assert_eq!(
+        std::fs::read_to_string(gemini.join("projects.json")).unwrap(),
+        registry
+    );
 }
 
 /// A script your sealed settings run, below a directory you do not have yet (`~/.claude/cache/`,
@@ -397,7 +416,6 @@ fn gemini_checkpoint_repositories_are_the_sessions_own() {
     );
     assert!(!f.home.join(".gemini/history/new").exists());
 }
-
 
 /// Claude Code's background jobs (`~/.claude/jobs/<id>/`, with the `adopt.json` hand-off of shells
 /// and workflow scripts another Claude Code process adopts and runs) are the session's own: what the

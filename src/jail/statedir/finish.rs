@@ -32,16 +32,19 @@ pub(crate) fn finish(session_dir: &Path) -> Vec<String> {
         let Some(sd) = runtimes::state_dirs().find(|s| s.path == d.rel) else {
             continue;
         };
-        let own = d
-            .own
-            .clone()
-            .unwrap_or_else(|| session.home().join(&d.rel));
+        let own = d.own.clone().unwrap_or_else(|| session.home().join(&d.rel));
         finish_one(session_dir, sd, d, &own, &mut notes);
     }
     notes
 }
 
-fn finish_one(session_dir: &Path, sd: &StateDir, d: &DirRecord, own: &Path, notes: &mut Vec<String>) {
+fn finish_one(
+    session_dir: &Path,
+    sd: &StateDir,
+    d: &DirRecord,
+    own: &Path,
+    notes: &mut Vec<String>,
+) {
     if !std::fs::symlink_metadata(own).is_ok_and(|m| m.is_dir()) {
         notes.push(format!(
             "the jail's own {} is not a directory any more: nothing carried back",
@@ -66,7 +69,10 @@ fn finish_one(session_dir: &Path, sd: &StateDir, d: &DirRecord, own: &Path, note
         }
         let (from, to) = (own.join(&name), d.real.join(&name));
         if let Err(e) = hand_back(session_dir, sd, n, &from, &to, copied) {
-            notes.push(format!("{}: the jail's copy was not carried back: {e}", to.display()));
+            notes.push(format!(
+                "{}: the jail's copy was not carried back: {e}",
+                to.display()
+            ));
         }
     }
 }

@@ -47,7 +47,12 @@ pub(crate) fn prepare(
             make_one(sd, b, &real, own, &mut r)?;
         }
         // The mount points of the private directories and views below the top (`tmp/bin`).
-        for rel in sd.private.iter().copied().chain(sd.views.iter().map(|v| v.name)) {
+        for rel in sd
+            .private
+            .iter()
+            .copied()
+            .chain(sd.views.iter().map(|v| v.name))
+        {
             if rel.contains('/') {
                 dir_at(&own.join(rel))?;
             }
@@ -97,7 +102,7 @@ fn copy_in(from: &Path, to: &Path) -> std::io::Result<(Stamp, Stamp)> {
     let tmp = beside(to, "copy");
     let _ = std::fs::remove_file(&tmp);
     let (yours, _) = super::copy_regular(from, &tmp, MAX_COPY)?;
-    set_aside_unless(to, |m| m.is_file())?;
+    set_aside_unless(to, std::fs::Metadata::is_file)?;
     std::fs::rename(&tmp, to).inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
     })?;
@@ -112,7 +117,7 @@ fn write_file(to: &Path, text: &str) -> std::io::Result<()> {
     }
     let tmp = beside(to, "stub");
     std::fs::write(&tmp, text)?;
-    set_aside_unless(to, |m| m.is_file())?;
+    set_aside_unless(to, std::fs::Metadata::is_file)?;
     std::fs::rename(&tmp, to).inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
     })

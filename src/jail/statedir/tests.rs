@@ -39,7 +39,13 @@ fn of_yours_the_jail_reads_config_shares_histories_and_copies_the_allowlisted_fi
         None,
     );
     // Transcripts and other agent state: the jail's own, yours not in the jail.
-    for own in ["projects", "todos", "stats-cache.json", "x.lock", "sessions"] {
+    for own in [
+        "projects",
+        "todos",
+        "stats-cache.json",
+        "x.lock",
+        "sessions",
+    ] {
         assert_eq!(how(&binds, own), None, "{own}: {:?}", names(&binds));
     }
     assert_eq!(how(&binds, ".credentials.json"), Some(How::Copied));
@@ -216,14 +222,23 @@ fn a_refresh_of_your_login_comes_back_and_another_account_is_held() {
         std::fs::write(own.join(".credentials.json"), creds("attacker", "x")).unwrap();
     });
     assert!(notes.is_empty(), "{notes:?}");
-    assert_eq!(std::fs::read_to_string(&yours).unwrap(), creds("me", "t2"), "held, not yours");
+    assert_eq!(
+        std::fs::read_to_string(&yours).unwrap(),
+        creds("me", "t2"),
+        "held, not yours"
+    );
     let held = crate::held::Store::new(&s.runtime).waiting();
     assert_eq!(held.len(), 1);
     assert_eq!(held[0].target, yours);
     assert!(held[0].why.contains("attacker"), "{}", held[0].why);
     // Accepted, it is yours byte for byte.
-    crate::held::Store::new(&s.runtime).accept(&held[0].id).unwrap();
-    assert_eq!(std::fs::read_to_string(&yours).unwrap(), creds("attacker", "x"));
+    crate::held::Store::new(&s.runtime)
+        .accept(&held[0].id)
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&yours).unwrap(),
+        creds("attacker", "x")
+    );
 }
 
 #[test]
@@ -239,10 +254,19 @@ fn what_the_agent_writes_stays_the_jails_for_its_next_session_and_never_reaches_
     assert!(!s.home.join(".claude/projects").exists());
     assert!(!s.home.join(".claude/remote-settings.json").exists());
     assert!(crate::held::Store::new(&s.runtime).waiting().is_empty());
-    assert!(crate::alerts::Store::new(&s.runtime).read().alerts.is_empty(), "no alert");
+    assert!(
+        crate::alerts::Store::new(&s.runtime)
+            .read()
+            .alerts
+            .is_empty(),
+        "no alert"
+    );
     // The next session finds it; two sessions making the directory ready at once do not collide.
     s.session("s2", |own| {
-        assert_eq!(std::fs::read_to_string(own.join("projects/-w/t.jsonl")).unwrap(), "PLANTED\n");
+        assert_eq!(
+            std::fs::read_to_string(own.join("projects/-w/t.jsonl")).unwrap(),
+            "PLANTED\n"
+        );
     });
     s.session("s3", |_| {});
 }
