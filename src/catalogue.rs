@@ -41,6 +41,10 @@ pub struct Catalogued {
     pub read_by: &'static [&'static str],
     /// Set in the jail while the name is a placeholder, for a reader that fails on a directory.
     pub jail_env: Option<(&'static str, &'static str)>,
+    /// `jail_env` only while the installed reader named here is older than this major version
+    /// (or its version cannot be read): newer ones need nothing, and npm warns of every unknown
+    /// `npm_config_*` name.
+    pub jail_env_below: Option<(&'static str, u64)>,
 }
 
 const LEFTHOOK: &[&str] = &["lefthook"];
@@ -57,6 +61,7 @@ pub(crate) const fn dir(name: &'static str, runs: &'static str) -> Catalogued {
         runs,
         read_by: &[],
         jail_env: None,
+        jail_env_below: None,
     }
 }
 
@@ -72,6 +77,7 @@ pub(crate) const fn read_by(
         runs,
         read_by,
         jail_env: None,
+        jail_env_below: None,
     }
 }
 
@@ -112,10 +118,12 @@ pub(crate) const TOOLS: &[Catalogued] = &[
         "yarn: yarnPath runs a JavaScript file",
     ),
     Catalogued {
-        // pnpm `require`s it, and a directory fails every install: while it is a placeholder the
-        // jail's pnpm reads `/dev/null` instead (an empty module: no hooks). Not an empty file,
-        // which `git add -A` would commit.
+        // pnpm before 12 `require`s it, and a directory fails every install: while it is a
+        // placeholder the jail's pnpm reads `/dev/null` instead (an empty module: no hooks). Not an
+        // empty file, which `git add -A` would commit. pnpm 12 (measured: 12.23.0) takes the
+        // directory for no pnpmfile, and fails on `/dev/null` given as `pnpm_config_pnpmfile`.
         jail_env: Some(("npm_config_pnpmfile", "/dev/null")),
+        jail_env_below: Some(("pnpm", 12)),
         ..read_by(
             ".pnpmfile.cjs",
             &["pnpm", "corepack"],

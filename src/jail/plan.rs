@@ -58,11 +58,13 @@ pub const UNSET_ENV: &[&str] = &[
 
 /// Set in the jail: installers copy instead of linking from their stores into the workspace
 /// (`hardlinks`).
+/// pnpm 12 reads `pnpm_config_*`; older ones `npm_config_*`, which npm warns of at every command
+/// (an unknown name to it), so that one is set only for an installed pnpm before 12 (`OLD_PNPM_COPY`).
 pub(crate) const COPY_ENV: &[(&str, &str)] = &[
-    ("npm_config_package_import_method", "copy"),
     ("pnpm_config_package_import_method", "copy"),
     ("UV_LINK_MODE", "copy"),
 ];
+pub(crate) const OLD_PNPM_COPY: (&str, &str) = ("npm_config_package_import_method", "copy");
 
 /// Privileged programs masked inside the jail (bwrap's `no_new_privs` already makes them useless;
 /// masking makes the failure immediate and obvious).
@@ -273,15 +275,23 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
     ];
     // Decided here (bwrap takes the environment before the seals are planned): a root name that
     // may become a placeholder, missing now, whose reader fails on a directory.
+    let search = readers::search_dirs(&input.path_env, &home, &input.host);
     for c in entrypoints::per_directory() {
         if let Some((k, v)) = c.jail_env {
-            if std::fs::symlink_metadata(ws.join(c.name)).is_err() {
+            let needed = c.jail_env_below.is_none_or(|(reader, major)| {
+                readers::major(reader, &search).is_none_or(|m| m < major)
+            });
+            if needed && std::fs::symlink_metadata(ws.join(c.name)).is_err() {
                 setenv.push((k.into(), v.into()));
             }
         }
     }
     // New installs copy from their stores instead of linking into the workspace (`hardlinks`).
     setenv.extend(COPY_ENV.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    if readers::installed("pnpm", &search) && readers::major("pnpm", &search).is_none_or(|m| m < 12)
+    {
+        setenv.push((OLD_PNPM_COPY.0.into(), OLD_PNPM_COPY.1.into()));
+    }
     let net_dir = (network.mode == crate::net::Mode::Allowlist).then(|| {
         setenv.extend(crate::net::proxy_env(
             input.self_exe.is_some().then_some(super::layout::HOOK_BIN),

@@ -36,7 +36,7 @@ fn a_write_through_a_linked_venv_file_never_reaches_the_store_or_the_other_proje
 
     let out = f.jail(&format!(
         "echo 'import os; os.system(\"touch /tmp/pwned\")' >> {v}/__init__.py && cat {v}/__init__.py; \
-         echo $UV_LINK_MODE $npm_config_package_import_method",
+         echo $UV_LINK_MODE $pnpm_config_package_import_method",
         v = venv.display()
     ));
     let out = ok(&out);

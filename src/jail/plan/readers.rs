@@ -39,6 +39,22 @@ pub(crate) fn installed(name: &str, dirs: &[PathBuf]) -> bool {
     })
 }
 
+/// The major version of the installed `name` (its npm package's `package.json`, found beside the
+/// file its command resolves to), if it can be read.
+pub(crate) fn major(name: &str, dirs: &[PathBuf]) -> Option<u64> {
+    let exe = dirs.iter().map(|d| d.join(name)).find(|p| p.is_file())?;
+    let real = std::fs::canonicalize(exe).ok()?;
+    let manifest = real
+        .ancestors()
+        .skip(1)
+        .take(4)
+        .map(|d| d.join("package.json"))
+        .find(|p| p.is_file())?;
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(manifest).ok()?).ok()?;
+    (v.get("name")?.as_str()? == name)
+        .then(|| v.get("version")?.as_str()?.split('.').next()?.parse().ok())?
+}
+
 /// Split off the findings for missing workspace-root names that nothing installed reads. Returns
 /// them as paths (for the end-of-session check).
 pub(crate) fn unread(findings: &mut Vec<Finding>, ws: &Path, dirs: &[PathBuf]) -> Vec<PathBuf> {
@@ -114,5 +130,31 @@ mod tests {
                 ws.join("sub/lefthook.yml")
             ]
         );
+    }
+
+    #[test]
+    fn the_major_version_comes_from_the_package_the_command_links_to() {
+        let t = tempfile::tempdir().unwrap();
+        let (bin, pkg) = (t.path().join("bin"), t.path().join("lib/node_modules/pnpm"));
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::create_dir_all(pkg.join("bin")).unwrap();
+        std::fs::write(pkg.join("bin/pnpm.cjs"), "").unwrap();
+        std::os::unix::fs::symlink(pkg.join("bin/pnpm.cjs"), bin.join("pnpm")).unwrap();
+        let dirs = [bin.clone()];
+        assert_eq!(major("pnpm", &dirs), None, "no package.json");
+        std::fs::write(
+            pkg.join("package.json"),
+            r#"{"name": "pnpm", "version": "11.2.0"}"#,
+        )
+        .unwrap();
+        assert_eq!(major("pnpm", &dirs), Some(11));
+        // Another package's manifest says nothing of pnpm.
+        std::fs::write(
+            pkg.join("package.json"),
+            r#"{"name": "other", "version": "3.0.0"}"#,
+        )
+        .unwrap();
+        assert_eq!(major("pnpm", &dirs), None);
+        assert_eq!(major("yarn", &dirs), None);
     }
 }
