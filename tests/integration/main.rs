@@ -13,6 +13,7 @@ mod hardlinks;
 mod hooks;
 mod installer;
 mod installs;
+mod kernel;
 mod launcher;
 mod layers;
 mod network;
