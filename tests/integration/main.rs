@@ -17,6 +17,7 @@ mod kernel;
 mod launcher;
 mod layers;
 mod network;
+mod network_limits;
 mod prompt;
 mod secrets;
 mod session_log;
