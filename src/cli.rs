@@ -335,6 +335,19 @@ fn init_logging(verbose: u8) {
     };
 }
 
+/// Logging in a process the launcher executed for itself (`__proxy`): the launcher's level, and
+/// its choice of the terminal or the log file.
+pub(crate) fn init_process_logging(level: &str, live: bool) {
+    crate::logfile::set_live(live);
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(level))
+        .with_writer(|| crate::logfile::Writer)
+        .with_ansi(false)
+        .with_target(false)
+        .without_time()
+        .try_init();
+}
+
 /// `-vv`'s timestamp, in milliseconds: the wall time since logging started, then the CPU time the
 /// whole process and the logging thread have used since the process started. Where the wall time
 /// grows and the CPU time does not, the launch is waiting (on bwrap, a lock, a disk); the process's
@@ -378,6 +391,9 @@ pub fn main() -> i32 {
     }
     if args.len() == 2 && args[1] == crate::jail::seal::SUBCOMMAND {
         return crate::jail::seal::main();
+    }
+    if args.len() == 2 && args[1] == crate::net::proxy::SUBCOMMAND {
+        return crate::net::proxy::exec_main();
     }
     let cli = match Cli::try_parse_from(&args) {
         Ok(c) => c,

@@ -31,6 +31,7 @@ struct RawConfig {
     read_only: Option<Vec<String>>,
     masked: Option<Vec<String>>,
     allow_ssh_agent: Option<Spanned<bool>>,
+    allow_user_namespaces: Option<Spanned<bool>>,
     quarantine_new_executables: Option<bool>,
     hidden: Option<Vec<String>>,
     reveal: Option<Spanned<Vec<String>>>,
@@ -48,6 +49,8 @@ pub struct Config {
     pub masked: Vec<PathBuf>,
     /// Let the jail use `$SSH_AUTH_SOCK` (off by default).
     pub allow_ssh_agent: bool,
+    /// Let the jail create nested user namespaces (refused by the seccomp filter by default).
+    pub allow_user_namespaces: bool,
     /// Quarantine new executables on PATH that shadow nothing too (default: alert only).
     pub quarantine_new_executables: bool,
     /// Secrets hidden from every tool in the jail: absolute paths or glob patterns (`*`, `?`, `**`).
@@ -156,6 +159,12 @@ impl Config {
             }
             // Later files win, but the workspace can only turn it off.
             self.allow_ssh_agent = *allow.get_ref();
+        }
+        if let Some(allow) = raw.allow_user_namespaces {
+            if scope == Scope::Workspace && *allow.get_ref() {
+                return Err(loosening(path, text, allow.span(), "allow_user_namespaces"));
+            }
+            self.allow_user_namespaces = *allow.get_ref();
         }
         for h in raw.hidden.unwrap_or_default() {
             self.hidden
@@ -276,6 +285,12 @@ mod tests {
         let err = merge("allow_ssh_agent = true\n", Scope::Workspace).unwrap_err();
         assert!(err.to_string().contains(":1: `allow_ssh_agent`"), "{err}");
         assert!(merge("allow_ssh_agent = false\n", Scope::Workspace).is_ok());
+        let err = merge("allow_user_namespaces = true\n", Scope::Workspace).unwrap_err();
+        assert!(
+            err.to_string().contains(":1: `allow_user_namespaces`"),
+            "{err}"
+        );
+        assert!(merge("allow_user_namespaces = true\n", Scope::User).is_ok());
     }
 
     #[test]

@@ -54,6 +54,8 @@ pub(crate) const BATTERY: &str = "CLAUDE_SANDBOX_BATTERY";
 pub(crate) const TEST_TMP: &str = "CLAUDE_SANDBOX_TEST_TMP";
 /// Tests only: `name=ip,name=ip`, resolved by the allowlist proxy instead of DNS.
 pub(crate) const TEST_HOSTS: &str = "CLAUDE_SANDBOX_TEST_HOSTS";
+/// Tests only: `pending=N,tunnels=N,head_ms=N`, the allowlist proxy's limits instead of the defaults.
+pub(crate) const TEST_NET_LIMITS: &str = "CLAUDE_SANDBOX_TEST_NET_LIMITS";
 
 // Set in the jail.
 /// `1` in the jail: `claude-sandbox run` there runs the command directly (`jail::nested`).

@@ -92,6 +92,24 @@ pub(crate) fn divert(runtime: &Path, session: &str) {
     }
 }
 
+/// In a process of the session's own (the network proxy): its log lines go to the same file from
+/// the start, under a line naming it (unless live).
+pub(crate) fn divert_process(runtime: &Path, what: &str) {
+    if live() {
+        return;
+    }
+    let opened = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log_path(runtime));
+    if let Ok(mut f) = opened {
+        let _ = writeln!(f, "--- {what} (pid {})", std::process::id());
+        *DIVERTED
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(f);
+    }
+}
+
 /// Back to stderr (the command's terminal is the human's again); says where the lines went, if any.
 pub(crate) fn restore(runtime: &Path) {
     let was = DIVERTED

@@ -160,6 +160,11 @@ pub(crate) struct Watcher {
     lost_events: bool,
     /// The human's future shells: their search order, the login shell's answer (`shellpath`).
     future: shellpath::Future,
+    /// Names whose quarantine failed, and why: tried again each tick and in the final sweep
+    /// (`verdict`).
+    failed: std::collections::BTreeMap<(DirId, String), String>,
+    /// Alerts the store still refuses, described (reported at the end).
+    unsent: Vec<String>,
 }
 
 /// How a deferred name is read (see `Watcher::resolve`).
@@ -210,6 +215,8 @@ impl Watcher {
             deferred: deferred::Deferred::default(),
             lost_events: false,
             future: shellpath::Future::default(),
+            failed: std::collections::BTreeMap::new(),
+            unsent: Vec::new(),
         };
         for d in base.dirs.iter().filter(|d| d.writable) {
             if d.exists {

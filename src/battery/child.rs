@@ -150,6 +150,28 @@ fn drain(child: &mut Child) -> mpsc::Receiver<String> {
     rx
 }
 
+/// Give the battery a session keyring of its own (a new anonymous one, `KEYCTL_JOIN_SESSION_KEYRING`),
+/// inherited by every command it starts: a case's set-up adds its key there, never to the human's
+/// keyring, and the payload started next inherits it as the jail would inherit the human's
+/// (`session-keyring`). Where the call is refused (a seccomp profile), that case finds no key.
+pub(super) fn own_session_keyring() {
+    const KEYCTL_JOIN_SESSION_KEYRING: libc::c_long = 1;
+    // SAFETY: a system call with a null name, which touches no memory of ours.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_keyctl,
+            KEYCTL_JOIN_SESSION_KEYRING,
+            std::ptr::null::<libc::c_char>(),
+        )
+    };
+    if r < 0 {
+        tracing::debug!(
+            "battery: no session keyring of its own: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

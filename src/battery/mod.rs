@@ -524,6 +524,7 @@ pub fn run(opts: &Options, env: &HostEnv) -> Result<i32> {
         )));
     }
     let bin = std::env::current_exe().map_err(|e| Error::io("finding claude-sandbox", e))?;
+    child::own_session_keyring();
     let color = !opts.json && crate::cli::color_on(std::io::stdout());
     let mut out = std::io::stdout().lock();
     if !opts.json {

@@ -136,11 +136,11 @@ fn execute(mut plan: Plan, mut pending: Option<PendingSeals>, launch: &Launch) -
     let session_home = SessionHome::prepare(&plan, launch, states_now)?;
     let session_dir = session_home.dir.clone();
     // Allowlist mode: the proxy's socket is bound now (bwrap binds its directory into the jail) and
-    // served once bwrap has started (the sealer is forked while the launcher has one thread).
+    // served by a process of its own, forked while the launcher has one thread.
     let (net_dir, network) = (plan.policy.net_dir.as_deref(), &plan.policy.network);
     let host = &launch.input.host;
-    let mut proxy = crate::net::proxy::for_policy(net_dir, network, runtime, &session.id, host)?;
-    let mut proxy_running = None;
+    let proxy_running =
+        crate::net::proxy::for_policy(net_dir, network, runtime, &session.id, host)?;
     let (for_bwrap, held_placeholders) = placeholders_before_bwrap(&plan, sealing, launch)?;
     let mut placeholders_made = false;
     let t0 = std::time::Instant::now();
@@ -160,9 +160,6 @@ fn execute(mut plan: Plan, mut pending: Option<PendingSeals>, launch: &Launch) -
             launch.knobs.exec_sealer,
         )?));
         tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "bwrap started");
-        if let Some(p) = proxy.take() {
-            proxy_running = Some(p.start());
-        }
         // The rest of the plan, the baseline and the watcher are made while bwrap builds the jail:
         // the command cannot run before the gate opens, so nothing the agent does can precede them.
         let mut to_copy = None;

@@ -331,6 +331,9 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         network,
         net_dir,
         git_copies: Vec::new(),
+        seccomp: super::seccomp::Options {
+            user_namespaces: input.config.allow_user_namespaces,
+        },
     };
     Ok(Plan {
         policy,

@@ -108,6 +108,8 @@ pub struct Policy {
     /// Repository configs the jail sees as its own copy (see `gitcopy`); with the launcher sealing
     /// only (bwrap cannot mount a symlink: its fallback keeps them read-only).
     pub git_copies: Vec<GitCopy>,
+    /// What the seccomp filter refuses beyond what it always refuses (`seccomp`).
+    pub seccomp: super::seccomp::Options,
 }
 
 /// File descriptors the launcher passes to bwrap.
@@ -330,6 +332,7 @@ impl Policy {
             network: crate::net::NetPolicy::default(),
             net_dir: None,
             git_copies: Vec::new(),
+            seccomp: super::seccomp::Options::default(),
         }
     }
 }

@@ -1,5 +1,5 @@
 //! The egress proxy: HTTP CONNECT, plain-HTTP absolute-URI forwarding and SOCKS5 on one unix
-//! socket, run by the launcher outside the jail (allowlist mode only).
+//! socket, in a process of its own beside the launcher, outside the jail (allowlist mode only).
 //!
 //! Guards against egress the human did not allow: the decision is on the *requested name* (the
 //! jail never resolves anything itself: it has no route), then on the address the proxy resolved,
@@ -7,24 +7,35 @@
 //! A refusal is an HTTP 403 with a sentence an agent reads as final, a log line, and one alert per
 //! host and session (retries are counted, not alerted).
 //!
-//! One thread per connection, std only: a session has a handful of connections at a time, and the
-//! launcher's start-up cost for `host` and `none` modes stays what it was (nothing of this runs).
+//! And against the jail starving the guard: the proxy is a process of its own (`process`), so its
+//! descriptors and threads are never the watcher's and the quarantine's, which run in the launcher;
+//! within it, every connection is bounded (`serve`: pending heads, one deadline per head, tunnels)
+//! and a plain-HTTP connection carries one request, read to the end of its body and no further
+//! (`http`).
+
+mod http;
+mod process;
+mod relay;
+mod serve;
+mod socks;
+mod worker;
 
 use super::error::ProxyError;
 use super::pattern::{normalize, Refusal, Rules};
 use super::NetPolicy;
 use crate::alerts::{Action, Alert, AlertKind, Severity};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
-const MAX_HEAD: usize = 64 * 1024;
+pub(crate) use process::{exec_main, Running, SUBCOMMAND};
+
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The sentence a refused client reads (an agent reads it too: it must not look like a fault).
 pub(crate) fn denial_sentence(host: &str, reason: &str) -> String {
@@ -37,37 +48,162 @@ pub(crate) fn denial_sentence(host: &str, reason: &str) -> String {
     )
 }
 
-struct Shared {
-    rules: Rules,
-    /// Test resolver (`ENV_TEST_HOSTS`): consulted before DNS.
+/// What one session's proxy may hold at once (docs/network.md, "Limits").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Limits {
+    /// Connections whose request head is still coming; one more closes the oldest.
+    pub pending: usize,
+    /// Connections being served (a thread and two descriptors each); one more is refused.
+    pub tunnels: usize,
+    /// The whole request head (the SOCKS5 handshake) must arrive within this.
+    pub head_ms: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            pending: 256,
+            tunnels: 256,
+            head_ms: 10_000,
+        }
+    }
+}
+
+impl Limits {
+    /// `pending=N,tunnels=N,head_ms=N` over the defaults (`host::TEST_NET_LIMITS`, tests only).
+    fn with(mut self, spec: &str) -> Limits {
+        for (k, v) in spec.split(',').filter_map(|kv| kv.split_once('=')) {
+            let Ok(n) = v.trim().parse::<u64>() else {
+                continue;
+            };
+            let n_usize = usize::try_from(n).unwrap_or(usize::MAX);
+            match k.trim() {
+                "pending" => self.pending = n_usize.max(1),
+                "tunnels" => self.tunnels = n_usize.max(1),
+                "head_ms" => self.head_ms = n.max(1),
+                _ => {}
+            }
+        }
+        self
+    }
+
+    /// Within `nofile` descriptors: a pending connection holds one, a tunnel two (and a third
+    /// while it resolves), and a margin is kept for the listener, the log and the alert store.
+    fn within(self, nofile: u64) -> Limits {
+        let budget = usize::try_from(nofile.saturating_sub(64) / 4)
+            .unwrap_or(usize::MAX)
+            .max(1);
+        Limits {
+            pending: self.pending.min(budget),
+            tunnels: self.tunnels.min(budget),
+            ..self
+        }
+    }
+}
+
+/// Everything the proxy process needs, handed over whole (by memory when forked, as JSON when
+/// executed).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Config {
+    allow: Vec<String>,
+    deny: Vec<String>,
+    /// Test resolver (`host::TEST_HOSTS`): consulted before DNS.
     hosts: Vec<(String, IpAddr)>,
     /// Where denials become alerts: the runtime directory and the session id.
     alerts: Option<(PathBuf, String)>,
+    limits: Limits,
+}
+
+/// Counters for the summary and the load figures (docs/network.md).
+#[derive(Debug, Default)]
+struct Counts {
+    accepted: AtomicUsize,
+    /// Pending connections closed to make room for a newer one.
+    evicted: AtomicUsize,
+    /// Pending connections whose head did not arrive in time.
+    timed_out: AtomicUsize,
+    /// Complete heads refused because every tunnel was taken.
+    busy: AtomicUsize,
+    /// Tunnels open now.
+    tunnels: AtomicUsize,
+    max_pending: AtomicUsize,
+    max_tunnels: AtomicUsize,
+}
+
+impl Counts {
+    fn note_pending(&self, n: usize) {
+        self.max_pending.fetch_max(n, Ordering::Relaxed);
+    }
+    fn note_tunnels(&self, n: usize) {
+        self.max_tunnels.fetch_max(n, Ordering::Relaxed);
+    }
+}
+
+/// What the proxy process tells the launcher when the session ends.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct Summary {
     /// Refused host -> (attempts, reason).
+    pub refused: BTreeMap<String, (u32, String)>,
+    pub accepted: usize,
+    pub evicted: usize,
+    pub timed_out: usize,
+    pub busy: usize,
+    pub max_pending: usize,
+    pub max_tunnels: usize,
+    pub limits: Limits,
+}
+
+impl Summary {
+    /// One line per refused host, and one for connections dropped by the limits.
+    pub(crate) fn lines(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .refused
+            .iter()
+            .map(|(host, (n, why))| format!("{host}: {n} attempt(s) refused ({why})"))
+            .collect();
+        if self.evicted + self.timed_out + self.busy > 0 {
+            out.push(format!(
+                "{} connection(s) closed by the proxy's limits: {} waiting for their request \
+                 beyond the {} pending allowed, {} whose request did not arrive in time, {} beyond \
+                 the open connections allowed (docs/network.md, \"Limits\")",
+                self.evicted + self.timed_out + self.busy,
+                self.evicted,
+                self.limits.pending,
+                self.timed_out,
+                self.busy
+            ));
+        }
+        out
+    }
+}
+
+/// The proxy's state in its process.
+struct Shared {
+    rules: Rules,
+    hosts: Vec<(String, IpAddr)>,
+    alerts: Option<(PathBuf, String)>,
+    limits: Limits,
     denied: Mutex<BTreeMap<String, (u32, String)>>,
+    counts: Counts,
 }
 
 /// A bound proxy socket, not yet serving.
 pub(crate) struct Proxy {
     listener: UnixListener,
-    shared: Arc<Shared>,
-}
-
-/// A serving proxy: the accept loop runs on a thread until the launcher exits.
-pub(crate) struct Running {
-    shared: Arc<Shared>,
+    config: Config,
 }
 
 impl Proxy {
     /// Bind `dir/proxy.sock` (the directory is made, 0700) for `policy`; `test_hosts`: names
-    /// resolved without DNS (`host::TEST_HOSTS`).
+    /// resolved without DNS (`host::TEST_HOSTS`); `limits`: `host::TEST_NET_LIMITS`.
     pub(crate) fn bind(
         dir: &Path,
         policy: &NetPolicy,
         alerts: Option<(PathBuf, String)>,
         test_hosts: Option<&str>,
+        limits: Option<&str>,
     ) -> Result<Proxy, ProxyError> {
-        let rules = Rules::new(&policy.allow, &policy.deny)?;
+        Rules::new(&policy.allow, &policy.deny)?;
         std::fs::create_dir_all(dir).map_err(|source| ProxyError::Create {
             path: dir.to_path_buf(),
             source,
@@ -78,73 +214,44 @@ impl Proxy {
             path: path.clone(),
             source,
         })?;
-        let hosts = test_hosts.map(parse_hosts).unwrap_or_default();
         Ok(Proxy {
             listener,
-            shared: Arc::new(Shared {
-                rules,
-                hosts,
+            config: Config {
+                allow: policy.allow.clone(),
+                deny: policy.deny.clone(),
+                hosts: test_hosts.map(parse_hosts).unwrap_or_default(),
                 alerts,
-                denied: Mutex::new(BTreeMap::new()),
-            }),
+                limits: limits.map_or_else(Limits::default, |s| Limits::default().with(s)),
+            },
         })
     }
-
-    pub(crate) fn start(self) -> Running {
-        let shared = Arc::clone(&self.shared);
-        let listener = self.listener;
-        std::thread::spawn(move || {
-            for conn in listener.incoming().flatten() {
-                let shared = Arc::clone(&shared);
-                std::thread::spawn(move || {
-                    if let Err(e) = serve(conn, &shared) {
-                        tracing::debug!("network proxy: {e}");
-                    }
-                });
-            }
-        });
-        Running {
-            shared: self.shared,
-        }
-    }
 }
 
-impl Running {
-    /// One line per refused host: `host: N attempt(s), reason`.
-    pub(crate) fn summary(&self) -> Vec<String> {
-        let denied = self
-            .shared
-            .denied
-            .lock()
-            .map(|d| d.clone())
-            .unwrap_or_default();
-        denied
-            .into_iter()
-            .map(|(host, (n, why))| format!("{host}: {n} attempt(s) refused ({why})"))
-            .collect()
-    }
-}
-
-/// The proxy a launch needs: one in allowlist mode (`net_dir`: the host directory of its socket),
-/// none otherwise.
+/// The proxy a launch needs, started: one in allowlist mode (`net_dir`: the host directory of its
+/// socket), none otherwise. Called while the launcher runs one thread, so the proxy is forked.
 pub(crate) fn for_policy(
     net_dir: Option<&Path>,
     network: &NetPolicy,
     runtime: &Path,
     session: &str,
     env: &crate::host::HostEnv,
-) -> crate::error::Result<Option<Proxy>> {
+) -> crate::error::Result<Option<Running>> {
     let Some(dir) = net_dir else {
         return Ok(None);
     };
-    Proxy::bind(
+    let err = |e: String| crate::error::Error::Jail(format!("starting the network proxy: {e}"));
+    let proxy = Proxy::bind(
         dir,
         network,
         Some((runtime.to_path_buf(), session.to_string())),
         env.get_str(crate::host::TEST_HOSTS),
+        env.get_str(crate::host::TEST_NET_LIMITS),
     )
-    .map(Some)
-    .map_err(|e| crate::error::Error::Jail(format!("starting the network proxy: {e}")))
+    .map_err(|e| err(e.to_string()))?;
+    let exec = env.get_str(crate::host::SEAL) == Some("exec");
+    process::start(proxy, exec)
+        .map(Some)
+        .map_err(|e| err(e.to_string()))
 }
 
 fn parse_hosts(v: &str) -> Vec<(String, IpAddr)> {
@@ -162,12 +269,68 @@ enum Failure {
     Upstream(String),
 }
 
+/// What a connection upstream is for (a tunnel, or one plain-HTTP request).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Purpose {
+    Tunnel,
+    Http,
+}
+
+/// A connection made upstream.
+struct Opened {
+    stream: TcpStream,
+    route: Route,
+}
+
+/// Where a connection made upstream goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Route {
+    /// To the server itself.
+    Direct,
+    /// To the launcher's upstream proxy (plain HTTP is then sent in absolute form), with its
+    /// `Proxy-Authorization` value if it has one.
+    // Made by the upstream chaining (the next commit).
+    #[allow(dead_code)]
+    Proxy(Option<String>),
+}
+
 impl Shared {
+    fn new(config: Config) -> Result<Shared, ProxyError> {
+        Ok(Shared {
+            rules: Rules::new(&config.allow, &config.deny)?,
+            hosts: config.hosts,
+            alerts: config.alerts,
+            limits: config.limits,
+            denied: Mutex::new(BTreeMap::new()),
+            counts: Counts::default(),
+        })
+    }
+
+    fn summary(&self) -> Summary {
+        let c = &self.counts;
+        let get = |a: &AtomicUsize| a.load(Ordering::Relaxed);
+        Summary {
+            refused: self.denied.lock().map(|d| d.clone()).unwrap_or_default(),
+            accepted: get(&c.accepted),
+            evicted: get(&c.evicted),
+            timed_out: get(&c.timed_out),
+            busy: get(&c.busy),
+            max_pending: get(&c.max_pending),
+            max_tunnels: get(&c.max_tunnels),
+            limits: self.limits,
+        }
+    }
+
     /// Decide on `host:port` and connect to the address that passed.
-    fn open(&self, host: &str, port: u16) -> Result<TcpStream, Failure> {
+    fn open(&self, host: &str, port: u16, purpose: Purpose) -> Result<Opened, Failure> {
+        let _ = purpose;
         let name = normalize(host);
         let result = self.decide(&name, port).and_then(|addr| {
             TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
+                .map(|stream| Opened {
+                    stream,
+                    route: Route::Direct,
+                })
                 .map_err(|e| Failure::Upstream(format!("connecting to {addr}: {e}")))
         });
         match &result {
@@ -246,39 +409,6 @@ impl Shared {
     }
 }
 
-fn serve(mut conn: UnixStream, shared: &Shared) -> std::io::Result<()> {
-    // A client that never finishes its request does not hold a thread for ever; once the tunnel
-    // is up, idle connections (a long poll, a websocket) are the client's business.
-    conn.set_read_timeout(Some(HEAD_TIMEOUT))?;
-    let mut first = [0u8; 1];
-    conn.read_exact(&mut first)?;
-    if first[0] == 5 {
-        socks5(conn, shared)
-    } else {
-        http(conn, first[0], shared)
-    }
-}
-
-/// Read an HTTP head (to the blank line); returns it and whatever followed it.
-fn read_head(conn: &mut UnixStream, first: u8) -> std::io::Result<(Vec<u8>, Vec<u8>)> {
-    let mut buf = vec![first];
-    let mut chunk = [0u8; 4096];
-    loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let rest = buf.split_off(end + 4);
-            return Ok((buf, rest));
-        }
-        if buf.len() > MAX_HEAD {
-            return Err(std::io::Error::other("request head too long"));
-        }
-        let n = conn.read(&mut chunk)?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-}
-
 /// `host:port` (IPv6 in brackets) with a default port.
 pub(crate) fn split_host_port(authority: &str, default: Option<u16>) -> Option<(String, u16)> {
     let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
@@ -299,208 +429,5 @@ pub(crate) fn split_host_port(authority: &str, default: Option<u16>) -> Option<(
     .filter(|(h, _)| !h.is_empty())
 }
 
-fn respond(conn: &mut UnixStream, status: &str, body: &str) -> std::io::Result<()> {
-    let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n\
-         Connection: close\r\nX-Claude-Sandbox: network-policy\r\n\r\n",
-        body.len()
-    );
-    conn.write_all(head.as_bytes())?;
-    conn.write_all(body.as_bytes())
-}
-
-fn http(mut conn: UnixStream, first: u8, shared: &Shared) -> std::io::Result<()> {
-    let (head, rest) = read_head(&mut conn, first)?;
-    let text = String::from_utf8_lossy(&head).into_owned();
-    let mut lines = text.split("\r\n");
-    let request = lines.next().unwrap_or_default();
-    let mut parts = request.split_whitespace();
-    let (Some(method), Some(target), Some(version)) = (parts.next(), parts.next(), parts.next())
-    else {
-        return respond(
-            &mut conn,
-            "400 Bad Request",
-            "claude-sandbox: malformed request\n",
-        );
-    };
-    let (connect, host, port, path) = if method.eq_ignore_ascii_case("CONNECT") {
-        match split_host_port(target, None) {
-            Some((h, p)) => (true, h, p, String::new()),
-            None => {
-                return respond(
-                    &mut conn,
-                    "400 Bad Request",
-                    "claude-sandbox: CONNECT needs host:port\n",
-                )
-            }
-        }
-    } else if let Some(after) = target
-        .get(..7)
-        .filter(|s| s.eq_ignore_ascii_case("http://"))
-        .map(|_| &target[7..])
-    {
-        let (authority, path) = match after.find('/') {
-            Some(i) => (&after[..i], after[i..].to_string()),
-            None => (after, "/".to_string()),
-        };
-        match split_host_port(authority, Some(80)) {
-            Some((h, p)) => (false, h, p, path),
-            None => return respond(&mut conn, "400 Bad Request", "claude-sandbox: bad URL\n"),
-        }
-    } else {
-        return respond(
-            &mut conn,
-            "400 Bad Request",
-            "claude-sandbox: this is the sandbox's egress proxy: send CONNECT host:port or an absolute http:// URL\n",
-        );
-    };
-    let mut upstream = match shared.open(&host, port) {
-        Ok(s) => s,
-        Err(Failure::Refused(r)) => {
-            return respond(
-                &mut conn,
-                "403 Forbidden",
-                &denial_sentence(&host, &r.reason()),
-            )
-        }
-        Err(Failure::Upstream(e)) => {
-            return respond(
-                &mut conn,
-                "502 Bad Gateway",
-                &format!(
-                    "claude-sandbox: {host}:{port} is allowed, but the connection failed: {e}\n"
-                ),
-            )
-        }
-    };
-    if connect {
-        conn.write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")?;
-    } else {
-        // Origin form, one request per connection (a keep-alive connection could name another host).
-        // `Host` is the authority that was checked, never the client's (a different `Host` to an
-        // allowed front would reach whatever the front serves under that name).
-        let shown = if host.contains(':') {
-            format!("[{host}]")
-        } else {
-            host.clone()
-        };
-        let authority = if port == 80 {
-            shown
-        } else {
-            format!("{shown}:{port}")
-        };
-        let mut out = format!("{method} {path} {version}\r\nHost: {authority}\r\n");
-        for line in lines.filter(|l| !l.is_empty()) {
-            let name = line.split(':').next().unwrap_or_default().trim();
-            let hop = [
-                "host",
-                "proxy-connection",
-                "proxy-authorization",
-                "connection",
-                "keep-alive",
-            ];
-            if !hop.iter().any(|h| name.eq_ignore_ascii_case(h)) {
-                out.push_str(line);
-                out.push_str("\r\n");
-            }
-        }
-        out.push_str("Connection: close\r\n\r\n");
-        upstream.write_all(out.as_bytes())?;
-    }
-    upstream.write_all(&rest)?;
-    splice(conn, upstream)
-}
-
-fn socks5(mut conn: UnixStream, shared: &Shared) -> std::io::Result<()> {
-    let mut n = [0u8; 1];
-    conn.read_exact(&mut n)?;
-    let mut methods = vec![0u8; n[0] as usize];
-    conn.read_exact(&mut methods)?;
-    if !methods.contains(&0) {
-        return conn.write_all(&[5, 0xff]);
-    }
-    conn.write_all(&[5, 0])?;
-    let mut req = [0u8; 4];
-    conn.read_exact(&mut req)?;
-    let host = match req[3] {
-        1 => {
-            let mut a = [0u8; 4];
-            conn.read_exact(&mut a)?;
-            IpAddr::from(a).to_string()
-        }
-        4 => {
-            let mut a = [0u8; 16];
-            conn.read_exact(&mut a)?;
-            IpAddr::from(a).to_string()
-        }
-        3 => {
-            conn.read_exact(&mut n)?;
-            let mut name = vec![0u8; n[0] as usize];
-            conn.read_exact(&mut name)?;
-            String::from_utf8_lossy(&name).into_owned()
-        }
-        _ => return conn.write_all(&[5, 8, 0, 1, 0, 0, 0, 0, 0, 0]),
-    };
-    let mut port = [0u8; 2];
-    conn.read_exact(&mut port)?;
-    let reply = |code: u8| [5, code, 0, 1, 0, 0, 0, 0, 0, 0];
-    if req[0] != 5 || req[1] != 1 {
-        return conn.write_all(&reply(7)); // only CONNECT
-    }
-    match shared.open(&host, u16::from_be_bytes(port)) {
-        Ok(upstream) => {
-            conn.write_all(&reply(0))?;
-            splice(conn, upstream)
-        }
-        // 2: "connection not allowed by ruleset"; SOCKS has no room for the sentence.
-        Err(Failure::Refused(_)) => conn.write_all(&reply(2)),
-        Err(Failure::Upstream(_)) => conn.write_all(&reply(4)),
-    }
-}
-
-/// Copy both ways until both sides have closed.
-fn splice(conn: UnixStream, upstream: TcpStream) -> std::io::Result<()> {
-    conn.set_read_timeout(None)?;
-    let (mut c_read, mut u_write) = (conn.try_clone()?, upstream.try_clone()?);
-    let up = std::thread::spawn(move || {
-        let _ = std::io::copy(&mut c_read, &mut u_write);
-        let _ = u_write.shutdown(Shutdown::Write);
-    });
-    let (mut u_read, mut c_write) = (upstream, conn);
-    let _ = std::io::copy(&mut u_read, &mut c_write);
-    let _ = c_write.shutdown(Shutdown::Write);
-    let _ = up.join();
-    Ok(())
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn authorities() {
-        let s = |h: &str, p: u16| Some((h.to_string(), p));
-        assert_eq!(split_host_port("a.com:443", None), s("a.com", 443));
-        assert_eq!(split_host_port("a.com", Some(80)), s("a.com", 80));
-        assert_eq!(split_host_port("a.com", None), None);
-        assert_eq!(split_host_port("[::1]:8080", None), s("::1", 8080));
-        assert_eq!(split_host_port("u:p@a.com:81", Some(80)), s("a.com", 81));
-        assert_eq!(split_host_port("::1:80", None), None);
-        assert_eq!(split_host_port(":80", None), None);
-    }
-
-    #[test]
-    fn the_sentence_says_it_is_final() {
-        let s = denial_sentence("evil.example", "it is not on the allow list");
-        assert!(s.contains("not allowed by the sandbox"));
-        assert!(s.contains("will not work"));
-        assert!(s.contains("--allow-domain evil.example"));
-    }
-
-    #[test]
-    fn test_hosts() {
-        let h = parse_hosts("A.test.=127.0.0.1, bad, b.test=::1");
-        assert_eq!(h.len(), 2);
-        assert_eq!(h[0].0, "a.test");
-    }
-}
+mod tests;

@@ -3,8 +3,10 @@
 //! recording fake while the real store is exercised by the integration tests.
 //!
 //! Guards against a verdict half carried out: a quarantine that failed is still alerted (critical,
-//! "FAILED" in the detail), a quarantine is always followed by its alert naming the record to
-//! restore, and a name that left the directory is forgotten so it is not judged again.
+//! "FAILED" in the detail) and said to the watcher, which tries again (`Outcome::Failed`); an alert
+//! the store refused is kept and written again (`Sink::flush`); a quarantine is always followed by
+//! its alert naming the record to restore, and a name that left the directory is forgotten so it
+//! is not judged again.
 
 use super::judge::{Finding, Verdict};
 use crate::alerts::{self, Action, Alert, Severity};
@@ -34,14 +36,21 @@ pub(crate) trait Sink: Send {
         remove: &dyn Fn(&Key) -> bool,
         reason: &str,
     ) -> crate::Result<Option<String>>;
-    /// Record an alert (deduplicated by its fingerprint).
+    /// Record an alert (deduplicated by its fingerprint); one the store refuses is kept for `flush`.
     fn alert(&mut self, alert: Alert);
+    /// Write the alerts kept since they were refused; what still cannot be written, said in a line
+    /// each.
+    fn flush(&mut self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// The real sink: the quarantine and the alert store in the runtime directory.
 pub(crate) struct Store {
     runtime: PathBuf,
     alerts: alerts::Store,
+    /// Alerts the store refused (descriptors spent, a lock that failed): written again on `flush`.
+    unsent: Vec<Alert>,
 }
 
 impl Store {
@@ -49,6 +58,7 @@ impl Store {
         Store {
             runtime: runtime.to_path_buf(),
             alerts: alerts::Store::new(runtime),
+            unsent: Vec::new(),
         }
     }
 }
@@ -83,9 +93,50 @@ impl Sink for Store {
             ),
             Ok(false) => {}
             Err(err) => {
-                tracing::error!("cannot record an alert for {}: {err}", alert.path.display());
+                tracing::error!(
+                    "cannot record an alert for {} (kept, to be written again): {err}",
+                    alert.path.display()
+                );
+                self.unsent.push(alert);
             }
         }
+    }
+
+    fn flush(&mut self) -> Vec<String> {
+        let mut still = Vec::new();
+        for alert in std::mem::take(&mut self.unsent) {
+            match self.alerts.add(&alert) {
+                Ok(_) => {}
+                Err(err) => {
+                    still.push(format!(
+                        "{}: {} {} (the alert could not be recorded: {err})",
+                        alert.severity.as_str(),
+                        alert.path.display(),
+                        alert.detail
+                    ));
+                    self.unsent.push(alert);
+                }
+            }
+        }
+        still
+    }
+}
+
+/// What became of a name after its verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Still there, as judged (quiet, or alerted).
+    Kept,
+    /// Gone from the directory (quarantined, or gone meanwhile): the watcher forgets it.
+    Left,
+    /// Its quarantine failed (the reason): the watcher looks at it again.
+    Failed(String),
+}
+
+#[cfg(test)]
+impl Outcome {
+    pub(crate) fn left(&self) -> bool {
+        *self == Outcome::Left
     }
 }
 
@@ -121,8 +172,7 @@ pub(crate) fn file_alert(
     alert
 }
 
-/// Carry out the verdict on `dir/name` (`entry`: what was judged). True when the name left the
-/// directory (quarantined, or gone meanwhile): the watcher then forgets it.
+/// Carry out the verdict on `dir/name` (`entry`: what was judged).
 pub(crate) fn carry_out(
     sink: &mut dyn Sink,
     session: &str,
@@ -130,15 +180,15 @@ pub(crate) fn carry_out(
     name: &str,
     verdict: Verdict,
     entry: &Entry,
-) -> bool {
+) -> Outcome {
     let path = dir.join(name);
     match verdict {
-        Verdict::Quiet => false,
+        Verdict::Quiet => Outcome::Kept,
         // `Neutralise` is a verdict on config keys (`judge_key`, carried out by `check_keys`), never
         // on a file: should one come here, it is reported, and nothing is touched.
         Verdict::Alert(f) | Verdict::Neutralise(f) => {
             sink.alert(file_alert(session, f, &path, Action::Alerted, None, entry));
-            false
+            Outcome::Kept
         }
         Verdict::Quarantine(f) => match sink.quarantine(dir, name, &f.detail) {
             Ok(Some(taken)) => {
@@ -153,17 +203,23 @@ pub(crate) fn carry_out(
                 };
                 let f = Finding { detail, ..f };
                 sink.alert(file_alert(session, f, &path, action, Some(taken.id), entry));
-                true
+                Outcome::Left
             }
-            Ok(None) => true,
+            Ok(None) => Outcome::Left,
             Err(e) => {
                 let f = Finding {
                     severity: Severity::Critical,
-                    detail: format!("{}; quarantine FAILED: {e}", f.detail),
+                    detail: format!(
+                        "{}; quarantine FAILED: {e} (tried again each second and at the end)",
+                        f.detail
+                    ),
                     ..f
                 };
-                sink.alert(file_alert(session, f, &path, Action::Failed, None, entry));
-                false
+                let mut alert = file_alert(session, f, &path, Action::Failed, None, entry);
+                // Its own fingerprint: the alert of a later attempt that succeeds is not a repeat.
+                alert.fingerprint.push_str(":failed");
+                sink.alert(alert);
+                Outcome::Failed(e.to_string())
             }
         },
     }
@@ -296,7 +352,7 @@ mod tests {
         let mut sink = Recording::new();
         let v = Verdict::Quarantine(finding(AlertKind::PathShadow));
         let gone = carry_out(&mut sink, "s", Path::new("/b"), "ls", v, &entry());
-        assert!(gone);
+        assert!(gone.left());
         assert_eq!(
             sink.calls(),
             [
@@ -321,14 +377,7 @@ mod tests {
             }))
         };
         let v = Verdict::Quarantine(finding(AlertKind::GitHook));
-        assert!(carry_out(
-            &mut sink,
-            "s",
-            Path::new("/h"),
-            "pre-commit",
-            v,
-            &entry()
-        ));
+        assert!(carry_out(&mut sink, "s", Path::new("/h"), "pre-commit", v, &entry()).left());
         assert_eq!(
             sink.calls()[1],
             alert("git-hook", "/h/pre-commit", "neutralised", Some("q2"))
@@ -349,14 +398,7 @@ mod tests {
             ))
         };
         let v = Verdict::Quarantine(finding(AlertKind::PathChanged));
-        assert!(!carry_out(
-            &mut sink,
-            "s",
-            Path::new("/b"),
-            "ls",
-            v,
-            &entry()
-        ));
+        assert!(!carry_out(&mut sink, "s", Path::new("/b"), "ls", v, &entry()).left());
         assert_eq!(
             sink.calls(),
             [
@@ -365,6 +407,10 @@ mod tests {
             ]
         );
         assert_eq!(sink.alerts[0].severity, Severity::Critical);
+        assert_eq!(
+            sink.alerts[0].fingerprint,
+            "path-changed:/b/ls:7:8:6:failed"
+        );
         assert!(
             sink.alerts[0]
                 .detail
@@ -375,18 +421,38 @@ mod tests {
     }
 
     #[test]
+    fn an_alert_the_store_refuses_is_kept_and_written_by_flush() {
+        let t = tempfile::tempdir().unwrap();
+        let runtime = t.path().join("rt");
+        // A file where the runtime directory should be: every write to the store fails.
+        std::fs::write(&runtime, "").unwrap();
+        let mut store = Store::new(&runtime);
+        let f = finding(AlertKind::PathShadow);
+        store.alert(file_alert(
+            "s",
+            f,
+            Path::new("/b/ls"),
+            Action::Quarantined,
+            None,
+            &entry(),
+        ));
+        let still = store.flush();
+        assert_eq!(still.len(), 1, "{still:?}");
+        assert!(still[0].contains("/b/ls") && still[0].contains("could not be recorded"));
+        std::fs::remove_file(&runtime).unwrap();
+        std::fs::create_dir(&runtime).unwrap();
+        assert!(store.flush().is_empty());
+        let written = alerts::Store::new(&runtime).read();
+        assert_eq!(written.alerts.len(), 1);
+        assert_eq!(written.alerts[0].path, Path::new("/b/ls"));
+    }
+
+    #[test]
     fn a_name_gone_before_its_quarantine_is_forgotten_silently() {
         let mut sink = Recording::new();
         sink.answer = || Ok(None);
         let v = Verdict::Quarantine(finding(AlertKind::PathShadow));
-        assert!(carry_out(
-            &mut sink,
-            "s",
-            Path::new("/b"),
-            "ls",
-            v,
-            &entry()
-        ));
+        assert!(carry_out(&mut sink, "s", Path::new("/b"), "ls", v, &entry()).left());
         assert_eq!(sink.calls(), [Call::Quarantine("/b/ls".into())]);
     }
 
@@ -394,14 +460,7 @@ mod tests {
     fn an_alert_touches_nothing_and_quiet_does_nothing() {
         let mut sink = Recording::new();
         let v = Verdict::Alert(finding(AlertKind::PathNew));
-        assert!(!carry_out(
-            &mut sink,
-            "s",
-            Path::new("/b"),
-            "t",
-            v,
-            &entry()
-        ));
+        assert!(!carry_out(&mut sink, "s", Path::new("/b"), "t", v, &entry()).left());
         assert!(!carry_out(
             &mut sink,
             "s",
@@ -409,7 +468,8 @@ mod tests {
             "t",
             Verdict::Quiet,
             &entry()
-        ));
+        )
+        .left());
         assert_eq!(sink.calls(), [alert("path-new", "/b/t", "alerted", None)]);
     }
 }

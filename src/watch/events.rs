@@ -45,6 +45,7 @@ impl Watcher {
             }
             if last_sweep.elapsed() >= TICK {
                 self.sweep_polled();
+                self.retry_failed();
                 last_sweep = Instant::now();
             }
             if self.any_deferred() && Instant::now() >= resolve_from {

@@ -136,8 +136,21 @@ impl Watcher {
     /// (inotify queues synchronously, inside the system call): when no event can have been lost,
     /// reading the queue, sweeping the swept directories and re-reading the repositories' configs
     /// is complete. Otherwise: everything once more, repositories found afresh.
+    ///
+    /// A quarantine or an alert that failed during the session makes it the full walk: whatever made
+    /// it fail (descriptors spent, a store that refused) may have cost other looks too. What still
+    /// fails after it is said on stderr (`report_undone`).
     pub fn final_sweep(&mut self) {
         self.take_login_path(true, Instant::now());
+        if !self.failed.is_empty() || !self.unsent.is_empty() {
+            self.lost_events = true;
+        }
+        self.final_walk();
+        self.retry_failed();
+        self.report_undone();
+    }
+
+    fn final_walk(&mut self) {
         if self.is_live_complete() {
             self.drain();
             if !self.lost_events {

@@ -250,6 +250,86 @@ fn names_read_after_launch_count_a_change_made_in_between() {
     );
 }
 
+/// A quarantine that fails is tried again on the next tick: judged afresh, and its success alerted
+/// (with its own fingerprint: not taken for a repeat of the failure's alert).
+#[test]
+fn a_failed_quarantine_is_tried_again_until_it_succeeds() {
+    use super::act::fake::{Call, Recording};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static ATTEMPTS: AtomicUsize = AtomicUsize::new(0);
+    let t = tempfile::tempdir().unwrap();
+    let ws = t.path().join("ws");
+    let bin = ws.join("bin");
+    let runtime = t.path().join("rt");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir(&runtime).unwrap();
+    let path_env = std::env::join_paths([bin.clone(), PathBuf::from("/usr/bin")]).unwrap();
+    let in_ws = |p: &Path| p.starts_with(&ws);
+    let base = baseline::take(
+        "s",
+        &path_env,
+        &ws,
+        &in_ws,
+        &[],
+        None,
+        baseline::Depth::Attributes,
+    );
+    let mut w = Watcher::new(config(&ws, runtime), &base);
+    assert!(w.table.inotify_open(), "this test needs inotify");
+    let mut sink = Recording::new();
+    // The first attempt fails as it did with the launcher's descriptors spent (EMFILE).
+    sink.answer = || {
+        if ATTEMPTS.fetch_add(1, Ordering::SeqCst) == 0 {
+            Err(crate::Error::io(
+                "opening",
+                std::io::Error::from_raw_os_error(libc::EMFILE),
+            ))
+        } else {
+            Ok(Some(super::act::Taken {
+                id: "q2".into(),
+                method: crate::quarantine::Method::Moved,
+                nlink: 1,
+            }))
+        }
+    };
+    let calls = sink.calls.clone();
+    w.sink = Box::new(sink);
+    assert!(
+        Path::new("/usr/bin/ls").exists(),
+        "this test needs /usr/bin/ls"
+    );
+    let (outside, ls) = (t.path().join("ls"), bin.join("ls"));
+    let made = std::process::Command::new("sh")
+        .args([
+            "-c",
+            r#"printf '#!/bin/sh\n' > "$1" && chmod 755 "$1" && mv "$1" "$2""#,
+        ])
+        .args(["sh".as_ref(), outside.as_os_str(), ls.as_os_str()])
+        .status()
+        .unwrap();
+    assert!(made.success());
+    w.drain();
+    assert_eq!(w.failed.len(), 1, "{:?}", w.failed);
+    // The next tick: no new event, the same change judged again.
+    w.retry_failed();
+    assert!(w.failed.is_empty(), "{:?}", w.failed);
+    let calls = calls.lock().unwrap().clone();
+    assert_eq!(
+        calls,
+        [
+            Call::Quarantine(ls.clone()),
+            Call::Alert("path-shadow".into(), ls.clone(), "failed".into(), None),
+            Call::Quarantine(ls.clone()),
+            Call::Alert(
+                "path-shadow".into(),
+                ls.clone(),
+                "quarantined".into(),
+                Some("q2".into())
+            ),
+        ]
+    );
+}
+
 /// The watcher with a recording sink: real files and real inotify events, the exact actions asked
 /// for, in order, and nothing touched on disk (the fake quarantines nothing).
 #[test]

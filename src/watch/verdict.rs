@@ -62,7 +62,8 @@ impl Watcher {
         };
         let verdict = judge::judge(&d.role, &seen, self);
         let dir = d.path.clone();
-        if act::carry_out(
+        let key = (idx, name.to_string());
+        match act::carry_out(
             self.sink.as_mut(),
             &self.cfg.session,
             &dir,
@@ -70,7 +71,52 @@ impl Watcher {
             verdict,
             &cur,
         ) {
-            self.table[idx].state.remove(name);
+            act::Outcome::Left => {
+                self.table[idx].state.remove(name);
+                self.failed.remove(&key);
+            }
+            act::Outcome::Kept => {
+                self.failed.remove(&key);
+            }
+            act::Outcome::Failed(why) => {
+                // As if not seen yet: the next look judges the same change again.
+                match previous {
+                    Some(p) => self.table[idx].state.insert(name.to_string(), p),
+                    None => self.table[idx].state.remove(name),
+                };
+                self.failed.insert(key, why);
+            }
+        }
+    }
+
+    /// Try again what failed: each quarantine (the name judged afresh), then the alerts the store
+    /// refused. Every tick, and in the final sweep.
+    pub(super) fn retry_failed(&mut self) {
+        let names: Vec<(DirId, String)> = self.failed.keys().cloned().collect();
+        for (idx, name) in names {
+            self.reconcile(idx, &name);
+            if !self.failed.contains_key(&(idx, name.clone())) {
+                tracing::info!(
+                    "{}: carried out on a later attempt",
+                    self.table[idx].path.join(&name).display()
+                );
+            }
+        }
+        self.unsent = self.sink.flush();
+    }
+
+    /// What is still undone at the session's end, said on stderr (the log file and the alert store
+    /// may be what failed): the human must not run the name before looking.
+    pub(super) fn report_undone(&self) {
+        for ((idx, name), why) in &self.failed {
+            eprintln!(
+                "claude-sandbox: CRITICAL: {} was judged a plant but could not be quarantined \
+                 ({why}); it is still there: remove it before running anything in that directory",
+                crate::escape::visible(&self.table[*idx].path.join(name).to_string_lossy())
+            );
+        }
+        for line in &self.unsent {
+            eprintln!("claude-sandbox: CRITICAL: {}", crate::escape::visible(line));
         }
     }
 

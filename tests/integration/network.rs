@@ -11,21 +11,24 @@ use std::os::unix::net::{SocketAddr, UnixListener};
 use std::sync::{Arc, Mutex};
 
 /// A loopback server outside the jail. HTTP requests are answered `outside:PATH`; anything else is
-/// echoed back. Records the first line (or first byte, for TLS) of each connection.
-struct Server {
-    port: u16,
+/// echoed back. Records the first line (or first byte, for TLS) of each connection, and every byte
+/// each connection carried (`raw`: what a smuggled request would show up in).
+pub(crate) struct Server {
+    pub port: u16,
     seen: Arc<Mutex<Vec<String>>>,
+    raw: Arc<Mutex<Vec<u8>>>,
 }
 
 impl Server {
-    fn start() -> Server {
+    pub fn start() -> Server {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let log = Arc::clone(&seen);
+        let raw = Arc::new(Mutex::new(Vec::new()));
+        let (log, all) = (Arc::clone(&seen), Arc::clone(&raw));
         std::thread::spawn(move || {
             for conn in listener.incoming().flatten() {
-                let log = Arc::clone(&log);
+                let (log, all) = (Arc::clone(&log), Arc::clone(&all));
                 std::thread::spawn(move || {
                     let mut conn = conn;
                     let mut buf = vec![0u8; 4096];
@@ -33,6 +36,7 @@ impl Server {
                     if n == 0 {
                         return;
                     }
+                    all.lock().unwrap().extend_from_slice(&buf[..n]);
                     if buf[0] == 0x16 {
                         log.lock().unwrap().push("TLS".into());
                         return;
@@ -46,7 +50,15 @@ impl Server {
                     {
                         log.lock().unwrap().push(format!("HOST {}", h[5..].trim()));
                     }
-                    if first.starts_with("GET ") {
+                    if first.starts_with("GET ") || first.starts_with("POST ") {
+                        // Whatever trails the request on this connection is recorded too.
+                        let _ = conn.set_read_timeout(Some(std::time::Duration::from_millis(100)));
+                        while let Ok(n) = conn.read(&mut buf) {
+                            if n == 0 {
+                                break;
+                            }
+                            all.lock().unwrap().extend_from_slice(&buf[..n]);
+                        }
                         let path = first.split_whitespace().nth(1).unwrap_or_default();
                         let body = format!("outside:{path}");
                         let _ = write!(
@@ -60,11 +72,16 @@ impl Server {
                 });
             }
         });
-        Server { port, seen }
+        Server { port, seen, raw }
     }
 
-    fn seen(&self) -> Vec<String> {
+    pub fn seen(&self) -> Vec<String> {
         self.seen.lock().unwrap().clone()
+    }
+
+    /// Every byte received so far, as text.
+    pub fn raw(&self) -> String {
+        String::from_utf8_lossy(&self.raw.lock().unwrap()).into_owned()
     }
 }
 
@@ -86,7 +103,7 @@ fn unique(tag: &str) -> String {
     format!("cs-test-{tag}-{}", std::process::id())
 }
 
-const SENTENCE: &str = "is not allowed by the sandbox's network policy";
+pub(crate) const SENTENCE: &str = "is not allowed by the sandbox's network policy";
 
 #[test]
 fn host_mode_is_the_default_and_behaves_as_before() {
@@ -173,7 +190,7 @@ fn the_workspace_file_may_tighten_to_none_but_not_loosen() {
     );
 }
 
-fn allowlist(f: &Fixture, extra: &[&str], script: &str) -> std::process::Output {
+pub(crate) fn allowlist(f: &Fixture, extra: &[&str], script: &str) -> std::process::Output {
     let mut args = vec!["run", "--network", "allowlist"];
     args.extend_from_slice(extra);
     args.extend_from_slice(&["--", "bash", "-c", script]);

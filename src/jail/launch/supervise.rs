@@ -193,7 +193,7 @@ impl Jail {
             .map_err(|e| Error::io("duplicating stderr", e.into()))?;
         let helper = std::fs::File::open(&self_exe)
             .map_err(|e| Error::io(format!("opening {}", self_exe.display()), e))?;
-        let program = seccomp::program_bytes();
+        let program = seccomp::program_bytes(plan.policy.seccomp);
         rustix::io::write(&seccomp_w, &program)
             .map_err(|e| Error::io("writing the seccomp filter", e.into()))?;
         drop(seccomp_w);
