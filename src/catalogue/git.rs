@@ -66,6 +66,13 @@ pub(crate) const FILES: &[File] = &[
         In::CommonDir,
     ),
     file(
+        "info",
+        Stub::Dir,
+        "git: info/exclude hides files from `git status`, info/attributes selects filter and diff \
+         drivers, info/grafts rewrites history",
+        In::CommonDir,
+    ),
+    file(
         "commondir",
         Stub::File("../..\n"),
         "git: a worktree's `commondir`",
@@ -289,6 +296,9 @@ mod tests {
             "/w/.git/worktrees/t/commondir",
             "/w/.git/worktrees/t/gitdir",
             "/w/.git/worktrees/t/config.worktree",
+            "/w/.git/info/exclude",
+            "/w/.git/info/attributes",
+            "/w/.git/modules/a/info/exclude",
         ] {
             assert!(written_file(Path::new(p)), "{p}");
         }
@@ -296,7 +306,8 @@ mod tests {
             "/w/.git",
             "/w/.git/HEAD",
             "/w/.git/objects/ab/cd",
-            "/w/.git/info/exclude",
+            "/w/.git/objects/info/alternates",
+            "/w/.git/infox",
             "/w/.git/config/x",
             "/w/.git/hooksx",
             "/w/.git/modules/a/HEAD",

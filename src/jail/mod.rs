@@ -20,7 +20,8 @@
 //! - `reseal`: those entry points bound read-only again while the session runs;
 //! - `statedir`: the jail's own top level of `~/.claude`, `~/.codex`, `~/.gemini` (allowlisted
 //!   directories yours, the rest read-only, allowlisted files copies carried back at the end);
-//! - `statesweep`: new names off a nested state directory's allowlist, quarantined at the end.
+//! - `statesweep`: new names off a nested state directory's allowlist, quarantined at the end;
+//! - `worktrees`: worktrees made during the session where only the jail could see them.
 
 pub mod args;
 pub(crate) mod detached;
@@ -44,3 +45,4 @@ pub mod seccomp;
 pub(crate) mod sockets;
 pub(crate) mod statedir;
 pub(crate) mod statesweep;
+pub(crate) mod worktrees;

@@ -160,6 +160,19 @@ pub fn list(runtime: &Path) -> Vec<PathBuf> {
         .unwrap_or_default()
 }
 
+/// Whether `path` is a placeholder some session made and holds, as it was made. Under the lock: a
+/// session makes its placeholders and registers them in one step, so the watcher of another one,
+/// woken by the new name, waits for the registry to say whose it is.
+pub(crate) fn is_held(runtime: &Path, path: &Path) -> bool {
+    with_registry(runtime, |reg| {
+        Ok(reg
+            .entries
+            .iter()
+            .any(|e| e.path == path && !e.holders.is_empty() && still_ours(e)))
+    })
+    .unwrap_or(false)
+}
+
 fn release_in(reg: &mut Registry, id: &str) {
     reg.sessions.retain(|s| s.id != id);
     for e in &mut reg.entries {
@@ -238,7 +251,8 @@ fn create(p: &Placeholder) -> std::io::Result<(u64, u64)> {
     match p.stub {
         Stub::Dir => {
             // Agent state may hold credentials; other directories get the usual mode.
-            let agent_state = crate::runtimes::state_dirs().any(|s| p.path.ends_with(s.path));
+            let agent_state =
+                p.state_dir && crate::runtimes::state_dirs().any(|s| p.path.ends_with(s.path));
             let mode = if agent_state { 0o700 } else { 0o755 };
             std::fs::DirBuilder::new().mode(mode).create(&p.path)?;
             let m = std::fs::symlink_metadata(&p.path)?;

@@ -23,3 +23,4 @@ mod sockets;
 mod statedir;
 mod watcher;
 mod watcher_judges;
+mod worktrees;

@@ -287,6 +287,9 @@ pub(super) fn end_session(
         ms = t0.elapsed().as_secs_f64() * 1e3,
         "placeholders removed"
     );
+    for note in crate::jail::worktrees::finish(&plan.worktree_listings) {
+        eprintln!("claude-sandbox: {note}");
+    }
     let placeheld: Vec<PathBuf> = plan.placeholders.iter().map(|p| p.path.clone()).collect();
     let home = &plan.policy.home;
     for note in statesweep::sweep(runtime, &session.id, home, &plan.state_listings, &placeheld) {
