@@ -6,6 +6,7 @@
 //! - `mounts`: the jail's mounts, in order, from the policy alone (one list for bwrap and the sealer);
 //! - `args`: the pure policy → bwrap argv function;
 //! - `seccomp`: the TIOCSTI/TIOCLINUX filter;
+//! - `liveness`: whether a session's launcher still runs (a lock only it holds);
 //! - `placeholders`: stubs for missing entry points, created and removed safely across sessions;
 //! - `home`: the session-private `$HOME` and `~/.claude.json`;
 //! - `readback`: reading back what the jail may have written, never following it;
@@ -33,6 +34,7 @@ pub mod launch;
 pub mod layers;
 pub(crate) mod layout;
 pub(crate) mod links;
+pub mod liveness;
 pub(crate) mod mounts;
 pub(crate) mod nested;
 pub mod placeholders;

@@ -18,39 +18,7 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct SessionId {
-    pub id: String,
-    pub pid: u32,
-    /// Process start time (clock ticks since boot), so a reused pid is not taken for a live session.
-    pub start: u64,
-}
-
-impl SessionId {
-    /// The current process as a session.
-    pub fn current() -> Self {
-        let pid = std::process::id();
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        SessionId {
-            id: format!("{pid}-{nanos:x}"),
-            pid,
-            start: start_time(pid).unwrap_or(0),
-        }
-    }
-
-    pub fn alive(&self) -> bool {
-        start_time(self.pid) == Some(self.start)
-    }
-}
-
-/// Field 22 of `/proc/PID/stat`.
-fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after_comm = &stat[stat.rfind(')')? + 2..];
-    after_comm.split_whitespace().nth(19)?.parse().ok()
-}
+pub use super::liveness::SessionId;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Entry {

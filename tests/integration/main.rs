@@ -15,6 +15,7 @@ mod installer;
 mod installs;
 mod launcher;
 mod layers;
+mod lifetime;
 mod network;
 mod prompt;
 mod secrets;
