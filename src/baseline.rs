@@ -234,6 +234,9 @@ pub struct RepoBaseline {
     pub hooks: BTreeMap<String, Entry>,
     /// `(file, key, value)` for every exec-capable key.
     pub exec_keys: Vec<(PathBuf, String, String)>,
+    /// Whether its common directory held a `commondir` (which would make it no common directory).
+    #[serde(default)]
+    pub had_commondir: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -412,6 +415,7 @@ pub(crate) fn repo_baseline(r: &entrypoints::Repo, home: Option<&Path>) -> RepoB
         hooks: scan_dir(&hooks_dir),
         hooks_dir,
         exec_keys,
+        had_commondir: std::fs::symlink_metadata(r.common_dir.join("commondir")).is_ok(),
     }
 }
 

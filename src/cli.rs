@@ -407,7 +407,7 @@ pub fn main() -> i32 {
     match crate::commands::exec(cli.command, &host) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("claude-sandbox: {e}");
+            crate::logfile::note(&e.to_string());
             e.exit_code()
         }
     }

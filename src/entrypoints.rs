@@ -12,6 +12,8 @@
 //! - every git directory under the workspace: `.git` dirs, `.git` pointer files (worktrees,
 //!   submodules), bare repositories, `modules/*` of submodules, `worktrees/*`, with the files git
 //!   reads there (`catalogue::git::FILES`), the `core.hooksPath` target and `include` targets;
+//! - the workspace's own repository where its git directory lies outside the workspace (a linked
+//!   worktree, a submodule, a workspace below a repository's root: `own`), sealed the same way;
 //! - the agent-state directories' own entry points (`~/.claude/settings.json`, `~/.codex/config.toml`...),
 //!   every existing entry of a measured runtime's state directory that is not on its writable
 //!   allowlist, and the scripts its settings name (`state`).
@@ -206,14 +208,23 @@ pub fn discover_workspace(ws: &Path, home: Option<&Path>) -> Discovery {
     // Not watched for new repositories either (see `walk`).
     let generated: std::collections::HashSet<PathBuf> = generated.into_iter().collect();
     d.dirs.retain(|dir| !generated.contains(dir));
-    let mut seen = std::collections::BTreeSet::new();
-    while let Some(g) = git_dirs.pop() {
-        let g = std::fs::canonicalize(&g).unwrap_or(g);
-        if seen.insert(g.clone()) {
-            add_git_dir(&mut d, &g, &mut git_dirs, home);
+    d.add_git_dirs(git_dirs, home);
+    d
+}
+
+impl Discovery {
+    /// Add the repositories of these git directories (and of their common directories, modules and
+    /// worktrees): their files git reads, sealed. One already found is not added again.
+    pub(crate) fn add_git_dirs(&mut self, mut git_dirs: Vec<PathBuf>, home: Option<&Path>) {
+        let mut seen: std::collections::BTreeSet<PathBuf> =
+            self.repos.iter().map(|r| r.git_dir.clone()).collect();
+        while let Some(g) = git_dirs.pop() {
+            let g = std::fs::canonicalize(&g).unwrap_or(g);
+            if seen.insert(g.clone()) {
+                add_git_dir(self, &g, &mut git_dirs, home);
+            }
         }
     }
-    d
 }
 
 fn add_per_directory(d: &mut Discovery, dir: &Path) {
@@ -273,6 +284,8 @@ fn add_git_dir(d: &mut Discovery, g: &Path, more: &mut Vec<PathBuf>, home: Optio
         d.seal(g.join(f.rel), f.stub, f.runs);
     }
     if g != common {
+        // Its hooks and config are the common directory's: sealed there, wherever it lies.
+        more.push(common);
         return;
     }
     for f in git::files(git::In::CommonDir) {
@@ -357,7 +370,9 @@ pub fn dedup(findings: Vec<Finding>) -> Vec<Finding> {
     by_path.into_values().collect()
 }
 
+mod own;
 mod state;
+pub(crate) use own::{own_repository, OwnRepo};
 pub(crate) use state::state_scripts;
 #[cfg(test)]
 mod tests;

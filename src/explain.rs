@@ -143,7 +143,29 @@ pub fn explain(
         .filter(|e| e.bind == HomeBind::Writable)
         .map(|e| p.home.join(&e.name));
     for w in p.writable.iter().cloned().chain(home_writable) {
-        let _ = writeln!(out, "  {}{}", w.display(), allowlist_note(&p.home, &w));
+        let git = if plan.git_roots.contains(&w) {
+            " (the workspace's git directory: git commits there; its hooks, config and info/ \
+             sealed as in a .git inside, the working tree around the workspace read-only)"
+        } else {
+            ""
+        };
+        let _ = writeln!(out, "  {}{git}{}", w.display(), allowlist_note(&p.home, &w));
+    }
+    for w in &p.work_in_seals {
+        let _ = writeln!(
+            out,
+            "  {} (worktrees: writable inside the sealed {}, kept after the session)",
+            w.display(),
+            w.parent().unwrap_or(w).display()
+        );
+    }
+    for w in &plan.watched_not_sealed {
+        let _ = writeln!(
+            out,
+            "  {} is not blocked for the agent launched (it refuses a placeholder there): \
+             the watcher takes a new one out at once",
+            w.display()
+        );
     }
     for e in &p.home_entries {
         if let HomeBind::State { binds, .. } = &e.bind {

@@ -118,11 +118,18 @@ pub(crate) fn restore(runtime: &Path) {
         .take();
     let n = LINES.swap(0, Ordering::Relaxed);
     if was.is_some() && n > 0 {
-        eprintln!(
-            "claude-sandbox: {n} diagnostic line(s) from this session are in {} (-v shows them live)",
+        note(&format!(
+            "{n} diagnostic line(s) from this session are in {} (-v shows them live)",
             log_path(runtime).display()
-        );
+        ));
     }
+}
+
+/// One line for the human on stderr, `claude-sandbox: ` first. Never fails: after a hang-up the
+/// terminal is gone (writes fail with EIO), and the end of the session must still be done
+/// (`eprintln!` would panic there).
+pub(crate) fn note(line: &str) {
+    let _ = writeln!(std::io::stderr(), "claude-sandbox: {line}");
 }
 
 pub(crate) fn log_path(runtime: &Path) -> PathBuf {

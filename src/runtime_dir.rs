@@ -83,6 +83,11 @@ impl RuntimeDir {
         SessionDir(self.sessions().join(id))
     }
 
+    /// `locks/`: one lock per running launcher, held while it runs (`jail::liveness`).
+    pub(crate) fn locks(&self) -> PathBuf {
+        self.root.join("locks")
+    }
+
     /// `quarantine/`: the quarantined files and their records.
     pub(crate) fn quarantine(&self) -> PathBuf {
         self.root.join("quarantine")

@@ -39,6 +39,19 @@ pub(crate) struct Runtime {
     pub project_views: &'static [&'static str],
     /// The same for directories under `$HOME` (relative to it).
     pub home_views: &'static [&'static str],
+    /// Directories inside a sealed project name where it makes the human's work, not what it runs
+    /// (Claude Code's `claude -w NAME` worktrees in `.claude/worktrees/`): writable in every
+    /// session, inside the seal, made when missing and kept when not empty afterwards.
+    pub project_work: &'static [&'static str],
+    /// Files of `catalogue::git::FILES` it refuses to find in its repository's `.git` directory:
+    /// when it is launched their placeholders are not made there, and the watcher takes a new one
+    /// out at once instead (Claude Code 2.1.332 stops `claude -w` at a `.git` holding `commondir`).
+    pub refuses_in_git_dir: &'static [&'static str],
+}
+
+/// Every runtime's `project_work` directories, relative to a project root.
+pub(crate) fn project_work() -> impl Iterator<Item = &'static str> {
+    ALL.iter().flat_map(|r| r.project_work.iter().copied())
 }
 
 /// A runtime's hooks (`Runtime::hooks`): `hooks install --runtime NAME` writes them into its

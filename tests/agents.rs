@@ -260,6 +260,32 @@ fn claude_code_starts_and_saves_its_state() {
     });
 }
 
+/// `claude -w NAME` in the jail: its worktree is made in `.claude/worktrees/NAME` (writable inside
+/// the sealed `.claude/`), registered in the repository, and kept after the session; nothing
+/// else of `.claude/` is left and no alert is raised.
+#[test]
+#[ignore = "needs the real agents (npm): run with --ignored"]
+fn claude_code_makes_its_worktree_in_the_jail_and_it_survives() {
+    agent_test("claude", |_| {
+        let f = Fixture::new();
+        let out = with_agents(&f, &["run", "--", "claude", "-w", "wt1", "-p", "hello"]);
+        let wt = f.ws.join(".claude/worktrees/wt1");
+        assert!(
+            wt.join(".git").is_file(),
+            "no worktree at {}: {}",
+            wt.display(),
+            text(&out)
+        );
+        let list = stdout(&f.git(&f.ws, &["worktree", "list"]));
+        assert!(list.contains(".claude/worktrees/wt1"), "{list}");
+        assert!(
+            !f.ws.join(".git/commondir").exists(),
+            "a placeholder was left in .git"
+        );
+        assert_eq!(alerts(&f).trim(), "[]");
+    });
+}
+
 #[test]
 #[ignore = "needs the real agents (npm): run with --ignored"]
 fn codex_starts_and_saves_its_state() {

@@ -70,7 +70,8 @@ pub(crate) const FILES: &[File] = &[
     file(
         "info",
         Stub::Dir,
-        "git: info/exclude hides files from `git status` (and so from your review), info/attributes selects filter and diff drivers",
+        "git: info/exclude hides files from `git status` (and so from your review), info/attributes \
+         selects filter and diff drivers, info/grafts rewrites history",
         In::CommonDir,
     ),
     file(
@@ -299,6 +300,7 @@ mod tests {
             "/w/.git/worktrees/t/config.worktree",
             "/w/.git/info/exclude",
             "/w/.git/info/attributes",
+            "/w/.git/modules/a/info/exclude",
         ] {
             assert!(written_file(Path::new(p)), "{p}");
         }
@@ -306,6 +308,8 @@ mod tests {
             "/w/.git",
             "/w/.git/HEAD",
             "/w/.git/objects/ab/cd",
+            "/w/.git/objects/info/alternates",
+            "/w/.git/infox",
             "/w/.git/config/x",
             "/w/.git/hooksx",
             "/w/.git/modules/a/HEAD",

@@ -120,7 +120,8 @@ fn mount(a: &mut Argv, policy: &Policy, m: &Mount) {
         Mount::RemountReadOnly(p) => {
             a.flag("--remount-ro").path(p);
         }
-        Mount::Anchor(p) => {
+        // bwrap binds from the host: the directory writable, as it is there.
+        Mount::Anchor(p) | Mount::Writable(p) => {
             a.same("--bind", p);
         }
         // Inside a layer bwrap binds the jail's own directory: the human's files there are not in

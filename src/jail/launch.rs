@@ -29,6 +29,7 @@ use std::path::Path;
 use supervise::{Gate, Jail};
 use watcher::Record;
 
+mod hangup;
 mod input;
 mod session;
 mod supervise;
@@ -52,7 +53,9 @@ pub fn run(opts: &RunOptions, env: &HostEnv) -> Result<i32> {
         ));
     };
     let t_start = std::time::Instant::now();
-    let session = placeholders::SessionId::current();
+    // Dropped last (after the session's end and the layers): the lock says it ran until then.
+    let mut _lock = None;
+    let mut session = placeholders::SessionId::current();
     let (input, _config) = plan_input(opts, &session.id, env)?;
     let knobs = input::Knobs::of(env);
     let resolved = crate::host::resolve_command(cmd, &input.path_env, &input.cwd)?;
@@ -62,11 +65,17 @@ pub fn run(opts: &RunOptions, env: &HostEnv) -> Result<i32> {
         None
     } else {
         let runtime = crate::runtime_dir::ensure(&input.runtime_dir)?;
+        // Held to the end: what says this session is alive (`liveness`), to every other launcher.
+        _lock = Some(
+            super::liveness::SessionLock::take(&runtime, &mut session)
+                .map_err(|e| Error::io("taking the session's lock", e))?,
+        );
         // Made before planning, so that the plan hides it in the jail (`layers::prepare` says why
         // when it cannot be made).
         let _ = super::layers::ensure_store(&super::layers::store_dir(&input.home, env));
         placeholders::sweep(&runtime)?;
         home::sweep_dead(&runtime, session_alive, &input.home);
+        super::liveness::sweep(&runtime);
         Some(runtime)
     };
     tracing::debug!(
@@ -228,7 +237,7 @@ fn execute(mut plan: Plan, mut pending: Option<PendingSeals>, launch: &Launch) -
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "jail ended");
     if let Some(proxy) = proxy_running {
         for line in proxy.summary() {
-            eprintln!("claude-sandbox: network: {line}");
+            crate::logfile::note(&format!("network: {line}"));
         }
     }
     if let Some(g) = guarded {

@@ -6,6 +6,7 @@
 //! - `mounts`: the jail's mounts, in order, from the policy alone (one list for bwrap and the sealer);
 //! - `args`: the pure policy → bwrap argv function;
 //! - `seccomp`: the TIOCSTI/TIOCLINUX filter;
+//! - `liveness`: whether a session's launcher still runs (a lock only it holds);
 //! - `placeholders`: stubs for missing entry points, created and removed safely across sessions;
 //! - `home`: the session-private `$HOME` and `~/.claude.json`;
 //! - `readback`: reading back what the jail may have written, never following it;
@@ -20,7 +21,8 @@
 //! - `reseal`: those entry points bound read-only again while the session runs;
 //! - `statedir`: the jail's own top level of `~/.claude`, `~/.codex`, `~/.gemini` (allowlisted
 //!   directories yours, the rest read-only, allowlisted files copies carried back at the end);
-//! - `statesweep`: new names off a nested state directory's allowlist, quarantined at the end.
+//! - `statesweep`: new names off a nested state directory's allowlist, quarantined at the end;
+//! - `worktrees`: worktrees made during the session where only the jail could see them.
 
 pub mod args;
 pub(crate) mod detached;
@@ -32,6 +34,7 @@ pub mod launch;
 pub mod layers;
 pub(crate) mod layout;
 pub(crate) mod links;
+pub mod liveness;
 pub(crate) mod mounts;
 pub(crate) mod nested;
 pub mod placeholders;
@@ -44,3 +47,4 @@ pub mod seccomp;
 pub(crate) mod sockets;
 pub(crate) mod statedir;
 pub(crate) mod statesweep;
+pub(crate) mod worktrees;

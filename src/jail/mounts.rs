@@ -18,8 +18,9 @@
 //!    to rename), hidden directories (the runtime directory), after every writable bind so that
 //!    none can re-expose them;
 //! 6. sealed entry points, read-only over themselves, after the writable roots so that they win (a
-//!    diverted git config: its directory read-only and the link to the jail's copy over it); then
-//!    the agents' private state (a tmpfs each: `runtimes`), after the seals that hold them;
+//!    diverted git config: its directory read-only and the link to the jail's copy over it); each
+//!    directory of the human's work inside a seal (`.claude/worktrees`) writable again, with the
+//!    anchors and seals below it after it; then the agents' private state (a tmpfs each: `runtimes`), after the seals that hold them;
 //! 7. masks (`/dev/null` over sockets and privileged binaries, empty dirs over socket dirs): last,
 //!    so nothing can re-expose them.
 
@@ -61,6 +62,9 @@ pub(crate) enum Mount {
     RemountReadOnly(PathBuf),
     /// A writable bind over itself (a mount point cannot be renamed or removed).
     Anchor(PathBuf),
+    /// A directory inside a seal bound writable again (`Policy::work_in_seals`): the host's
+    /// directory, writable, over the sealed one's copy of it.
+    Writable(PathBuf),
     /// An empty read-only tmpfs (the runtime directory); nothing when it is not there.
     Hide(PathBuf),
     /// A read-only bind over itself, recursively: a sealed entry point.
@@ -126,9 +130,30 @@ pub(crate) fn mounts(policy: &Policy, git_copies: &[GitCopy]) -> Vec<Mount> {
         out.extend(keep.iter().map(|n| bind(&dir.join(n), &dir.join(n), false)));
     }
     out.push(Mount::Unstage);
-    out.extend(policy.anchors.iter().cloned().map(Mount::Anchor));
+    let inside_work = |p: &Path| policy.work_in_seals.iter().any(|w| p.starts_with(w));
+    out.extend(
+        policy
+            .anchors
+            .iter()
+            .filter(|a| !inside_work(a))
+            .cloned()
+            .map(Mount::Anchor),
+    );
     out.extend(policy.hidden.iter().cloned().map(Mount::Hide));
-    seals(&mut out, policy, git_copies);
+    seals(&mut out, policy, git_copies, None);
+    for w in &policy.work_in_seals {
+        out.push(Mount::Writable(w.clone()));
+        let below = |p: &Path| p.starts_with(w) && p != w;
+        out.extend(
+            policy
+                .anchors
+                .iter()
+                .filter(|a| below(a))
+                .cloned()
+                .map(Mount::Anchor),
+        );
+        seals(&mut out, policy, git_copies, Some(w));
+    }
     out.extend(policy.state_private.iter().cloned().map(Mount::Tmpfs));
     out.extend(policy.masks.iter().map(|m| match m.kind {
         MaskKind::File => Mount::MaskFile(m.path.clone()),
@@ -194,15 +219,20 @@ pub(crate) fn state_dir(out: &mut Vec<Mount>, real: &Path, own: &Path, binds: &[
 
 /// Step 6, the seals: each read-only over itself, but a repository config the jail has its own
 /// copy of: its diverted directory read-only, and the link to the copy pinned over `.git/config`
-/// (`gitcopy`).
-fn seals(out: &mut Vec<Mount>, policy: &Policy, git_copies: &[GitCopy]) {
-    let diverted = || git_copies.iter().filter(|c| c.divert);
+/// (`gitcopy`). `under`: only the seals below this directory of `Policy::work_in_seals` (else only
+/// those below none).
+fn seals(out: &mut Vec<Mount>, policy: &Policy, git_copies: &[GitCopy], under: Option<&Path>) {
+    let here = |p: &Path| match under {
+        Some(w) => p.starts_with(w) && p != w,
+        None => !policy.work_in_seals.iter().any(|w| p.starts_with(w)),
+    };
+    let diverted = || git_copies.iter().filter(|c| c.divert && here(&c.real));
     let copied = |p: &Path| diverted().any(|c| p == c.real || p.starts_with(diverted_dir(&c.real)));
     out.extend(
         policy
             .sealed
             .iter()
-            .filter(|s| !copied(&s.path))
+            .filter(|s| !copied(&s.path) && here(&s.path))
             .map(|s| Mount::ReadOnly(s.path.clone())),
     );
     for c in diverted() {

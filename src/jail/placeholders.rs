@@ -18,39 +18,7 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct SessionId {
-    pub id: String,
-    pub pid: u32,
-    /// Process start time (clock ticks since boot), so a reused pid is not taken for a live session.
-    pub start: u64,
-}
-
-impl SessionId {
-    /// The current process as a session.
-    pub fn current() -> Self {
-        let pid = std::process::id();
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        SessionId {
-            id: format!("{pid}-{nanos:x}"),
-            pid,
-            start: start_time(pid).unwrap_or(0),
-        }
-    }
-
-    pub fn alive(&self) -> bool {
-        start_time(self.pid) == Some(self.start)
-    }
-}
-
-/// Field 22 of `/proc/PID/stat`.
-fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after_comm = &stat[stat.rfind(')')? + 2..];
-    after_comm.split_whitespace().nth(19)?.parse().ok()
-}
+pub use super::liveness::SessionId;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Entry {
@@ -160,6 +128,19 @@ pub fn list(runtime: &Path) -> Vec<PathBuf> {
         .unwrap_or_default()
 }
 
+/// Whether `path` is a placeholder some session made and holds, as it was made. Under the lock: a
+/// session makes its placeholders and registers them in one step, so the watcher of another one,
+/// woken by the new name, waits for the registry to say whose it is.
+pub(crate) fn is_held(runtime: &Path, path: &Path) -> bool {
+    with_registry(runtime, |reg| {
+        Ok(reg
+            .entries
+            .iter()
+            .any(|e| e.path == path && !e.holders.is_empty() && still_ours(e)))
+    })
+    .unwrap_or(false)
+}
+
 fn release_in(reg: &mut Registry, id: &str) {
     reg.sessions.retain(|s| s.id != id);
     for e in &mut reg.entries {
@@ -238,7 +219,8 @@ fn create(p: &Placeholder) -> std::io::Result<(u64, u64)> {
     match p.stub {
         Stub::Dir => {
             // Agent state may hold credentials; other directories get the usual mode.
-            let agent_state = crate::runtimes::state_dirs().any(|s| p.path.ends_with(s.path));
+            let agent_state =
+                p.state_dir && crate::runtimes::state_dirs().any(|s| p.path.ends_with(s.path));
             let mode = if agent_state { 0o700 } else { 0o755 };
             std::fs::DirBuilder::new().mode(mode).create(&p.path)?;
             let m = std::fs::symlink_metadata(&p.path)?;

@@ -23,8 +23,8 @@ mod masks;
 pub(crate) mod readers;
 mod seals;
 mod state;
-use masks::masks;
-use seals::{anchors, seal};
+use masks::{hidden_dirs, masks};
+use seals::{anchors, refused_placeholders, seal, work_in_seals};
 use state::{link_holes, present_runtimes, project_views, state_private};
 
 /// The writable holes in `$HOME`, relative to it: the PATH directories inside the data layers
@@ -125,6 +125,17 @@ pub struct Plan {
     /// The workspace's directories, as discovery walked them (for the watcher).
     #[serde(skip)]
     pub workspace_dirs: Vec<PathBuf>,
+    /// The workspace's repository when git writes outside the workspace to commit in it.
+    #[serde(skip)]
+    pub own_repo: Option<entrypoints::OwnRepo>,
+    /// Its directories outside the workspace: writable roots, sealed like a `.git` inside.
+    pub git_roots: Vec<PathBuf>,
+    /// Files of the workspace's `.git` left without a placeholder because the launched agent
+    /// refuses one there (`runtimes::Runtime::refuses_in_git_dir`): the watcher takes a new one out.
+    pub watched_not_sealed: Vec<PathBuf>,
+    /// The worktrees registered at launch in each repository the jail can write (`worktrees`).
+    #[serde(skip)]
+    pub worktree_listings: Vec<super::worktrees::Listing>,
     /// `$HOME`'s writable holes (top-level or deeper, plus configured writable paths).
     #[serde(skip)]
     pub holes: Vec<PathBuf>,
@@ -247,8 +258,16 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         .map(|e| home.join(&e.name))
         .collect();
     let mut writable = vec![ws.clone()];
+    // The workspace's git directory where it lies outside (a linked worktree, a submodule, a
+    // workspace below the repository's root): git writes there to commit (`entrypoints::own`).
+    let own_repo = entrypoints::own_repository(&ws, &home);
+    let git_roots: Vec<PathBuf> = own_repo
+        .iter()
+        .flat_map(|r| r.outside.iter().cloned())
+        .collect();
+    writable.extend(git_roots.iter().cloned());
     for h in &holes {
-        if !top_level_holes.contains(h) && !h.starts_with(&ws) {
+        if !top_level_holes.contains(h) && !writable.iter().any(|w| h.starts_with(w)) {
             writable.push(h.clone());
         }
     }
@@ -316,6 +335,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         writable,
         anchors: Vec::new(),
         sealed: Vec::new(),
+        work_in_seals: Vec::new(),
         masks: Vec::new(),
         private,
         run_view,
@@ -349,6 +369,10 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
             .cloned()
             .collect(),
         workspace_dirs: Vec::new(),
+        own_repo,
+        git_roots,
+        worktree_listings: Vec::new(),
+        watched_not_sealed: Vec::new(),
         state_listings: super::statesweep::listings(&policy_home, &holes),
         holes,
         unread: Vec::new(),
@@ -366,6 +390,10 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
     // Entry points.
     let git_home = input.host.home();
     let mut discovery = entrypoints::discover_workspace(&ws, git_home.as_deref());
+    if let Some(own) = &plan.own_repo {
+        let dirs = vec![own.common_dir.clone(), own.git_dir.clone()];
+        discovery.add_git_dirs(dirs, git_home.as_deref());
+    }
     warnings.append(&mut discovery.warnings);
     let mut findings = std::mem::take(&mut discovery.findings);
     findings.extend(entrypoints::discover_state(&home, &plan.holes));
@@ -409,29 +437,15 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
     }
     // A sealed directory that is also a private tmpfs's parent is made once, as agent state.
     stubs.retain(|s| !plan.placeholders.iter().any(|p| p.path == s.path));
+    let work_in_seals = work_in_seals(&ws, &sealed, &mut stubs);
+    plan.watched_not_sealed = refused_placeholders(input, plan, &mut sealed, &mut stubs);
     plan.placeholders.extend(stubs);
 
-    let anchors = anchors(&ws, &discovery.repos, &sealed, &closed);
+    let mut anchor_roots = vec![ws.clone()];
+    anchor_roots.extend(plan.git_roots.iter().cloned());
+    let anchors = anchors(&anchor_roots, &discovery.repos, &sealed, &closed);
     let private = &plan.policy.private;
-    let mut hidden = Vec::new();
-    let runtime_dir =
-        std::fs::canonicalize(&input.runtime_dir).unwrap_or_else(|_| input.runtime_dir.clone());
-    if !private.iter().any(|p| runtime_dir.starts_with(p)) {
-        hidden.push(runtime_dir.clone());
-    }
-    if let Some(base) = crate::runtime_dir::shared_base(&input.host) {
-        if base.is_dir() && !hidden.iter().any(|h| h == &base) && !runtime_dir.starts_with(&base) {
-            hidden.push(base);
-        } else if base.is_dir() && runtime_dir.starts_with(&base) {
-            hidden.retain(|h| h != &runtime_dir);
-            hidden.push(base);
-        }
-    }
-    // The layer store: nothing in the jail may change an upper or work directory behind the overlay.
-    let store = super::layers::store_dir(&home, &input.host);
-    if store.is_dir() && !hidden.iter().any(|h| store.starts_with(h)) {
-        hidden.push(store);
-    }
+    let hidden = hidden_dirs(input, &home, private);
     let mut masks = masks(input, &home, private, &hidden);
     // ssh's ControlMaster sockets outside `~/.ssh` (a fixed view): their directory is masked.
     for dir in super::sockets::control_path_dirs(&home) {
@@ -444,8 +458,12 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
         }
     }
     let policy = &mut plan.policy;
-    policy.anchors = anchors;
+    policy.anchors = anchors
+        .into_iter()
+        .filter(|a| !work_in_seals.contains(a))
+        .collect();
     policy.sealed = sealed;
+    policy.work_in_seals = work_in_seals;
     policy.masks = masks;
     policy.hidden = hidden;
     // What a fixed view leaves out is not in the jail at all: nothing to mask or hide there (and
@@ -456,6 +474,7 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
     policy.sealed.retain(|s| !views.leave_out(&s.path));
     policy.anchors.retain(|a| !views.leave_out(a));
     plan.warnings.extend(warnings);
+    plan.worktree_listings = super::worktrees::listings(&discovery.repos, &writable_roots);
     plan.repos = discovery.repos;
     plan.workspace_dirs = discovery.dirs;
 }

@@ -74,6 +74,10 @@ pub struct Policy {
     /// (a mount point refuses `rename`/`rmdir` with EBUSY): `.git` dirs and nested repos' ancestors.
     pub anchors: Vec<PathBuf>,
     pub sealed: Vec<Sealed>,
+    /// Directories inside a sealed one bound writable again after it, where a tool makes the human's
+    /// work (`runtimes::Runtime::project_work`: `.claude/worktrees`); what is sealed or anchored
+    /// below them is mounted after them.
+    pub work_in_seals: Vec<PathBuf>,
     pub masks: Vec<Mask>,
     /// Private writable tmpfs mounts (`/tmp`, `$XDG_RUNTIME_DIR`).
     pub private: Vec<PathBuf>,
@@ -291,6 +295,7 @@ impl Policy {
             ],
             writable: vec!["/w".into()],
             anchors: vec!["/w/.git".into()],
+            work_in_seals: Vec::new(),
             sealed: vec![
                 Sealed {
                     path: "/w/.git/hooks".into(),

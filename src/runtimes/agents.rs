@@ -147,6 +147,11 @@ pub(crate) const CLAUDE: Runtime = Runtime {
     npm: Some("@anthropic-ai/claude-code"),
     project_views: &[],
     home_views: &[],
+    // `claude -w NAME` (2.1.332 and 2.1.197): `git worktree add .claude/worktrees/NAME`.
+    project_work: &[".claude/worktrees"],
+    // 2.1.332: "could not confirm that this repository's .git entry belongs to the folder it is
+    // in" for any `.git` directory with a `commondir` (2.1.197 does not check).
+    refuses_in_git_dir: &["commondir"],
 };
 
 pub(crate) const CODEX: Runtime = Runtime {
@@ -238,6 +243,8 @@ pub(crate) const CODEX: Runtime = Runtime {
     npm: Some("@openai/codex"),
     project_views: &[],
     home_views: &[],
+    project_work: &[],
+    refuses_in_git_dir: &[],
 };
 
 pub(crate) const GEMINI: Runtime = Runtime {
@@ -348,6 +355,8 @@ pub(crate) const GEMINI: Runtime = Runtime {
     npm: Some("@google/gemini-cli"),
     project_views: &[],
     home_views: &[],
+    project_work: &[],
+    refuses_in_git_dir: &[],
 };
 
 pub(crate) const CURSOR: Runtime = Runtime {
@@ -380,6 +389,8 @@ pub(crate) const CURSOR: Runtime = Runtime {
     npm: None,
     project_views: &[],
     home_views: &[],
+    project_work: &[],
+    refuses_in_git_dir: &[],
 };
 
 pub(crate) const OPENCODE: Runtime = Runtime {
@@ -455,6 +466,8 @@ pub(crate) const OPENCODE: Runtime = Runtime {
     // Its configuration and plugins, where it installs the plugins' dependencies at every start
     // (1.18.33: "EROFS: read-only file system, mkdir '~/.config/opencode'").
     home_views: &[".config/opencode"],
+    project_work: &[],
+    refuses_in_git_dir: &[],
 };
 
 /// pi: no state directory known (its files under `$HOME` are read-only in the jail).
@@ -468,4 +481,6 @@ pub(crate) const PI: Runtime = Runtime {
     npm: None,
     project_views: &[],
     home_views: &[],
+    project_work: &[],
+    refuses_in_git_dir: &[],
 };

@@ -96,6 +96,7 @@ impl Watcher {
                 Some("config" | "config.worktree") => self.check_keys(repo),
                 Some("index") => self.follow_gitlinks(),
                 Some("hooks") => self.hooks_appeared(repo),
+                Some("commondir") => self.commondir_appeared(repo),
                 _ => {}
             },
             Role::Tree => {

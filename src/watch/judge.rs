@@ -20,6 +20,23 @@ pub(crate) struct Finding {
     pub(crate) detail: String,
 }
 
+/// A `commondir` in a repository's common directory (the `.git` of a working tree): it would send
+/// the human's git to another directory's hooks and config. One there at launch is sealed; one made
+/// since is taken out (where the launched agent refuses its placeholder: `jail::plan`).
+pub(crate) fn judge_commondir(had_at_launch: bool, exists: bool) -> Verdict {
+    if had_at_launch || !exists {
+        return Verdict::Quiet;
+    }
+    Verdict::Quarantine(Finding {
+        severity: Severity::Critical,
+        kind: AlertKind::GitConfig,
+        detail:
+            "a `commondir` was made in the repository's own git directory: the human's git would \
+                 take hooks and config from the directory it names"
+                .into(),
+    })
+}
+
 /// The decision on one change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Verdict {

@@ -95,6 +95,7 @@ impl Watcher {
             // Created during the session: nothing in it is trusted, so all of it is checked.
             b.hooks.clear();
             b.exec_keys.clear();
+            b.had_commondir = false;
             let Some(repo) = self.add_repo(b) else {
                 continue;
             };
@@ -108,6 +109,35 @@ impl Watcher {
 
     /// A repository's hooks directory appeared (it had none at the baseline): watch it, and judge
     /// what is in it already.
+    /// A `commondir` made in the repository's common directory: judged (`judge::judge_commondir`),
+    /// and taken out at once.
+    pub(super) fn commondir_appeared(&mut self, repo: RepoId) {
+        let (dir, had) = (
+            self.repo(repo).common_dir.clone(),
+            self.repo(repo).had_commondir,
+        );
+        let path = dir.join("commondir");
+        // The launcher's own, made while the watcher starts, or another session's: sealed read-only.
+        if self.cfg.placeholders.contains(&path)
+            || crate::jail::placeholders::is_held(&self.cfg.runtime, &path)
+        {
+            return;
+        }
+        let Some(entry) = baseline::Entry::metadata(&path) else {
+            return;
+        };
+        let verdict = super::judge::judge_commondir(had, true);
+        let session = self.cfg.session.clone();
+        super::act::carry_out(
+            &mut *self.sink,
+            &session,
+            &dir,
+            "commondir",
+            verdict,
+            &entry,
+        );
+    }
+
     pub(super) fn hooks_appeared(&mut self, repo: RepoId) {
         let dir = self.repo(repo).hooks_dir.clone();
         if dir.is_dir() && self.table.find(&Role::Hooks { repo }).is_none() {

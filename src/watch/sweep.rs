@@ -26,6 +26,7 @@ impl Watcher {
             Role::GitDir { repo } => {
                 self.check_keys(repo);
                 self.hooks_appeared(repo);
+                self.commondir_appeared(repo);
             }
             // The workspace tree is walked by `walk_tree_for_repos`; a retired directory is not
             // looked at (the first arm took every kind whose entries are judged).

@@ -288,6 +288,7 @@ mod tests {
                 id: id.into(),
                 pid: 1,
                 start: 7,
+                lock: None,
             };
             format!("+{}\n", serde_json::to_string(&s).unwrap())
         };
@@ -309,6 +310,7 @@ mod tests {
             id: "dead".into(),
             pid: me.pid,
             start: me.start + 1,
+            lock: None,
         };
         let f = registry_lock(d.path()).unwrap();
         register(&f, &dead).unwrap();

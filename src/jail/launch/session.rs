@@ -45,7 +45,7 @@ impl SessionHome {
         let dir = home::session_dir(launch.runtime, &session.id);
         let record = serde_json::json!({
             "id": session.id, "pid": session.pid, "start": session.start,
-            "workspace": plan.policy.workspace,
+            "lock": session.lock, "workspace": plan.policy.workspace,
         });
         home::prepare(&dir, &plan.policy.home, record.to_string().as_bytes())?;
         let made = SessionHome {
@@ -273,7 +273,7 @@ pub(super) fn end_session(
     let closing = std::thread::scope(|scope| {
         let merged = scope.spawn(|| {
             if let Some(Err(e)) = writer.map(Record::finish) {
-                eprintln!("claude-sandbox: the baseline's record was not kept: {e}");
+                crate::logfile::note(&format!("the baseline's record was not kept: {e}"));
             }
             unread_created(plan, &session_dir);
             session_home.finish()
@@ -282,22 +282,25 @@ pub(super) fn end_session(
         tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "final sweep done");
         // Notes name what the jail wrote (file names, keys): escaped.
         for note in merged.join().unwrap_or_default() {
-            eprintln!("claude-sandbox: {}", crate::escape::visible(&note));
+            crate::logfile::note(&crate::escape::visible(&note));
         }
         closing
     });
     let t0 = std::time::Instant::now();
     if let Err(e) = held_placeholders.release() {
-        eprintln!("claude-sandbox: {e}");
+        crate::logfile::note(&e.to_string());
     }
     tracing::debug!(
         ms = t0.elapsed().as_secs_f64() * 1e3,
         "placeholders removed"
     );
+    for note in crate::jail::worktrees::finish(&plan.worktree_listings) {
+        crate::logfile::note(&note);
+    }
     let placeheld: Vec<PathBuf> = plan.placeholders.iter().map(|p| p.path.clone()).collect();
     let home = &plan.policy.home;
     for note in statesweep::sweep(runtime, &session.id, home, &plan.state_listings, &placeheld) {
-        eprintln!("claude-sandbox: {}", crate::escape::visible(&note));
+        crate::logfile::note(&crate::escape::visible(&note));
     }
     // Last, so that the kernel frees the watches while the clean-up runs. Closing still waits for
     // an SRCU grace period: 0.1 ms, or 10-20 ms in 4 launches of 10 here (docs/performance.md, "The

@@ -67,6 +67,8 @@ pub(super) struct Jail {
     pub(super) sealer: Option<Sealer>,
     /// A forked sealer that has answered, to be reaped.
     pub(super) reap: Option<rustix::process::Pid>,
+    /// The terminal's hang-up, once it began (`hangup`).
+    pub(super) hangup: super::hangup::Hangup,
 }
 
 /// A process that seals the jail from outside (see `seal`).
@@ -223,10 +225,17 @@ impl Jail {
             let _ = std::io::Read::read_to_string(&mut std::fs::File::from(err_r), &mut text);
             text
         });
+        let hangup = super::hangup::Hangup::new(child.as_raw_nonzero().get(), Arc::clone(&status));
         let forwarder = {
             let status = Arc::clone(&status);
+            let hangup = hangup.clone();
             std::thread::spawn(move || {
                 for origin in signals.forever() {
+                    if origin.signal == SIGHUP {
+                        // The terminal is gone, whoever says so: the session ends (`hangup`).
+                        hangup.begin("SIGHUP");
+                        continue;
+                    }
                     if origin.cause == Cause::Kernel {
                         continue; // from the terminal: the command, in our process group, got it too
                     }
@@ -237,6 +246,7 @@ impl Jail {
                 }
             })
         };
+        super::hangup::watch_terminal();
         Ok(Jail {
             child,
             status,
@@ -248,6 +258,7 @@ impl Jail {
             go: go_w,
             sealer,
             reap: None,
+            hangup,
         })
     }
 
@@ -348,6 +359,7 @@ impl Jail {
             go,
             sealer,
             reap,
+            hangup,
         } = self;
         // Closing our ends: a helper still at the gate sees end of file and exits.
         drop((ready, go));
@@ -382,9 +394,12 @@ impl Jail {
         let messages = bwrap_messages.join().unwrap_or_default();
         let exit_code = status.lock().map_or(None, |s| s.exit_code);
         match (exit_code, exit.terminating_signal()) {
+            // Its init killed at the end of a hang-up: the status is the hang-up's, not the command's.
+            _ if hangup.killed() => Ok(128 + SIGHUP),
             (Some(code), _) => {
                 if !messages.is_empty() {
-                    eprint!("{messages}");
+                    // Not `eprint!`: it panics on a terminal that went away.
+                    let _ = std::io::stderr().write_all(messages.as_bytes());
                 }
                 Ok(code)
             }

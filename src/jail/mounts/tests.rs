@@ -158,7 +158,7 @@ fn the_sealers_as_bwraps(ops: &[Mount]) -> Vec<(String, String, String)> {
             Mount::LinkOver { target, dst } => out.push(row("link-over", target, dst)),
             Mount::Tmpfs(p) => out.push(row("tmpfs", none, p)),
             Mount::RemountReadOnly(p) => out.push(row("remount-ro", none, p)),
-            Mount::Anchor(p) => out.push(row("bind", p, p)),
+            Mount::Anchor(p) | Mount::Writable(p) => out.push(row("bind", p, p)),
             Mount::ReadOnly(p) => out.push(row("ro-bind", p, p)),
             Mount::MaskFile(p) => out.push(row("ro-bind", Path::new("/dev/null"), p)),
             Mount::Hide(p) | Mount::MaskDir(p) => {
@@ -182,6 +182,19 @@ fn bwrap_and_the_sealer_make_the_same_jail() {
     p.net_dir = Some("/run/cs/1/s/net".into());
     p.state_views = vec![("/h/.claude/skills".into(), vec!["mine".into()])];
     p.state_private = vec!["/h/.claude/shell-snapshots".into()];
+    // A directory of work inside a seal, with a seal and an anchor of its own below it.
+    p.sealed.push(Sealed {
+        path: "/w/.claude".into(),
+        runs: String::new(),
+        placeholder: false,
+    });
+    p.sealed.push(Sealed {
+        path: "/w/.claude/worktrees/x/.envrc".into(),
+        runs: String::new(),
+        placeholder: false,
+    });
+    p.anchors.push("/w/.claude/worktrees/x".into());
+    p.work_in_seals = vec!["/w/.claude/worktrees".into()];
     let full = |p: &Policy, copies: &[GitCopy]| {
         let mut p = p.clone();
         p.git_copies = copies.to_vec();
@@ -269,5 +282,39 @@ fn bwrap_and_the_sealer_make_the_same_jail() {
     assert_eq!(
         without(&alone, &bwraps_alone),
         without(&together, &the_sealers)
+    );
+}
+
+/// A directory of the human's work inside a seal (`.claude/worktrees`) is bound writable after
+/// the seal it lies in, and what is anchored or sealed below it comes after it: the seal does not
+/// cover the work, and the work does not uncover its own seals.
+#[test]
+fn work_inside_a_seal_is_writable_and_its_own_seals_come_after_it() {
+    let mut p = Policy::example();
+    let seal = |path: &str| Sealed {
+        path: path.into(),
+        runs: String::new(),
+        placeholder: false,
+    };
+    p.sealed.push(seal("/w/.claude"));
+    p.sealed.push(seal("/w/.claude/worktrees/x/.envrc"));
+    p.anchors.push("/w/.claude/worktrees/x".into());
+    p.work_in_seals = vec!["/w/.claude/worktrees".into()];
+    let ops = mounts(&p, &[]);
+    let at = |m: &Mount| {
+        ops.iter()
+            .position(|o| o == m)
+            .unwrap_or_else(|| panic!("{m:?} missing in {ops:#?}"))
+    };
+    let sealed = at(&Mount::ReadOnly("/w/.claude".into()));
+    let work = at(&Mount::Writable("/w/.claude/worktrees".into()));
+    let anchor = at(&Mount::Anchor("/w/.claude/worktrees/x".into()));
+    let inner = at(&Mount::ReadOnly("/w/.claude/worktrees/x/.envrc".into()));
+    assert!(sealed < work && work < anchor && anchor < inner, "{ops:#?}");
+    assert_eq!(
+        ops.iter()
+            .filter(|o| matches!(o, Mount::Anchor(a) if a.starts_with("/w/.claude")))
+            .count(),
+        1
     );
 }

@@ -1,5 +1,6 @@
-//! The escape hatches to mask: sockets listening at launch and known socket paths, privileged
-//! binaries, bwrap and claude-sandbox themselves.
+//! The escape hatches to mask (sockets listening at launch and known socket paths, privileged
+//! binaries, bwrap and claude-sandbox themselves) and the directories to hide (the runtime
+//! directory, the layer store).
 
 use super::*;
 
@@ -184,6 +185,31 @@ pub(super) fn listening_unix_sockets() -> Vec<PathBuf> {
     out.sort();
     out.dedup();
     out
+}
+
+/// The directories hidden in the jail: the runtime directory (or the shared base holding it) and
+/// the layer store (nothing in the jail may change an upper or work directory behind the overlay).
+pub(super) fn hidden_dirs(input: &PlanInput, home: &Path, private: &[PathBuf]) -> Vec<PathBuf> {
+    let mut hidden = Vec::new();
+    let runtime_dir =
+        std::fs::canonicalize(&input.runtime_dir).unwrap_or_else(|_| input.runtime_dir.clone());
+    if !private.iter().any(|p| runtime_dir.starts_with(p)) {
+        hidden.push(runtime_dir.clone());
+    }
+    if let Some(base) = crate::runtime_dir::shared_base(&input.host) {
+        if base.is_dir() && !hidden.iter().any(|h| h == &base) && !runtime_dir.starts_with(&base) {
+            hidden.push(base);
+        } else if base.is_dir() && runtime_dir.starts_with(&base) {
+            hidden.retain(|h| h != &runtime_dir);
+            hidden.push(base);
+        }
+    }
+    // The layer store: nothing in the jail may change an upper or work directory behind the overlay.
+    let store = crate::jail::layers::store_dir(home, &input.host);
+    if store.is_dir() && !hidden.iter().any(|h| store.starts_with(h)) {
+        hidden.push(store);
+    }
+    hidden
 }
 
 #[cfg(test)]

@@ -143,21 +143,30 @@ pub(super) fn first_missing(path: &Path, root: &Path) -> Option<(PathBuf, bool)>
     None
 }
 
-/// Directories that must not be renamed: every `.git` directory in the workspace, and every directory
-/// between the workspace root and a nested repository or a sealed path.
+/// Directories that must not be renamed: every `.git` directory under a writable root, every git
+/// and common directory that lies inside one (a worktree's `worktrees/<name>`), and every directory
+/// between a root and a nested repository or a sealed path. `roots`: the workspace, and its git
+/// directories outside it (`entrypoints::own`); a chain stops at the root it lies in.
 pub(super) fn anchors(
-    ws: &Path,
+    roots: &[PathBuf],
     repos: &[entrypoints::Repo],
     sealed: &[Sealed],
     closed: &[PathBuf],
 ) -> Vec<PathBuf> {
     let mut set = BTreeSet::new();
     // Every directory looked at once (the seals of one repository share their ancestors): a chain
-    // stops where an earlier one went, since it went on from there to the workspace.
+    // stops where an earlier one went, since it went on from there to the root.
     let mut looked = std::collections::HashSet::new();
     let mut add_chain = |leaf: &Path, set: &mut BTreeSet<PathBuf>| {
+        let Some(root) = roots
+            .iter()
+            .filter(|r| leaf.starts_with(r))
+            .max_by_key(|r| r.as_os_str().len())
+        else {
+            return;
+        };
         let mut cur = leaf.to_path_buf();
-        while cur.starts_with(ws) && cur != ws && looked.insert(cur.clone()) {
+        while cur.starts_with(root) && cur != *root && looked.insert(cur.clone()) {
             // A directory, not a link to one (`lstat`).
             if std::fs::symlink_metadata(&cur).is_ok_and(|m| m.is_dir()) {
                 set.insert(cur.clone());
@@ -168,7 +177,12 @@ pub(super) fn anchors(
         }
     };
     for r in repos {
-        if r.git_dir.starts_with(ws) && r.git_dir.file_name() == Some(".git".as_ref()) {
+        if r.git_dir.file_name() == Some(".git".as_ref()) {
+            add_chain(&r.git_dir, &mut set);
+        }
+        // A worktree's or a submodule's git directory inside a common one: renamed away, a new one
+        // in its place would redirect the hooks (`commondir`).
+        if r.git_dir != r.common_dir {
             add_chain(&r.git_dir, &mut set);
         }
         if let Some(w) = &r.worktree {
@@ -188,6 +202,69 @@ pub(super) fn anchors(
     set.into_iter()
         .filter(|a| !a.ancestors().any(|x| sealed_paths.contains(x)))
         .collect()
+}
+
+/// The placeholders the launched agent refuses in its repository's `.git` directory (the
+/// workspace's, or the one above it), taken out of the seals: the paths.
+pub(super) fn refused_placeholders(
+    input: &PlanInput,
+    plan: &Plan,
+    sealed: &mut Vec<Sealed>,
+    stubs: &mut Vec<Placeholder>,
+) -> Vec<PathBuf> {
+    let ws = &plan.policy.workspace;
+    let git_dir = match &plan.own_repo {
+        Some(own) if own.git_dir == own.common_dir => own.git_dir.clone(),
+        Some(_) => return Vec::new(),
+        None => ws.join(".git"),
+    };
+    let mut out = Vec::new();
+    for name in present_runtimes(input)
+        .iter()
+        .flat_map(|r| r.refuses_in_git_dir)
+    {
+        let path = git_dir.join(name);
+        if stubs.iter().any(|p| p.path == path) {
+            stubs.retain(|p| p.path != path);
+            sealed.retain(|s| s.path != path);
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// The directories of the human's work inside a sealed project name (`runtimes::project_work`),
+/// and a placeholder (after its sealed parent's) for each that is missing. One that is a symlink or
+/// a file, or whose parent is not a sealed directory here, stays sealed.
+pub(super) fn work_in_seals(
+    ws: &Path,
+    sealed: &[Sealed],
+    stubs: &mut Vec<Placeholder>,
+) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for rel in crate::runtimes::project_work() {
+        let dir = ws.join(rel);
+        let Some(parent) = dir.parent() else { continue };
+        let parent_sealed = sealed.iter().any(|s| s.path == parent);
+        let parent_is_dir = std::fs::symlink_metadata(parent).is_ok_and(|m| m.is_dir())
+            || stubs
+                .iter()
+                .any(|p| p.path == parent && p.stub == Stub::Dir);
+        if !parent_sealed || !parent_is_dir {
+            continue;
+        }
+        match std::fs::symlink_metadata(&dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => continue,
+            Err(_) => stubs.push(Placeholder {
+                path: dir.clone(),
+                stub: Stub::Dir,
+                state_dir: false,
+            }),
+        }
+        out.push(dir);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -227,11 +304,24 @@ mod tests {
             .map(|p| ws.join(p))
             .collect();
         assert_eq!(
-            anchors(&ws, std::slice::from_ref(&repo), &sealed, &[]),
+            anchors(
+                std::slice::from_ref(&ws),
+                std::slice::from_ref(&repo),
+                &sealed,
+                &[]
+            ),
             want
         );
         let mut reversed = sealed.to_vec();
         reversed.reverse();
-        assert_eq!(anchors(&ws, &[repo], &reversed, &[ws.join("sub")]), want);
+        assert_eq!(
+            anchors(
+                std::slice::from_ref(&ws),
+                &[repo],
+                &reversed,
+                &[ws.join("sub")]
+            ),
+            want
+        );
     }
 }

@@ -121,6 +121,13 @@ fn apply_one(op: &Mount, stage: &mut Option<OwnedFd>) -> Result<(), SealError> {
             mount_bind_recursive(p, p).map_err(fail(p, "binding over itself"))?;
             restrict(p, false)
         }
+        // A copy of the sealed directory's part, made writable (that one mount only: nothing is
+        // below it yet but what lies below it on the host, which stays as it was made).
+        Mount::Writable(p) => {
+            mount_bind_recursive(p, p).map_err(fail(p, "binding over itself"))?;
+            restrict(p, false)?;
+            clear_read_only(p)
+        }
         // Not there in the jail (under a private tmpfs): hidden already.
         Mount::Hide(p) if gone(p) => Ok(()),
         Mount::ReadOnly(p) => {
@@ -286,6 +293,39 @@ fn set_path_attrs(p: &Path, flags: libc::c_int, read_only: bool) -> Result<(), S
         read_only,
     )
     .map_err(fail)
+}
+
+/// The mount at `p` (not those below it) writable: a mount this namespace made, so its read-only
+/// flag is not locked.
+fn clear_read_only(p: &Path) -> Result<(), SealError> {
+    let fail = |err| SealError::Mount {
+        path: p.to_path_buf(),
+        what: "making it writable (mount_setattr)",
+        err,
+    };
+    let c = CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| fail(std::io::Error::from(std::io::ErrorKind::InvalidInput)))?;
+    let attr = MountAttr {
+        attr_set: 0,
+        attr_clr: MOUNT_ATTR_RDONLY,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: a valid NUL-terminated path and a correctly sized, initialised mount_attr.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            rustix::fs::CWD.as_raw_fd(),
+            c.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW.unsigned_abs(),
+            &raw const attr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if rc != 0 {
+        return Err(fail(std::io::Error::last_os_error()));
+    }
+    Ok(())
 }
 
 /// `mount_setattr(2)` on `path` relative to `dir` (`flags`: `AT_RECURSIVE` and the like): nosuid and

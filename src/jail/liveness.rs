@@ -1,0 +1,208 @@
+//! Whether a session's launcher still runs: a lock only the launcher holds.
+//!
+//! Guards against a dead session taken for a live one, so that what it left (placeholders, the
+//! `.git/config` diversion, its home, its layers) outlives it: a launcher killed by SIGKILL, an OOM
+//! kill or a closed VS Code window is a zombie until its parent reaps it, and its pid and start
+//! time still answer for it meanwhile (a restart 0.3 s after the kill found it "alive" in every one
+//! of 10 rounds). The launcher holds an exclusive `flock` on `locks/<id>.lock` in the runtime
+//! directory from its start to its last step; the kernel drops it when the launcher's files are
+//! closed, which is the moment it dies, whoever reaps it and whatever its jail is still doing. The
+//! fd is close-on-exec and the forked sealer closes it (`seal`): no child keeps it. A session
+//! record without a lock (a launcher of an earlier release) is judged by pid and start time, a
+//! zombie counting as dead.
+
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// A session: who runs it, and the lock that says whether it still does.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct SessionId {
+    pub id: String,
+    pub pid: u32,
+    /// Process start time (clock ticks since boot), so a reused pid is not taken for a live session.
+    pub start: u64,
+    /// The launcher's lock (`SessionLock`): held while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock: Option<PathBuf>,
+}
+
+impl SessionId {
+    /// The current process as a session (its lock is added when taken: `SessionLock::take`).
+    pub fn current() -> Self {
+        let pid = std::process::id();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        SessionId {
+            id: format!("{pid}-{nanos:x}"),
+            pid,
+            start: start_time(pid).unwrap_or(0),
+            lock: None,
+        }
+    }
+
+    /// Whether its launcher still runs.
+    pub fn alive(&self) -> bool {
+        if let Some(lock) = &self.lock {
+            return held(lock);
+        }
+        let (start, state) = stat(self.pid).unzip();
+        start == Some(self.start) && state != Some('Z')
+    }
+}
+
+/// Fields 3 (state) and 22 (start time) of `/proc/PID/stat`.
+fn stat(pid: u32) -> Option<(u64, char)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_comm = &stat[stat.rfind(')')? + 2..];
+    let mut fields = after_comm.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    Some((fields.nth(18)?.parse().ok()?, state))
+}
+
+fn start_time(pid: u32) -> Option<u64> {
+    stat(pid).map(|(s, _)| s)
+}
+
+/// Whether someone holds `lock` exclusively: a shared lock is refused while the launcher lives.
+/// A missing file is a launcher that finished (it removes its lock last) or never was.
+pub(crate) fn held(lock: &Path) -> bool {
+    let Ok(f) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(lock)
+    else {
+        return false;
+    };
+    matches!(
+        rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockShared),
+        Err(rustix::io::Errno::WOULDBLOCK)
+    )
+}
+
+/// The launcher's hold on its session: the lock file, locked from before it appears under its
+/// name (made under a temporary name, locked, then renamed) to the end; removed when dropped.
+#[derive(Debug)]
+pub struct SessionLock {
+    path: PathBuf,
+    _file: std::fs::File,
+}
+
+/// `<runtime>/locks/`.
+fn locks_dir(runtime: &Path) -> PathBuf {
+    crate::runtime_dir::RuntimeDir::new(runtime).locks()
+}
+
+impl SessionLock {
+    /// Take the lock of session `id` in `runtime`, and name it in `session`.
+    pub fn take(runtime: &Path, session: &mut SessionId) -> std::io::Result<SessionLock> {
+        use std::os::unix::fs::DirBuilderExt;
+        let dir = locks_dir(runtime);
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
+        let path = dir.join(format!("{}.lock", session.id));
+        let tmp = dir.join(format!(".{}.tmp", session.id));
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp)?;
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive)?;
+        std::fs::rename(&tmp, &path)?;
+        session.lock = Some(path.clone());
+        Ok(SessionLock { path, _file: file })
+    }
+}
+
+impl Drop for SessionLock {
+    fn drop(&mut self) {
+        // Removed while still held: whoever opens it from now on finds the session over.
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Remove the locks no launcher holds any more (their sessions are over: whatever they left was
+/// finished before this runs, or is judged dead without the file).
+pub(crate) fn sweep(runtime: &Path) {
+    let Ok(rd) = std::fs::read_dir(locks_dir(runtime)) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let path = e.path();
+        let Ok(f) = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(&path)
+        else {
+            continue;
+        };
+        // A temporary name is locked before it is renamed: unlocked, its launcher died in between.
+        if rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok() {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A session whose lock is held is alive; one whose lock is free or gone is dead, whatever its
+    /// pid says; a record without a lock is judged by pid and start time.
+    #[test]
+    fn a_session_is_alive_while_its_lock_is_held_and_dead_at_once_after() {
+        let rt = tempfile::tempdir().unwrap();
+        let mut me = SessionId::current();
+        let lock = SessionLock::take(rt.path(), &mut me).unwrap();
+        assert!(me.alive());
+        let record = serde_json::to_vec(&me).unwrap();
+        let back: SessionId = serde_json::from_slice(&record).unwrap();
+        assert!(back.alive());
+        drop(lock);
+        assert!(!me.alive(), "a dropped lock is a finished session");
+        // A lock file nobody holds (its launcher died): dead, and swept.
+        let stale = locks_dir(rt.path()).join("dead.lock");
+        std::fs::write(&stale, "").unwrap();
+        let dead = SessionId {
+            lock: Some(stale.clone()),
+            ..SessionId::current()
+        };
+        assert!(!dead.alive());
+        let mut other = SessionId::current();
+        other.id.push_str("-other");
+        let live = SessionLock::take(rt.path(), &mut other).unwrap();
+        sweep(rt.path());
+        assert!(!stale.exists());
+        assert!(other.alive(), "a held lock is not swept");
+        drop(live);
+        // Without a lock: this process is alive, a wrong start time is not.
+        let mut old = SessionId::current();
+        assert!(old.alive());
+        old.start += 1;
+        assert!(!old.alive());
+    }
+
+    /// A zombie (killed, not reaped yet) is dead by pid too.
+    #[test]
+    fn a_zombie_launcher_is_dead() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        // Wait for it to exit without reaping it.
+        let t0 = std::time::Instant::now();
+        while stat(pid).is_some_and(|(_, s)| s != 'Z') {
+            assert!(t0.elapsed().as_secs() < 10);
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let s = SessionId {
+            id: "z".into(),
+            pid,
+            start: start_time(pid).unwrap(),
+            lock: None,
+        };
+        assert!(!s.alive());
+        child.wait().unwrap();
+    }
+}
