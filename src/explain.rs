@@ -38,9 +38,8 @@ fn state_note(binds: &[crate::jail::policy::StateBind]) -> String {
     use crate::jail::policy::How;
     let count = |f: fn(&How) -> bool| binds.iter().filter(|b| f(&b.how)).count();
     format!(
-        " (the jail's own, kept across sessions: {} of your files copied in and judged on the way \
-         back, {} of your entries read-only, {} history shared; everything else it writes stays \
-         the jail's: docs/runtimes.md)",
+        " (the jail's own, kept: {} of your files judged on the way back, {} read-only, {} \
+         history shared; the rest stays the jail's)",
         count(|h| *h == How::Copied),
         count(|h| matches!(h, How::ReadOnly | How::Stub(_))),
         count(|h| *h == How::Writable),
@@ -144,8 +143,8 @@ pub fn explain(
         .map(|e| p.home.join(&e.name));
     for w in p.writable.iter().cloned().chain(home_writable) {
         let git = if plan.git_roots.contains(&w) {
-            " (the workspace's git directory: git commits there; its hooks, config and info/ \
-             sealed as in a .git inside, the working tree around the workspace read-only)"
+            " (the workspace's git directory: commits there; hooks, config, info/ sealed; the tree \
+             around read-only)"
         } else {
             ""
         };
@@ -154,9 +153,8 @@ pub fn explain(
     for w in &p.work_in_seals {
         let _ = writeln!(
             out,
-            "  {} (worktrees: writable inside the sealed {}, kept after the session)",
-            w.display(),
-            w.parent().unwrap_or(w).display()
+            "  {} (worktrees, kept after the session: writable inside the sealed parent)",
+            w.display()
         );
     }
     for w in &plan.watched_not_sealed {
@@ -295,8 +293,8 @@ pub fn explain(
         0 => writeln!(out),
         n => writeln!(
             out,
-            " ({n} git configs the jail's own copy: `git config` works inside; merged back at exit, \
-             keys that run programs keep your values)"
+            " ({n} git configs the jail's own copy, merged back at exit; keys that run programs \
+             held for `claude-sandbox review`)"
         ),
     };
     if !config.sources.is_empty() {
@@ -319,7 +317,12 @@ pub fn explain(
         let _ = writeln!(out, "  - {n}");
     }
     let mut stdout = std::io::stdout().lock();
-    for line in buf.split(|b| *b == b'\n') {
+    // Each line escaped on its own (the last newline ends the last line, not an empty one).
+    for line in buf
+        .strip_suffix(b"\n")
+        .unwrap_or(&buf)
+        .split(|b| *b == b'\n')
+    {
         let _ = writeln!(stdout, "{}", crate::escape::visible_bytes(line));
     }
     Ok(())
