@@ -88,8 +88,16 @@ impl Alert {
     /// Quarantined as `id`, if it was (else alerted only). The alert then takes the quarantine's
     /// id: one id per item, for `review`, `restore` and `alerts ack` alike.
     pub(crate) fn quarantined(mut self, id: Option<String>) -> Alert {
-        if let Some(q) = &id {
+        if id.is_some() {
             self.action = Action::Quarantined.as_str().into();
+        }
+        self.taken_as(id)
+    }
+
+    /// The file is kept in quarantine as `id` (if it is), whatever the action was called: the
+    /// alert takes that id.
+    pub(crate) fn taken_as(mut self, id: Option<String>) -> Alert {
+        if let Some(q) = &id {
             self.id.clone_from(q);
         }
         self.quarantine_id = id;

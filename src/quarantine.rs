@@ -29,6 +29,7 @@ use std::ffi::OsStr;
 use std::io::Read;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 pub(crate) mod config;
@@ -91,6 +92,27 @@ fn open_dir(dir: &Path) -> Result<OwnedFd> {
         Mode::empty(),
     )
     .map_err(|e| Error::io(format!("opening {}", dir.display()), e.into()))
+}
+
+/// The directory a file is restored into, made again (0755, each missing component) when it is
+/// gone: a PATH directory the session created is removed with its placeholder once the watcher has
+/// emptied it, and the undo must still work. Never through a symlink (`open_dir`).
+fn open_or_make_dir(dir: &Path) -> Result<OwnedFd> {
+    if std::fs::symlink_metadata(dir).is_ok() {
+        return open_dir(dir);
+    }
+    let missing: Vec<&Path> = dir
+        .ancestors()
+        .take_while(|a| std::fs::symlink_metadata(a).is_err())
+        .collect();
+    for d in missing.iter().rev() {
+        match std::fs::DirBuilder::new().mode(0o755).create(d) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(Error::io(format!("making {}", d.display()), e)),
+        }
+    }
+    open_dir(dir)
 }
 
 /// Hash a regular file through its fd (capped).
@@ -354,7 +376,7 @@ pub fn restore(runtime: &Path, id: &str, force: bool) -> Result<Record> {
         .original
         .file_name()
         .ok_or_else(|| corrupt(&record, "its original path has no name"))?;
-    let dirfd = open_dir(dir)?;
+    let dirfd = open_or_make_dir(dir)?;
     let stored_dir = open_dir(r.stored_at.parent().unwrap_or(Path::new("/")))?;
     let stored_name = r.stored_at.file_name().unwrap_or_default().to_owned();
     if !same_inode(&stored_dir, &stored_name, &r) {

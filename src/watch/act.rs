@@ -166,8 +166,8 @@ pub(crate) fn file_alert(
         session,
     )
     .action(action)
-    .fingerprint(fingerprint);
-    alert.quarantine_id = quarantine_id;
+    .fingerprint(fingerprint)
+    .taken_as(quarantine_id);
     alert.sha256 = e.sha256.map(|s| s.hex());
     alert
 }

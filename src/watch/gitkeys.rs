@@ -93,11 +93,9 @@ impl Watcher {
                 &self.cfg.session,
             )
             .action(action)
-            .fingerprint(format!("git-config:{}:{key}={value}", file.display()));
-            self.sink.alert(Alert {
-                quarantine_id: qid,
-                ..alert
-            });
+            .fingerprint(format!("git-config:{}:{key}={value}", file.display()))
+            .taken_as(qid);
+            self.sink.alert(alert);
         }
         let now = if taken.is_empty() {
             keys
