@@ -19,6 +19,7 @@ mod layers;
 mod lifetime;
 mod network;
 mod network_limits;
+mod network_upstream;
 mod prompt;
 mod review;
 mod secrets;
