@@ -303,8 +303,8 @@ enum Route {
     /// To the server itself.
     Direct,
     /// To the launcher's upstream proxy (plain HTTP is then sent in absolute form), with its
-    /// `Proxy-Authorization` value if it has one.
-    Proxy(Option<String>),
+    /// `Proxy-Authorization` value if it has one, and its address as messages show it.
+    Proxy { auth: Option<String>, shown: String },
 }
 
 impl Shared {
@@ -372,13 +372,14 @@ impl Shared {
         purpose: Purpose,
     ) -> Result<Opened, Failure> {
         self.rules.check_name(name).map_err(Failure::Refused)?;
-        if let Some(addrs) = self.resolve(name, port).ok().filter(|a| !a.is_empty()) {
-            let judged: Vec<Result<(), Refusal>> =
-                addrs.iter().map(|ip| self.rules.check_addr(*ip)).collect();
-            if !judged.iter().any(Result::is_ok) {
-                if let Some(Err(r)) = judged.into_iter().next() {
-                    return Err(Failure::Refused(r));
-                }
+        // The upstream picks the address, not us: every one this machine resolves must pass (a
+        // name with a public and a loopback address would otherwise reach the loopback).
+        if let Ok(addrs) = self.resolve(name, port) {
+            if let Some(r) = addrs
+                .into_iter()
+                .find_map(|ip| self.rules.check_addr(ip).err())
+            {
+                return Err(Failure::Refused(r));
             }
         }
         let failed = |e: String| Failure::Upstream(format!("the upstream proxy {proxy}: {e}"));
@@ -392,7 +393,10 @@ impl Shared {
         if purpose == Purpose::Http {
             return Ok(Opened {
                 stream,
-                route: Route::Proxy(proxy.authorization.clone()),
+                route: Route::Proxy {
+                    auth: proxy.authorization.clone(),
+                    shown: proxy.to_string(),
+                },
             });
         }
         let _ = stream.set_read_timeout(Some(CONNECT_TIMEOUT));
@@ -413,24 +417,28 @@ impl Shared {
         match upstream::answer(&head) {
             upstream::Answer::Established => Ok(Opened {
                 stream,
-                route: Route::Proxy(None),
+                route: Route::Proxy {
+                    auth: None,
+                    shown: proxy.to_string(),
+                },
             }),
-            upstream::Answer::AuthRequired => Err(failed(
-                "it asks for credentials (407): give them in the launcher's HTTPS_PROXY \
-                 (http://user:password@host:port), or check them"
-                    .into(),
-            )),
+            upstream::Answer::AuthRequired => Err(failed(upstream::AUTH_REQUIRED.into())),
             upstream::Answer::Other(line) => Err(failed(format!("it answered {line}"))),
         }
     }
 
-    /// The addresses of `name`: a literal, the test resolver, else DNS.
+    /// The addresses of `name`: a literal, the test resolver (a name listed twice has both), else
+    /// DNS.
     fn resolve(&self, name: &str, port: u16) -> Result<Vec<IpAddr>, Failure> {
         if let Ok(ip) = name.parse::<IpAddr>() {
             return Ok(vec![ip]);
         }
-        if let Some((_, ip)) = self.hosts.iter().find(|(n, _)| n == name) {
-            return Ok(vec![*ip]);
+        let mapped: Vec<IpAddr> = (self.hosts.iter())
+            .filter(|(n, _)| n == name)
+            .map(|(_, ip)| *ip)
+            .collect();
+        if !mapped.is_empty() {
+            return Ok(mapped);
         }
         Ok((name, port)
             .to_socket_addrs()

@@ -264,6 +264,11 @@ fn in_cidr(ip: IpAddr, net: IpAddr, bits: u8) -> bool {
     }
 }
 
+/// What a client reads when the upstream proxy refuses the launcher's credentials (`407`).
+pub(crate) const AUTH_REQUIRED: &str = "it asks for credentials (407): they are the launcher's, \
+    not the jail's; give them in the launcher's HTTPS_PROXY and HTTP_PROXY \
+    (http://user:password@host:port, %-escaped), or check them";
+
 /// What the upstream proxy answered to `CONNECT`.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Answer {

@@ -122,8 +122,9 @@ fn serve_upstream(mut c: TcpStream, log: &Mutex<Vec<String>>) {
     let _ = t.join();
 }
 
-const HOSTS: &str =
-    "allowed.test=127.0.0.1,direct.test=127.0.0.1,private.test=10.0.0.1,registry.test=127.0.0.1";
+/// `mixed.test` has a loopback address (allowed here) and a private one.
+const HOSTS: &str = "allowed.test=127.0.0.1,direct.test=127.0.0.1,private.test=10.0.0.1,\
+    registry.test=127.0.0.1,mixed.test=127.0.0.1,mixed.test=10.0.0.2";
 
 fn run_chained(
     f: &Fixture,
@@ -137,6 +138,7 @@ fn run_chained(
         "direct.test",
         "private.test",
         "registry.test",
+        "mixed.test",
         "127.0.0.1",
     ] {
         args.extend(["--allow-domain", d]);
@@ -163,6 +165,7 @@ fn the_allowlist_chains_through_the_launchers_authenticating_proxy_and_keeps_its
          echo '== plain'; curl -sS -m 10 http://allowed.test:{p}/plain; echo
          echo '== denied'; curl -sS -m 10 http://denied.test:{p}/denied; echo
          echo '== private'; curl -sS -m 10 http://private.test/; echo
+         echo '== mixed'; curl -sS -m 10 http://mixed.test:{p}/mixed; echo
          echo '== direct'; curl -sS -m 10 -p http://direct.test:{p}/direct; echo
          echo '== own-proxy'; http_proxy=http://127.0.0.1:{u} curl -sS -m 5 -p http://allowed.test:{p}/own 2>&1; echo \" rc=$?\"
          echo '== env'; env | grep -i '^https_proxy=' ; echo
@@ -183,6 +186,8 @@ fn the_allowlist_chains_through_the_launchers_authenticating_proxy_and_keeps_its
     assert!(section("plain").contains("outside:/plain"), "{out}");
     assert!(section("denied").contains(SENTENCE), "{out}");
     assert!(section("private").contains("resolves to 10.0.0.1"), "{out}");
+    // The upstream would pick among the name's addresses: each must pass, not just one.
+    assert!(section("mixed").contains("resolves to 10.0.0.2"), "{out}");
     assert!(section("direct").contains("outside:/direct"), "{out}");
     // The jail cannot pick another way out: its own proxy variable leads nowhere.
     assert!(
@@ -220,17 +225,46 @@ fn wrong_credentials_or_an_unusable_proxy_are_said() {
         "$CLAUDE_SANDBOX_HOOK __connect allowed.test {} </dev/null 2>&1; echo \" rc=$?\"",
         srv.port
     );
+    let plain = format!(
+        "{script}; curl -sS -m 10 -w ' code=%{{http_code}}' http://allowed.test:{}/plain",
+        srv.port
+    );
     let url = format!("http://cs:wrong@127.0.0.1:{}", up.port);
-    let out = ok(&run_chained(&f, &url, &[], &script));
+    let out = ok(&run_chained(&f, &url, &[], &plain));
     assert!(out.contains(" rc=1"), "{out}");
-    assert!(out.contains("asks for credentials (407)"), "{out}");
+    // Both the tunnel and plain HTTP say it, the upstream's 407 challenge replaced by a 502.
+    assert_eq!(
+        out.matches("asks for credentials (407)").count(),
+        2,
+        "{out}"
+    );
+    assert!(out.contains(" code=502"), "{out}");
     assert!(
         out.contains("http://***@127.0.0.1:") && !out.contains("wrong"),
         "{out}"
     );
     assert_eq!(
         up.log(),
-        vec![format!("CONNECT allowed.test:{} auth=wrong", srv.port)]
+        vec![
+            format!("CONNECT allowed.test:{} auth=wrong", srv.port),
+            format!("GET http://allowed.test:{}/plain auth=wrong", srv.port)
+        ]
+    );
+    // No credentials at all: the same sentence (the upstream is named without a user).
+    let up = Upstream::start();
+    let url = format!("http://127.0.0.1:{}", up.port);
+    let out = ok(&run_chained(&f, &url, &[], &script));
+    assert!(out.contains(" rc=1"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "the upstream proxy http://127.0.0.1:{}: it asks for credentials (407)",
+            up.port
+        )),
+        "{out}"
+    );
+    assert_eq!(
+        up.log(),
+        vec![format!("CONNECT allowed.test:{} auth=none", srv.port)]
     );
     // A proxy the allowlist cannot chain through stops the launch, saying why and what to do.
     let o = run_chained(&f, "https://proxy.example:443", &[], "true");
