@@ -292,6 +292,10 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         network.upstream = crate::net::proxy::upstream_of(&input.host)
             .map_or_else(|e| Some(format!("unusable: {e}")), |u| u.describe());
     }
+    if network.mode.unshares() {
+        // The launcher's proxy settings and their credentials stay outside (`net::upstream`).
+        unsetenv.extend(crate::net::upstream::withheld(input.host.vars()));
+    }
     let mut setenv = vec![
         (host::IN_JAIL.into(), "1".into()),
         (host::HOOK_BIN.into(), super::layout::HOOK_BIN.into()),

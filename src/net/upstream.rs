@@ -9,7 +9,9 @@
 //! an error or `explain` (`Display` masks them).
 
 use serde::{Deserialize, Serialize};
+use std::ffi::OsStr;
 use std::net::IpAddr;
+use std::os::unix::ffi::OsStrExt;
 
 /// An `http://` proxy URL, split.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -160,6 +162,59 @@ fn parse_url(var: &str, value: &str) -> Result<ProxyUrl, BadProxy> {
     })
 }
 
+/// The launcher's variables the jail does not get when it has a network of its own (allowlist and
+/// none mode): every client's proxy setting (a name ending in `_proxy`, any case: `https_proxy`,
+/// `npm_config_https_proxy`, `YARN_HTTPS_PROXY`, `PIP_PROXY`, ...), which points past the allowlist
+/// proxy and may carry the upstream's credentials (allowlist mode sets its own `*_PROXY` after), and
+/// every variable whose value holds the credentials of a proxy URL among them (a
+/// `JAVA_TOOL_OPTIONS` with `-Dhttps.proxyPassword=`, a copy under another name).
+pub(crate) fn withheld<'a>(vars: impl Iterator<Item = (&'a OsStr, &'a OsStr)>) -> Vec<String> {
+    let vars: Vec<(&OsStr, &[u8])> = vars.map(|(k, v)| (k, v.as_bytes())).collect();
+    let is_proxy = |k: &OsStr| {
+        k.to_str()
+            .is_some_and(|k| k.to_ascii_lowercase().ends_with("_proxy"))
+    };
+    let secrets: Vec<Vec<u8>> = vars
+        .iter()
+        .filter(|(k, _)| is_proxy(k))
+        .filter_map(|(_, v)| std::str::from_utf8(v).ok())
+        .flat_map(credentials_in)
+        .collect();
+    let mut out: Vec<String> = vars
+        .iter()
+        .filter(|(k, v)| {
+            is_proxy(k)
+                || secrets
+                    .iter()
+                    .any(|s| v.windows(s.len()).any(|w| w == s.as_slice()))
+        })
+        .filter_map(|(k, _)| k.to_str().map(str::to_string))
+        .collect();
+    out.dedup();
+    out
+}
+
+/// What of a proxy URL is secret, in each form it may be copied in: the user and password as
+/// written, the password as written and decoded, the `Basic` token. Shorter than 4 bytes is
+/// left out (it would match unrelated values; the URL form still matches).
+fn credentials_in(url: &str) -> Vec<Vec<u8>> {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let Some((userinfo, _)) = authority.rsplit_once('@') else {
+        return Vec::new();
+    };
+    let (user, pass) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+    let mut out = vec![userinfo.as_bytes().to_vec(), pass.as_bytes().to_vec()];
+    if let (Some(mut plain), Some(pass)) = (percent_decode(user), percent_decode(pass)) {
+        out.push(pass.clone());
+        plain.push(b':');
+        plain.extend_from_slice(&pass);
+        out.push(base64(&plain).into_bytes());
+    }
+    out.retain(|s| s.len() >= 4);
+    out
+}
+
 fn percent_decode(s: &str) -> Option<Vec<u8>> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
@@ -307,6 +362,7 @@ pub(crate) fn answer(head: &[u8]) -> Answer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ffi::OsString;
 
     fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
         move |k| {
@@ -344,6 +400,38 @@ mod tests {
         assert_eq!(all.tunnel, all.http);
         assert_eq!(Upstream::from_env(&env(&[])).unwrap(), Upstream::default());
         assert!(Upstream::default().describe().is_none());
+    }
+
+    #[test]
+    fn the_jail_gets_no_proxy_setting_of_the_launchers_nor_its_credentials() {
+        let vars: Vec<(OsString, OsString)> = [
+            ("HTTPS_PROXY", "http://cs%40user:s3cr%3At@proxy.corp:3128"),
+            ("npm_config_https_proxy", "http://proxy.corp:3128"),
+            ("no_proxy", "localhost"),
+            ("JAVA_TOOL_OPTIONS", "-Dhttps.proxyPassword=s3cr:t"),
+            ("COPY", "see cs%40user:s3cr%3At"),
+            ("TOKEN", "Basic Y3NAdXNlcjpzM2NyOnQ="),
+            ("PATH", "/usr/bin"),
+            ("PROXY", "not a client's"),
+            ("SHORT", "s3c"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.into(), v.into()))
+        .collect();
+        let w = withheld(vars.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str())));
+        assert_eq!(
+            w,
+            [
+                "HTTPS_PROXY",
+                "npm_config_https_proxy",
+                "no_proxy",
+                "JAVA_TOOL_OPTIONS",
+                "COPY",
+                "TOKEN"
+            ]
+        );
+        let none: Vec<(OsString, OsString)> = vec![("PATH".into(), "/bin".into())];
+        assert!(withheld(none.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str()))).is_empty());
     }
 
     #[test]
