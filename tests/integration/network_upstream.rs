@@ -169,11 +169,19 @@ fn the_allowlist_chains_through_the_launchers_authenticating_proxy_and_keeps_its
          echo '== direct'; curl -sS -m 10 -p http://direct.test:{p}/direct; echo
          echo '== own-proxy'; http_proxy=http://127.0.0.1:{u} curl -sS -m 5 -p http://allowed.test:{p}/own 2>&1; echo \" rc=$?\"
          echo '== env'; env | grep -i '^https_proxy=' ; echo
+         echo '== every-env'; cat /proc/[0-9]*/environ | tr '\\0' '\\n'; grep -rs 'p%3Ass' /tmp /run; echo
          echo '== end'",
         u = up.port
     );
     let url = format!("http://{URL_CREDENTIALS}@127.0.0.1:{}", up.port);
-    let o = run_chained(&f, &url, &[], &script);
+    // Copies of the launcher's proxy and its credentials that a client in the jail would read.
+    let copies = [
+        ("npm_config_https_proxy", Path::new(&url)),
+        ("JAVA_TOOL_OPTIONS", Path::new("-Dhttps.proxyPassword=p:ss")),
+        // A variable every jail goes without: not in bwrap's own environment either.
+        ("DOCKER_HOST", Path::new("tcp://docker.secret:2375")),
+    ];
+    let o = run_chained(&f, &url, &copies, &script);
     let out = ok(&o);
     let section = |name: &str| -> String {
         let start = out
@@ -196,7 +204,17 @@ fn the_allowlist_chains_through_the_launchers_authenticating_proxy_and_keeps_its
     );
     // The jail sees the allowlist proxy, never the launcher's (nor its credentials).
     assert!(section("env").contains("=http://127.0.0.1:3128"), "{out}");
-    assert!(!out.contains("cs%40user") && !out.contains(BASIC), "{out}");
+    let every = section("every-env");
+    assert!(every.contains("CLAUDE_SANDBOX=1"), "{out}");
+    for secret in [
+        "cs%40user",
+        "p%3Ass",
+        "p:ss",
+        BASIC,
+        "npm_config_https_proxy",
+    ] {
+        assert!(!out.contains(secret), "{secret}: {out}");
+    }
     let log = up.log();
     assert!(
         log.contains(&format!("CONNECT allowed.test:{p} auth=ok")),
