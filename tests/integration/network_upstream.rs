@@ -314,6 +314,27 @@ fn wrong_credentials_or_an_unusable_proxy_are_said() {
         "{out}"
     );
     assert!(!out.contains("cs%40user"), "{out}");
+    // So does `doctor`.
+    let doc = f
+        .cmd(["doctor", "--json"])
+        .env(
+            "HTTPS_PROXY",
+            format!("http://{URL_CREDENTIALS}@127.0.0.1:{}", up.port),
+        )
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&doc.stdout).into_owned();
+    let checks: Vec<serde_json::Value> = serde_json::from_slice(&doc.stdout).unwrap();
+    assert!(
+        checks.iter().any(|c| c["name"] == "network"
+            && c["mark"] == "pass"
+            && c["why"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("upstream proxy (this environment's HTTPS_PROXY/HTTP_PROXY): http://***@127.0.0.1:{}", up.port))),
+        "{text}"
+    );
+    assert!(!text.contains("cs%40user"), "{text}");
 }
 
 /// A self-signed certificate for `registry.test` (its key beside it), made with openssl.
