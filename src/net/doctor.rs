@@ -85,28 +85,6 @@ fn upstream_check(env: &crate::host::HostEnv, mode: Mode) -> Option<Check> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::host::HostEnv;
-
-    #[test]
-    fn the_upstream_is_named_masked_or_its_fault_said() {
-        let env = HostEnv::of(&[("HTTPS_PROXY", "http://u:secret@proxy.corp:3128")]);
-        let c = upstream_check(&env, Mode::Allowlist).unwrap();
-        assert_eq!(c.mark, Mark::Pass);
-        assert!(c.why.contains("http://***@proxy.corp:3128"), "{}", c.why);
-        assert!(!c.why.contains("secret"), "{}", c.why);
-        let env = HostEnv::of(&[("https_proxy", "socks5://proxy.corp:1080")]);
-        assert_eq!(
-            upstream_check(&env, Mode::Allowlist).unwrap().mark,
-            Mark::Fail
-        );
-        assert_eq!(upstream_check(&env, Mode::Host).unwrap().mark, Mark::Warn);
-        assert!(upstream_check(&HostEnv::of(&[]), Mode::Allowlist).is_none());
-    }
-}
-
 /// `run --network none -- true` in a throwaway workspace.
 fn namespace_works() -> Check {
     let out = std::env::current_exe()
@@ -134,5 +112,27 @@ fn namespace_works() -> Check {
             Some("the container must allow network namespaces in user namespaces; or set [network] mode = \"host\""),
         ),
         Err(e) => check(Mark::Fail, e.to_string(), Some("reinstall claude-sandbox")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::HostEnv;
+
+    #[test]
+    fn the_upstream_is_named_masked_or_its_fault_said() {
+        let env = HostEnv::of(&[("HTTPS_PROXY", "http://u:secret@proxy.corp:3128")]);
+        let c = upstream_check(&env, Mode::Allowlist).unwrap();
+        assert_eq!(c.mark, Mark::Pass);
+        assert!(c.why.contains("http://***@proxy.corp:3128"), "{}", c.why);
+        assert!(!c.why.contains("secret"), "{}", c.why);
+        let env = HostEnv::of(&[("https_proxy", "socks5://proxy.corp:1080")]);
+        assert_eq!(
+            upstream_check(&env, Mode::Allowlist).unwrap().mark,
+            Mark::Fail
+        );
+        assert_eq!(upstream_check(&env, Mode::Host).unwrap().mark, Mark::Warn);
+        assert!(upstream_check(&HostEnv::of(&[]), Mode::Allowlist).is_none());
     }
 }
