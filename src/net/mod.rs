@@ -7,6 +7,7 @@
 //! proxy in the launcher (`proxy`), which decides on the requested host name and on the address it
 //! resolves (`pattern`).
 
+pub(crate) mod allow;
 pub(crate) mod bridge;
 pub(crate) mod doctor;
 pub(crate) mod error;
