@@ -39,15 +39,37 @@ pub(crate) use process::{exec_main, Running, SUBCOMMAND};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The sentence a refused client reads (an agent reads it too: it must not look like a fault).
-pub(crate) fn denial_sentence(host: &str, reason: &str) -> String {
+/// The sentence a refused client reads (an agent reads it too: it must not look like a fault, and
+/// it says the one thing that helps: the human's `claude-sandbox allow`).
+pub(crate) fn denial_sentence(host: &str, why: &Refusal) -> String {
     format!(
         "claude-sandbox: the connection to {host} is not allowed by the sandbox's network policy \
-         ({reason}). This is a deliberate block, not a network fault: retrying another way (another \
-         tool, an IP address, another port, without the proxy) will not work. If the task needs \
-         this host, ask the user to allow it (claude-sandbox run --allow-domain {host}, or `allow` \
-         in [network] of ~/.config/claude-sandbox/config.toml).\n"
+         ({}). This is a deliberate block, not a network fault: retrying another way (another \
+         tool, an IP address, another port, without the proxy) will not work. {}\n",
+        why.reason(),
+        remedy(host, why)
     )
+}
+
+/// What the human can do about a refusal of `host` (the command only for a plain name or address:
+/// it is meant to be pasted).
+pub(crate) fn remedy(host: &str, why: &Refusal) -> String {
+    let allow = match why {
+        Refusal::Denied => {
+            return "The user's configuration denies it (`deny` in [network]); only they can \
+                    change that."
+                .into();
+        }
+        Refusal::NotAllowed => super::allow::suggestion(host),
+        Refusal::PrivateAddress(ip) => super::allow::suggestion(&ip.to_string()),
+    };
+    match allow {
+        Some(cmd) => format!(
+            "If the task needs it, stop and ask the user to allow it: they run `{cmd}` outside the \
+             sandbox, and a session started after that reaches it."
+        ),
+        None => "It is not a host name the sandbox can allow.".into(),
+    }
 }
 
 /// What one session's proxy may hold at once (docs/network.md, "Limits").
@@ -481,8 +503,9 @@ impl Shared {
             return;
         };
         let detail = format!(
-            "the jail tried to reach {host}:{port}; refused because {reason} (further attempts in \
-             this session are counted, not alerted; see docs/network.md)"
+            "the jail tried to reach {host}:{port}; refused because {reason}. {} (Further attempts \
+             in this session are counted, not alerted; see docs/network.md.)",
+            remedy(host, why)
         );
         let path = PathBuf::from(format!("{host}:{port}"));
         let alert = Alert {

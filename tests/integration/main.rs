@@ -18,6 +18,7 @@ mod launcher;
 mod layers;
 mod lifetime;
 mod network;
+mod network_allow;
 mod network_limits;
 mod network_upstream;
 mod prompt;

@@ -16,10 +16,24 @@ fn authorities() {
 
 #[test]
 fn the_sentence_says_it_is_final() {
-    let s = denial_sentence("evil.example", "it is not on the allow list");
+    let s = denial_sentence("evil.example", &Refusal::NotAllowed);
     assert!(s.contains("not allowed by the sandbox"));
     assert!(s.contains("will not work"));
-    assert!(s.contains("--allow-domain evil.example"));
+    assert!(
+        s.contains("they run `claude-sandbox allow evil.example` outside"),
+        "{s}"
+    );
+    let ip = "10.0.0.1".parse().unwrap();
+    let s = denial_sentence("db.test", &Refusal::PrivateAddress(ip));
+    assert!(s.contains("`claude-sandbox allow 10.0.0.1`"), "{s}");
+    let s = denial_sentence("x.test", &Refusal::Denied);
+    assert!(
+        s.contains("denies it") && !s.contains("claude-sandbox allow"),
+        "{s}"
+    );
+    // A name the jail chose with other characters is never offered as a command to paste.
+    let s = denial_sentence("$(id).test", &Refusal::NotAllowed);
+    assert!(!s.contains("claude-sandbox allow"), "{s}");
 }
 
 #[test]

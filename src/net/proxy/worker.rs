@@ -29,7 +29,7 @@ fn answer(mut conn: UnixStream, bytes: &[u8]) {
 
 fn refusal(host: &str, port: u16, failure: &Failure) -> Vec<u8> {
     match failure {
-        Failure::Refused(r) => http::respond("403 Forbidden", &denial_sentence(host, &r.reason())),
+        Failure::Refused(r) => http::respond("403 Forbidden", &denial_sentence(host, r)),
         Failure::Upstream(e) => http::respond(
             "502 Bad Gateway",
             &format!("claude-sandbox: {host}:{port} is allowed, but the connection failed: {e}\n"),
