@@ -405,9 +405,12 @@ fn npm_and_pip_install_from_a_tls_registry_through_both_proxies() {
     wheel(&files, "wheel from the registry");
     let (cert, key) = certificate(&f.root);
     let port_file = f.root.join("registry.port");
+    // Carried in the test binary: CI runs it as another user from a copy without the sources.
+    let script_path = f.root.join("registry.py");
+    std::fs::write(&script_path, include_str!("../fixtures/registry.py")).unwrap();
     let mut registry = Running(Some(
         Command::new("python3")
-            .arg(src_dir().join("tests/fixtures/registry.py"))
+            .arg(&script_path)
             .args([&files, Path::new("registry.test"), &cert, &key, &port_file])
             .args(["--seconds", "120"])
             .stderr(std::process::Stdio::null())
