@@ -129,6 +129,18 @@ pub(crate) enum Command {
         #[command(subcommand)]
         action: CacheAction,
     },
+    /// Allow HOST (a name, a `*.` suffix or an IP address) in allowlist mode for the sessions started
+    /// from now on: adds it to `allow` in [network] of ~/.config/claude-sandbox/config.toml, comments
+    /// and order kept. A denial's alert names this command. Exit 0 allowed (or already), 2 not a host
+    /// pattern, a file it cannot edit, or run inside the jail.
+    Allow {
+        /// The host name, `*.` suffix or IP address.
+        #[arg(value_name = "HOST")]
+        host: String,
+        /// The configuration file to edit instead of ~/.config/claude-sandbox/config.toml.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
     /// Check what works here and how to fix what does not. Exit 0 when nothing fails, 1 otherwise.
     Doctor {
         /// JSON for scripts.

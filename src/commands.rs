@@ -6,6 +6,7 @@
 //! command line: the domain modules know nothing of clap (`cli` maps its value enums onto them).
 
 mod alerts;
+mod allow;
 mod battery;
 mod cache;
 mod completions;
@@ -71,6 +72,7 @@ pub(crate) fn exec(command: Command, host: &HostEnv) -> crate::Result<i32> {
         Command::Hook { event } => Ok(hook::exec(&event, host)),
         Command::Hooks { action } => hooks::exec(&action, host),
         Command::Cache { action } => cache::exec(action, host),
+        Command::Allow { host: name, config } => allow::exec(&name, config, host),
         Command::Doctor { json } => Ok(doctor::exec(json, host)),
         Command::Explain {
             full,

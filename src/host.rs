@@ -99,6 +99,13 @@ impl HostEnv {
             .map(|(_, v)| v.as_os_str())
     }
 
+    /// Every variable, in the order found.
+    pub(crate) fn vars(&self) -> impl Iterator<Item = (&OsStr, &OsStr)> {
+        self.vars
+            .iter()
+            .map(|(k, v)| (k.as_os_str(), v.as_os_str()))
+    }
+
     /// The value of `name`, if it is set and UTF-8.
     pub(crate) fn get_str(&self, name: &str) -> Option<&str> {
         self.get(name).and_then(OsStr::to_str)

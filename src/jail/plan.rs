@@ -287,7 +287,15 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
     if !input.config.allow_ssh_agent {
         unsetenv.insert(0, host::SSH_AUTH_SOCK.into());
     }
-    let network = input.config.network.policy();
+    let mut network = input.config.network.policy();
+    if network.mode == crate::net::Mode::Allowlist {
+        network.upstream = crate::net::proxy::upstream_of(&input.host)
+            .map_or_else(|e| Some(format!("unusable: {e}")), |u| u.describe());
+    }
+    if network.mode.unshares() {
+        // The launcher's proxy settings and their credentials stay outside (`net::upstream`).
+        unsetenv.extend(crate::net::upstream::withheld(input.host.vars()));
+    }
     let mut setenv = vec![
         (host::IN_JAIL.into(), "1".into()),
         (host::HOOK_BIN.into(), super::layout::HOOK_BIN.into()),

@@ -51,10 +51,38 @@ pub(crate) fn check_network(env: &crate::host::HostEnv) -> Vec<Check> {
             None,
         ),
     });
+    out.extend(upstream_check(env, mode));
     if mode != Mode::Host {
         out.push(namespace_works());
     }
     out
+}
+
+/// The launcher's own proxy (`upstream`), which allowlist mode chains through: named with its
+/// credentials masked; one it cannot chain through fails the check in allowlist mode (the launch
+/// stops), warns otherwise.
+fn upstream_check(env: &crate::host::HostEnv, mode: Mode) -> Option<Check> {
+    match super::proxy::upstream_of(env) {
+        Ok(u) => u.describe().map(|d| {
+            check(
+                Mark::Pass,
+                format!(
+                    "upstream proxy (this environment's HTTPS_PROXY/HTTP_PROXY): {d}; allowlist \
+                     mode chains through it (CONNECT, TLS end to end), the jail never sees it"
+                ),
+                None,
+            )
+        }),
+        Err(e) => Some(check(
+            if mode == Mode::Allowlist {
+                Mark::Fail
+            } else {
+                Mark::Warn
+            },
+            format!("upstream proxy: {e}"),
+            Some("an http:// proxy URL in HTTPS_PROXY and HTTP_PROXY (docs/network.md, \"Chaining\")"),
+        )),
+    }
 }
 
 /// `run --network none -- true` in a throwaway workspace.
@@ -84,5 +112,27 @@ fn namespace_works() -> Check {
             Some("the container must allow network namespaces in user namespaces; or set [network] mode = \"host\""),
         ),
         Err(e) => check(Mark::Fail, e.to_string(), Some("reinstall claude-sandbox")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::HostEnv;
+
+    #[test]
+    fn the_upstream_is_named_masked_or_its_fault_said() {
+        let env = HostEnv::of(&[("HTTPS_PROXY", "http://u:secret@proxy.corp:3128")]);
+        let c = upstream_check(&env, Mode::Allowlist).unwrap();
+        assert_eq!(c.mark, Mark::Pass);
+        assert!(c.why.contains("http://***@proxy.corp:3128"), "{}", c.why);
+        assert!(!c.why.contains("secret"), "{}", c.why);
+        let env = HostEnv::of(&[("https_proxy", "socks5://proxy.corp:1080")]);
+        assert_eq!(
+            upstream_check(&env, Mode::Allowlist).unwrap().mark,
+            Mark::Fail
+        );
+        assert_eq!(upstream_check(&env, Mode::Host).unwrap().mark, Mark::Warn);
+        assert!(upstream_check(&HostEnv::of(&[]), Mode::Allowlist).is_none());
     }
 }

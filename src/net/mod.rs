@@ -7,11 +7,13 @@
 //! proxy in the launcher (`proxy`), which decides on the requested host name and on the address it
 //! resolves (`pattern`).
 
+pub(crate) mod allow;
 pub(crate) mod bridge;
 pub(crate) mod doctor;
 pub(crate) mod error;
 pub(crate) mod pattern;
 pub(crate) mod proxy;
+pub(crate) mod upstream;
 
 use crate::jail::layout;
 use serde::Serialize;
@@ -123,6 +125,7 @@ impl NetConfig {
             } else {
                 Vec::new()
             },
+            upstream: None,
         }
     }
 }
@@ -133,6 +136,9 @@ pub struct NetPolicy {
     pub mode: Mode,
     pub allow: Vec<String>,
     pub deny: Vec<String>,
+    /// The launcher's own proxy the allowlist proxy chains through, described with its
+    /// credentials masked (`upstream`); set from the launcher's environment when planning.
+    pub upstream: Option<String>,
 }
 
 impl Default for NetPolicy {
@@ -141,6 +147,7 @@ impl Default for NetPolicy {
             mode: Mode::Host,
             allow: Vec::new(),
             deny: Vec::new(),
+            upstream: None,
         }
     }
 }
@@ -166,6 +173,10 @@ pub fn describe(p: &NetPolicy) -> Vec<String> {
         if !p.deny.is_empty() {
             out.push(format!("  deny (wins): {}", p.deny.join(" ")));
         }
+        out.push(match &p.upstream {
+            Some(u) => format!("  upstream proxy (the launcher's HTTPS_PROXY/HTTP_PROXY): {u}"),
+            None => "  upstream proxy: none (direct connections)".to_string(),
+        });
     }
     out
 }

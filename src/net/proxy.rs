@@ -22,10 +22,12 @@ mod worker;
 
 use super::error::ProxyError;
 use super::pattern::{normalize, Refusal, Rules};
+use super::upstream::{self, ProxyUrl, Upstream};
 use super::NetPolicy;
 use crate::alerts::{Action, Alert, AlertKind, Severity};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
@@ -37,15 +39,37 @@ pub(crate) use process::{exec_main, Running, SUBCOMMAND};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The sentence a refused client reads (an agent reads it too: it must not look like a fault).
-pub(crate) fn denial_sentence(host: &str, reason: &str) -> String {
+/// The sentence a refused client reads (an agent reads it too: it must not look like a fault, and
+/// it says the one thing that helps: the human's `claude-sandbox allow`).
+pub(crate) fn denial_sentence(host: &str, why: &Refusal) -> String {
     format!(
         "claude-sandbox: the connection to {host} is not allowed by the sandbox's network policy \
-         ({reason}). This is a deliberate block, not a network fault: retrying another way (another \
-         tool, an IP address, another port, without the proxy) will not work. If the task needs \
-         this host, ask the user to allow it (claude-sandbox run --allow-domain {host}, or `allow` \
-         in [network] of ~/.config/claude-sandbox/config.toml).\n"
+         ({}). This is a deliberate block, not a network fault: retrying another way (another \
+         tool, an IP address, another port, without the proxy) will not work. {}\n",
+        why.reason(),
+        remedy(host, why)
     )
+}
+
+/// What the human can do about a refusal of `host` (the command only for a plain name or address:
+/// it is meant to be pasted).
+pub(crate) fn remedy(host: &str, why: &Refusal) -> String {
+    let allow = match why {
+        Refusal::Denied => {
+            return "The user's configuration denies it (`deny` in [network]); only they can \
+                    change that."
+                .into();
+        }
+        Refusal::NotAllowed => super::allow::suggestion(host),
+        Refusal::PrivateAddress(ip) => super::allow::suggestion(&ip.to_string()),
+    };
+    match allow {
+        Some(cmd) => format!(
+            "If the task needs it, stop and ask the user to allow it: they run `{cmd}` outside the \
+             sandbox, and a session started after that reaches it."
+        ),
+        None => "It is not a host name the sandbox can allow.".into(),
+    }
 }
 
 /// What one session's proxy may hold at once (docs/network.md, "Limits").
@@ -112,6 +136,8 @@ pub(crate) struct Config {
     /// Where denials become alerts: the runtime directory and the session id.
     alerts: Option<(PathBuf, String)>,
     limits: Limits,
+    /// The launcher's own proxy, chained through (`upstream`).
+    upstream: Upstream,
 }
 
 /// Counters for the summary and the load figures (docs/network.md).
@@ -183,6 +209,7 @@ struct Shared {
     hosts: Vec<(String, IpAddr)>,
     alerts: Option<(PathBuf, String)>,
     limits: Limits,
+    upstream: Upstream,
     denied: Mutex<BTreeMap<String, (u32, String)>>,
     counts: Counts,
 }
@@ -195,13 +222,15 @@ pub(crate) struct Proxy {
 
 impl Proxy {
     /// Bind `dir/proxy.sock` (the directory is made, 0700) for `policy`; `test_hosts`: names
-    /// resolved without DNS (`host::TEST_HOSTS`); `limits`: `host::TEST_NET_LIMITS`.
+    /// resolved without DNS (`host::TEST_HOSTS`); `limits`: `host::TEST_NET_LIMITS`; `upstream`:
+    /// the launcher's own proxy.
     pub(crate) fn bind(
         dir: &Path,
         policy: &NetPolicy,
         alerts: Option<(PathBuf, String)>,
         test_hosts: Option<&str>,
         limits: Option<&str>,
+        upstream: Upstream,
     ) -> Result<Proxy, ProxyError> {
         Rules::new(&policy.allow, &policy.deny)?;
         std::fs::create_dir_all(dir).map_err(|source| ProxyError::Create {
@@ -222,6 +251,7 @@ impl Proxy {
                 hosts: test_hosts.map(parse_hosts).unwrap_or_default(),
                 alerts,
                 limits: limits.map_or_else(Limits::default, |s| Limits::default().with(s)),
+                upstream,
             },
         })
     }
@@ -240,18 +270,25 @@ pub(crate) fn for_policy(
         return Ok(None);
     };
     let err = |e: String| crate::error::Error::Jail(format!("starting the network proxy: {e}"));
+    let upstream = upstream_of(env).map_err(|e| err(e.to_string()))?;
     let proxy = Proxy::bind(
         dir,
         network,
         Some((runtime.to_path_buf(), session.to_string())),
         env.get_str(crate::host::TEST_HOSTS),
         env.get_str(crate::host::TEST_NET_LIMITS),
+        upstream,
     )
     .map_err(|e| err(e.to_string()))?;
     let exec = env.get_str(crate::host::SEAL) == Some("exec");
     process::start(proxy, exec)
         .map(Some)
         .map_err(|e| err(e.to_string()))
+}
+
+/// The launcher's proxy settings (never the jail's: these are the launcher's own variables).
+pub(crate) fn upstream_of(env: &crate::host::HostEnv) -> Result<Upstream, upstream::BadProxy> {
+    Upstream::from_env(&|k| env.get_str(k).map(str::to_string))
 }
 
 fn parse_hosts(v: &str) -> Vec<(String, IpAddr)> {
@@ -288,10 +325,8 @@ enum Route {
     /// To the server itself.
     Direct,
     /// To the launcher's upstream proxy (plain HTTP is then sent in absolute form), with its
-    /// `Proxy-Authorization` value if it has one.
-    // Made by the upstream chaining (the next commit).
-    #[allow(dead_code)]
-    Proxy(Option<String>),
+    /// `Proxy-Authorization` value if it has one, and its address as messages show it.
+    Proxy { auth: Option<String>, shown: String },
 }
 
 impl Shared {
@@ -301,6 +336,7 @@ impl Shared {
             hosts: config.hosts,
             alerts: config.alerts,
             limits: config.limits,
+            upstream: config.upstream,
             denied: Mutex::new(BTreeMap::new()),
             counts: Counts::default(),
         })
@@ -321,20 +357,24 @@ impl Shared {
         }
     }
 
-    /// Decide on `host:port` and connect to the address that passed.
+    /// Decide on `host:port` and connect: to the address that passed, or through the launcher's
+    /// upstream proxy (by name, once the name passed, and its address where it resolves here).
     fn open(&self, host: &str, port: u16, purpose: Purpose) -> Result<Opened, Failure> {
-        let _ = purpose;
         let name = normalize(host);
-        let result = self.decide(&name, port).and_then(|addr| {
-            TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
-                .map(|stream| Opened {
-                    stream,
-                    route: Route::Direct,
-                })
-                .map_err(|e| Failure::Upstream(format!("connecting to {addr}: {e}")))
-        });
+        let result = match self.upstream.for_host(&name, purpose == Purpose::Tunnel) {
+            Some(proxy) => self.through(proxy, &name, port, purpose),
+            None => self.decide(&name, port).and_then(|addr| {
+                TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
+                    .map(|stream| Opened {
+                        stream,
+                        route: Route::Direct,
+                    })
+                    .map_err(|e| Failure::Upstream(format!("connecting to {addr}: {e}")))
+            }),
+        };
         match &result {
-            Ok(_) => tracing::info!("network: allowed {name}:{port}"),
+            Ok(o) if o.route == Route::Direct => tracing::info!("network: allowed {name}:{port}"),
+            Ok(_) => tracing::info!("network: allowed {name}:{port} (through the upstream proxy)"),
             Err(Failure::Refused(r)) => self.refused(&name, port, r),
             Err(Failure::Upstream(e)) => {
                 tracing::info!("network: allowed {name}:{port}, but the connection failed: {e}");
@@ -343,19 +383,95 @@ impl Shared {
         result
     }
 
+    /// Through `proxy`: the name decided as always; its addresses, where this machine resolves it,
+    /// judged too (the upstream resolves it again, by name: a corporate proxy filters by name, and
+    /// the container may have no DNS of its own, so a name that does not resolve here goes on).
+    fn through(
+        &self,
+        proxy: &ProxyUrl,
+        name: &str,
+        port: u16,
+        purpose: Purpose,
+    ) -> Result<Opened, Failure> {
+        self.rules.check_name(name).map_err(Failure::Refused)?;
+        // The upstream picks the address, not us: every one this machine resolves must pass (a
+        // name with a public and a loopback address would otherwise reach the loopback).
+        if let Ok(addrs) = self.resolve(name, port) {
+            if let Some(r) = addrs
+                .into_iter()
+                .find_map(|ip| self.rules.check_addr(ip).err())
+            {
+                return Err(Failure::Refused(r));
+            }
+        }
+        let failed = |e: String| Failure::Upstream(format!("the upstream proxy {proxy}: {e}"));
+        let addr = (proxy.host.as_str(), proxy.port)
+            .to_socket_addrs()
+            .map_err(|e| failed(format!("cannot resolve it: {e}")))?
+            .next()
+            .ok_or_else(|| failed("it has no address".into()))?;
+        let mut stream = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
+            .map_err(|e| failed(format!("connecting to {addr}: {e}")))?;
+        if purpose == Purpose::Http {
+            return Ok(Opened {
+                stream,
+                route: Route::Proxy {
+                    auth: proxy.authorization.clone(),
+                    shown: proxy.to_string(),
+                },
+            });
+        }
+        let _ = stream.set_read_timeout(Some(CONNECT_TIMEOUT));
+        stream
+            .write_all(upstream::connect_request(proxy, name, port).as_bytes())
+            .map_err(|e| failed(e.to_string()))?;
+        // Byte by byte: what follows the answer is the tunnel's (an ssh server speaks first).
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            match stream.read(&mut byte) {
+                Ok(1) if head.len() < http::MAX_HEAD => head.push(byte[0]),
+                Ok(_) => return Err(failed("it closed without answering".into())),
+                Err(e) => return Err(failed(format!("no answer: {e}"))),
+            }
+        }
+        let _ = stream.set_read_timeout(None);
+        match upstream::answer(&head) {
+            upstream::Answer::Established => Ok(Opened {
+                stream,
+                route: Route::Proxy {
+                    auth: None,
+                    shown: proxy.to_string(),
+                },
+            }),
+            upstream::Answer::AuthRequired => Err(failed(upstream::AUTH_REQUIRED.into())),
+            upstream::Answer::Other(line) => Err(failed(format!("it answered {line}"))),
+        }
+    }
+
+    /// The addresses of `name`: a literal, the test resolver (a name listed twice has both), else
+    /// DNS.
+    fn resolve(&self, name: &str, port: u16) -> Result<Vec<IpAddr>, Failure> {
+        if let Ok(ip) = name.parse::<IpAddr>() {
+            return Ok(vec![ip]);
+        }
+        let mapped: Vec<IpAddr> = (self.hosts.iter())
+            .filter(|(n, _)| n == name)
+            .map(|(_, ip)| *ip)
+            .collect();
+        if !mapped.is_empty() {
+            return Ok(mapped);
+        }
+        Ok((name, port)
+            .to_socket_addrs()
+            .map_err(|e| Failure::Upstream(format!("cannot resolve {name}: {e}")))?
+            .map(|a| a.ip())
+            .collect())
+    }
+
     fn decide(&self, name: &str, port: u16) -> Result<SocketAddr, Failure> {
         self.rules.check_name(name).map_err(Failure::Refused)?;
-        let addrs: Vec<IpAddr> = if let Ok(ip) = name.parse::<IpAddr>() {
-            vec![ip]
-        } else if let Some((_, ip)) = self.hosts.iter().find(|(n, _)| n == name) {
-            vec![*ip]
-        } else {
-            (name, port)
-                .to_socket_addrs()
-                .map_err(|e| Failure::Upstream(format!("cannot resolve {name}: {e}")))?
-                .map(|a| a.ip())
-                .collect()
-        };
+        let addrs = self.resolve(name, port)?;
         let mut first_refusal = None;
         for ip in addrs {
             match self.rules.check_addr(ip) {
@@ -387,8 +503,9 @@ impl Shared {
             return;
         };
         let detail = format!(
-            "the jail tried to reach {host}:{port}; refused because {reason} (further attempts in \
-             this session are counted, not alerted; see docs/network.md)"
+            "the jail tried to reach {host}:{port}; refused because {reason}. {} (Further attempts \
+             in this session are counted, not alerted; see docs/network.md.)",
+            remedy(host, why)
         );
         let path = PathBuf::from(format!("{host}:{port}"));
         let alert = Alert {

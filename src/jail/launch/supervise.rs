@@ -1,4 +1,4 @@
-//! The supervisor: bwrap started by `fork` + `execv` with the jail's fds in place, the sealer,
+//! The supervisor: bwrap started by `fork` + `execve` with the jail's fds in place, the sealer,
 //! the gate the command waits at, the status pipe, signal forwarding and the exit status.
 //!
 //! Guards against a command that runs before the jail is complete, a signal lost on its way to the
@@ -86,6 +86,7 @@ pub(super) enum Sealer {
 pub(super) fn fork_exec(
     program: &Path,
     args: &[OsString],
+    env: &[OsString],
     map: &[(i32, i32); 6],
     stderr: OwnedFd,
 ) -> std::io::Result<rustix::process::Pid> {
@@ -101,9 +102,15 @@ pub(super) fn fork_exec(
     }
     let mut pointers: Vec<*const libc::c_char> = owned.iter().map(|c| c.as_ptr()).collect();
     pointers.push(std::ptr::null());
+    let env = env
+        .iter()
+        .map(|e| cstring(e))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut env_pointers: Vec<*const libc::c_char> = env.iter().map(|c| c.as_ptr()).collect();
+    env_pointers.push(std::ptr::null());
     let stderr_fd = stderr.as_raw_fd();
     // SAFETY: between fork and exec the child makes only async-signal-safe calls (fcntl, dup2,
-    // sigaction, execv, write, _exit) on memory prepared before the fork.
+    // sigaction, execve, write, _exit) on memory prepared before the fork.
     match unsafe { libc::fork() } {
         -1 => Err(std::io::Error::last_os_error()),
         0 => unsafe {
@@ -112,7 +119,7 @@ pub(super) fn fork_exec(
                 && libc::dup2(stderr_fd, 2) == 2
                 && crate::jail::exec::ignore_terminal_signals().is_ok();
             if placed {
-                libc::execv(program.as_ptr(), pointers.as_ptr());
+                libc::execve(program.as_ptr(), pointers.as_ptr(), env_pointers.as_ptr());
             }
             libc::write(2, MSG.as_ptr().cast(), MSG.len());
             libc::_exit(127)
@@ -213,7 +220,18 @@ impl Jail {
             (ready_w.as_raw_fd(), READY_FD),
             (go_r.as_raw_fd(), GO_FD),
         ];
-        let child = fork_exec(&plan.policy.bwrap, args, &map, err_w).map_err(|e| {
+        // bwrap stays the jail's first process, whose initial environment the jail reads
+        // (`/proc/1/environ`): what the jail must not see is left out of it, not only unset by
+        // bwrap for the command (the upstream proxy's credentials, the agent sockets).
+        let env: Vec<OsString> = std::env::vars_os()
+            .filter(|(k, _)| !plan.policy.unsetenv.iter().any(|u| k == u.as_str()))
+            .map(|(mut k, v)| {
+                k.push("=");
+                k.push(v);
+                k
+            })
+            .collect();
+        let child = fork_exec(&plan.policy.bwrap, args, &env, &map, err_w).map_err(|e| {
             Error::Jail(format!("cannot start {}: {e}", plan.policy.bwrap.display()))
         })?;
         drop((seccomp_r, status_w, helper, real_stderr, ready_w, go_r));

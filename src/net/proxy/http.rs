@@ -385,15 +385,27 @@ impl Chunked {
 pub(super) struct Response {
     buf: Vec<u8>,
     passing: bool,
+    /// Through the launcher's upstream proxy: what the client reads instead of its `407` (the
+    /// credentials are the launcher's, the client can do nothing with a challenge).
+    instead_of_407: Option<String>,
 }
 
 impl Response {
-    /// Add `input`; what may be sent to the client is appended to `out`. An error: a head longer
-    /// than `MAX_HEAD`.
-    pub(super) fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), ()> {
+    /// A response that came through the launcher's upstream proxy: its `407` becomes a `502`
+    /// saying `sentence`.
+    pub(super) fn through_upstream(sentence: String) -> Response {
+        Response {
+            instead_of_407: Some(sentence),
+            ..Response::default()
+        }
+    }
+
+    /// Add `input`; what may be sent to the client is appended to `out`. `Ok(true)`: the response
+    /// was replaced, nothing more is to be read. An error: a head longer than `MAX_HEAD`.
+    pub(super) fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<bool, ()> {
         if self.passing {
             out.extend_from_slice(input);
-            return Ok(());
+            return Ok(false);
         }
         self.buf.extend_from_slice(input);
         loop {
@@ -401,7 +413,7 @@ impl Response {
                 if self.buf.len() > MAX_HEAD {
                     return Err(());
                 }
-                return Ok(());
+                return Ok(false);
             };
             let head: Vec<u8> = self.buf.drain(..end + 4).collect();
             let text = String::from_utf8_lossy(&head);
@@ -411,18 +423,24 @@ impl Response {
                 .and_then(|s| s.parse().ok());
             match status {
                 Some(s) if (100..200).contains(&s) && s != 101 => out.extend_from_slice(&head),
+                Some(407) if self.instead_of_407.is_some() => {
+                    let sentence = self.instead_of_407.take().unwrap_or_default();
+                    out.extend_from_slice(&respond("502 Bad Gateway", &sentence));
+                    self.buf.clear();
+                    return Ok(true);
+                }
                 Some(_) => {
                     out.extend_from_slice(&close_head(&text));
                     out.append(&mut self.buf);
                     self.passing = true;
-                    return Ok(());
+                    return Ok(false);
                 }
                 None => {
                     // Not an HTTP/1.x response: passed on as it is (the connection closes after it).
                     out.extend_from_slice(&head);
                     out.append(&mut self.buf);
                     self.passing = true;
-                    return Ok(());
+                    return Ok(false);
                 }
             }
         }

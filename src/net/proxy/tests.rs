@@ -16,10 +16,24 @@ fn authorities() {
 
 #[test]
 fn the_sentence_says_it_is_final() {
-    let s = denial_sentence("evil.example", "it is not on the allow list");
+    let s = denial_sentence("evil.example", &Refusal::NotAllowed);
     assert!(s.contains("not allowed by the sandbox"));
     assert!(s.contains("will not work"));
-    assert!(s.contains("--allow-domain evil.example"));
+    assert!(
+        s.contains("they run `claude-sandbox allow evil.example` outside"),
+        "{s}"
+    );
+    let ip = "10.0.0.1".parse().unwrap();
+    let s = denial_sentence("db.test", &Refusal::PrivateAddress(ip));
+    assert!(s.contains("`claude-sandbox allow 10.0.0.1`"), "{s}");
+    let s = denial_sentence("x.test", &Refusal::Denied);
+    assert!(
+        s.contains("denies it") && !s.contains("claude-sandbox allow"),
+        "{s}"
+    );
+    // A name the jail chose with other characters is never offered as a command to paste.
+    let s = denial_sentence("$(id).test", &Refusal::NotAllowed);
+    assert!(!s.contains("claude-sandbox allow"), "{s}");
 }
 
 #[test]
@@ -296,4 +310,78 @@ fn socks5_is_read_as_it_arrives() {
     );
     assert_eq!(socks::request(&[5, 1, 0, 9, 1]), Step::Bad(Some(8)));
     assert_eq!(socks::request(&[4, 1, 0, 1]), Step::Bad(None));
+}
+
+fn shared(hosts: &str, upstream: &str) -> Shared {
+    let upstream = super::upstream::Upstream::from_env(&|k| {
+        (k == "HTTPS_PROXY" && !upstream.is_empty()).then(|| upstream.to_string())
+    })
+    .unwrap();
+    Shared::new(Config {
+        allow: vec!["mixed.test".into()],
+        deny: Vec::new(),
+        hosts: parse_hosts(hosts),
+        alerts: None,
+        limits: Limits::default(),
+        upstream,
+    })
+    .unwrap()
+}
+
+#[test]
+fn through_the_upstream_every_address_of_a_name_must_pass() {
+    let hosts = "mixed.test=192.0.2.1,mixed.test=127.0.0.1";
+    // Direct, the proxy connects to the address that passed: the first public one.
+    assert_eq!(
+        shared(hosts, "").decide("mixed.test", 443).ok(),
+        Some("192.0.2.1:443".parse().unwrap())
+    );
+    // Through an upstream that would pick its own address, a loopback one refuses the name
+    // (before anything is sent: port 9 of loopback is never connected to).
+    let s = shared(hosts, "http://127.0.0.1:9");
+    let refused = |host: &str| match s.open(host, 443, Purpose::Tunnel) {
+        Err(Failure::Refused(r)) => r.reason(),
+        Err(Failure::Upstream(e)) => panic!("{host} went upstream: {e}"),
+        Ok(_) => panic!("{host} went through"),
+    };
+    assert!(
+        refused("mixed.test").contains("127.0.0.1"),
+        "{}",
+        refused("mixed.test")
+    );
+    assert!(
+        refused("other.test").contains("allow"),
+        "{}",
+        refused("other.test")
+    );
+}
+
+#[test]
+fn an_upstream_407_on_plain_http_becomes_a_502_that_says_why() {
+    let mut r = Response::through_upstream("the upstream asks for credentials\n".into());
+    let mut out = Vec::new();
+    let over = r
+        .feed(
+            b"HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic\r\n\r\nx",
+            &mut out,
+        )
+        .unwrap();
+    assert!(over);
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.starts_with("HTTP/1.1 502 Bad Gateway\r\n"), "{text}");
+    assert!(
+        text.ends_with("\r\n\r\nthe upstream asks for credentials\n"),
+        "{text}"
+    );
+    assert!(!text.contains("Proxy-Authenticate"), "{text}");
+    // Any other answer passes, and a 407 of a direct connection too.
+    let mut out = Vec::new();
+    assert!(!Response::through_upstream(String::new())
+        .feed(b"HTTP/1.1 200 OK\r\n\r\n", &mut out)
+        .unwrap());
+    let mut out = Vec::new();
+    assert!(!Response::default()
+        .feed(b"HTTP/1.1 407 No\r\n\r\n", &mut out)
+        .unwrap());
+    assert!(out.starts_with(b"HTTP/1.1 407"));
 }

@@ -4,7 +4,7 @@
 use super::http::{self, Body, Response, Target, Via};
 use super::relay::{relay, End, Pass, Stage};
 use super::serve::Head;
-use super::{denial_sentence, socks, Failure, Route, Shared};
+use super::{denial_sentence, socks, upstream, Failure, Route, Shared};
 use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
@@ -29,7 +29,7 @@ fn answer(mut conn: UnixStream, bytes: &[u8]) {
 
 fn refusal(host: &str, port: u16, failure: &Failure) -> Vec<u8> {
     match failure {
-        Failure::Refused(r) => http::respond("403 Forbidden", &denial_sentence(host, &r.reason())),
+        Failure::Refused(r) => http::respond("403 Forbidden", &denial_sentence(host, r)),
         Failure::Upstream(e) => http::respond(
             "502 Bad Gateway",
             &format!("claude-sandbox: {host}:{port} is allowed, but the connection failed: {e}\n"),
@@ -78,9 +78,16 @@ fn request(mut conn: UnixStream, head: &[u8], rest: &[u8], shared: &Shared) {
                 Ok(up) => up,
                 Err(f) => return answer(conn, &refusal(&host, port, &f)),
             };
-            let via = match &up.route {
-                Route::Direct => Via::Direct,
-                Route::Proxy(auth) => Via::Proxy(auth.as_deref()),
+            let (via, response) = match &up.route {
+                Route::Direct => (Via::Direct, Response::default()),
+                Route::Proxy { auth, shown } => (
+                    Via::Proxy(auth.as_deref()),
+                    Response::through_upstream(format!(
+                        "claude-sandbox: {host}:{port} is allowed, but the upstream proxy {shown}: \
+                         {}\n",
+                        upstream::AUTH_REQUIRED
+                    )),
+                ),
             };
             let out = req.forward(&host, port, &path, via);
             if up.stream.write_all(&out).is_err() {
@@ -90,7 +97,7 @@ fn request(mut conn: UnixStream, head: &[u8], rest: &[u8], shared: &Shared) {
                 );
             }
             let mut body = BodyStage(Body::new(framing));
-            let mut response = ResponseStage(Response::default());
+            let mut response = ResponseStage(response);
             relay(
                 &mut conn,
                 &mut up.stream,
@@ -122,7 +129,7 @@ struct ResponseStage(Response);
 
 impl Stage for ResponseStage {
     fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<bool, ()> {
-        self.0.feed(input, out).map(|()| false)
+        self.0.feed(input, out)
     }
 }
 
