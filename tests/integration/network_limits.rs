@@ -244,10 +244,18 @@ fn a_flood_from_the_jail_leaves_the_launcher_alone_and_a_plant_is_still_quaranti
     let srv = Server::start();
     let script = format!(
         r##"python3 - <<'PY'
-import os, socket, subprocess, threading, time
+import os, resource, socket, subprocess, threading, time
 SOCK = "/tmp/.claude-sandbox-net/proxy.sock"
+# The jail's own descriptor limit first (an ordinary user's soft limit is 1024).
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+want = 2100 if hard == resource.RLIM_INFINITY else min(hard, 2100)
+if soft != resource.RLIM_INFINITY and soft < want:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    soft = want
+n = 2000 if soft == resource.RLIM_INFINITY else min(2000, soft - 64)
+print("flood:", n, flush=True)
 flood = []
-for i in range(2000):
+for i in range(n):
     s = socket.socket(socket.AF_UNIX); s.connect(SOCK)
     try: s.send(b"G")
     except OSError: pass
@@ -304,8 +312,15 @@ PY"##,
     }
     let o = child.wait_with_output().unwrap();
     let out = ok(&o);
+    // Past the proxy's caps (256 pending, 256 open) many times over, whatever the jail's limit.
+    let n: usize = out
+        .lines()
+        .find_map(|l| l.strip_prefix("flood: "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(n >= 900, "the jail could open only {n} connections: {out}");
     eprintln!(
-        "flood of 2000 + drip: launcher at most {} fds / {} threads; proxy at most {} fds / {} threads ({sampled} samples)",
+        "flood of {n} + drip: launcher at most {} fds / {} threads; proxy at most {} fds / {} threads ({sampled} samples)",
         launcher_max.0, launcher_max.1, proxy_max.0, proxy_max.1
     );
     assert!(sampled > 5, "the flood was never sampled: {out}");
