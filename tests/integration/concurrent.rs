@@ -185,6 +185,7 @@ fn five_overlapping_sessions_commit_and_install_and_leave_nothing() {
 fn a_session_starting_while_another_ends_finds_a_whole_jail() {
     let f = Fixture::new();
     let mut bad = Vec::new();
+    let mut overlapped = 0;
     for round in 0..20 {
         let started = f.ws.join("a-started");
         let _ = std::fs::remove_file(&started);
@@ -194,7 +195,7 @@ fn a_session_starting_while_another_ends_finds_a_whole_jail() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let a = Running(Some(a));
+        let mut a = Running(Some(a));
         wait_for("session A", Duration::from_secs(20), || started.exists());
         // A's end takes some tens of milliseconds after its command's 0.2 s: B starts from just
         // before to just after it.
@@ -216,6 +217,10 @@ fn a_session_starting_while_another_ends_finds_a_whole_jail() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
+        // A still running or ending when B started (its launcher not exited yet).
+        if a.0.as_mut().unwrap().try_wait().unwrap().is_none() {
+            overlapped += 1;
+        }
         let b = Running(Some(b)).wait();
         let a = a.wait();
         if stdout(&b) != "ok\n" || !b.status.success() {
@@ -238,4 +243,6 @@ fn a_session_starting_while_another_ends_finds_a_whole_jail() {
         }
     }
     assert!(bad.is_empty(), "{bad:#?}");
+    assert!(overlapped > 0, "no round's B started before A's launcher exited");
+    eprintln!("{overlapped} of 20 rounds: B started before A's launcher exited");
 }
