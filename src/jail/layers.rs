@@ -9,8 +9,8 @@
 //! (persistent, in the layer store); a write copies the file up and the human's inode never changes
 //! (which also breaks a hard link into it). Where the kernel cannot make that overlay (kernel < 5.11;
 //! a store on overlayfs, as `$HOME` is in most Docker containers; bwrap making every mount, as
-//! bubblewrap 0.8 has no overlay options; another session already using the upper directory), the
-//! jail gets a separate persistent directory of its own instead, which starts empty. Neither is ever
+//! bubblewrap 0.8 has no overlay options; every slot of upper directories held by other sessions,
+//! `slots`), the jail gets a separate persistent directory of its own instead, which starts empty. Neither is ever
 //! read by the human's tools, and neither is ever the human's directory: a cache is never again
 //! writable through to the host.
 //!

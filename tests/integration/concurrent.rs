@@ -243,6 +243,9 @@ fn a_session_starting_while_another_ends_finds_a_whole_jail() {
         }
     }
     assert!(bad.is_empty(), "{bad:#?}");
-    assert!(overlapped > 0, "no round's B started before A's launcher exited");
+    assert!(
+        overlapped > 0,
+        "no round's B started before A's launcher exited"
+    );
     eprintln!("{overlapped} of 20 rounds: B started before A's launcher exited");
 }
