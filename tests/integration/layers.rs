@@ -206,6 +206,9 @@ fn cache_ls_and_clear_show_and_remove_the_jails_layer_only() {
 fn a_second_concurrent_session_gets_its_own_upper_directory_folded_in_later() {
     let f = Fixture::new();
     std::fs::write(f.home.join(".cache/f"), "yours\n").unwrap();
+    std::fs::write(f.home.join(".cache/h"), "yours too\n").unwrap();
+    // In the shared layer before both: the second removes it (a whiteout in its own slot).
+    ok(&jail(&f, None, "echo earlier > ~/.cache/e"));
     let mut first = f
         .cmd([
             "run",
@@ -228,10 +231,11 @@ fn a_second_concurrent_session_gets_its_own_upper_directory_folded_in_later() {
         &f,
         None,
         "grep ' overlay ' /proc/self/mountinfo | grep \" $HOME/.cache \" | grep -c upper.1; \
-         cat ~/.cache/f ~/.cache/g; echo 2 > ~/.cache/f; mkdir -p ~/.local/share/x && echo wrote",
+         cat ~/.cache/f ~/.cache/g ~/.cache/e; echo 2 > ~/.cache/f; rm ~/.cache/e ~/.cache/h; \
+         mkdir -p ~/.local/share/x && echo wrote",
     ));
     assert!(first.wait().unwrap().success());
-    assert_eq!(out, "1\nyours\nfirst\nwrote\n");
+    assert_eq!(out, "1\nyours\nfirst\nearlier\nwrote\n");
     assert_eq!(read(&f.home.join(".cache/f")), "yours\n");
     assert_eq!(read(&layers(&f).join("cache/upper.1/f")), "2\n");
     // The next session folds the second's into the shared layer and sees both.
@@ -239,10 +243,12 @@ fn a_second_concurrent_session_gets_its_own_upper_directory_folded_in_later() {
         ok(&jail(
             &f,
             None,
-            "cat ~/.cache/f ~/.cache/g; ls ~/.local/share"
+            "cat ~/.cache/f ~/.cache/g; ls ~/.local/share; ls ~/.cache/e ~/.cache/h 2>/dev/null | wc -l"
         )),
-        "2\nfirst\nx\n"
+        "2\nfirst\nx\n0\n",
+        "the removals (whiteouts) were not folded in"
     );
+    assert_eq!(read(&f.home.join(".cache/h")), "yours too\n");
     assert_eq!(read(&layers(&f).join("cache/upper/f")), "2\n");
     assert!(!layers(&f).join("cache/upper.1/f").exists());
     assert_eq!(read(&f.home.join(".cache/f")), "yours\n");
