@@ -97,6 +97,9 @@ fn walk_tree(
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let fd = match rustix::fs::open(&dir, flags, Mode::empty()) {
             Ok(fd) => fd,
+            // Removed since its parent was listed (another session's placeholder, at its end):
+            // nothing is there to seal, and nothing to say on the agent's terminal.
+            Err(rustix::io::Errno::NOENT) if dir != root => continue,
             Err(e) => {
                 unreadable(&dir, e.into());
                 continue;

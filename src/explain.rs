@@ -281,13 +281,17 @@ pub fn explain(
     for line in crate::net::describe(&p.network) {
         let _ = writeln!(out, "{line}");
     }
-    let _ = writeln!(out, "\nWatched (writable PATH directories):");
-    if watched.is_empty() {
-        let _ = writeln!(out, "  none");
-    }
-    for w in &watched {
-        let _ = writeln!(out, "  {}", w.display());
-    }
+    // One line, as `Hidden` (the short view fits a screen).
+    let watched: Vec<String> = watched.iter().map(|w| w.display().to_string()).collect();
+    let _ = writeln!(
+        out,
+        "\nWatched (writable PATH directories): {}",
+        if watched.is_empty() {
+            "none".to_string()
+        } else {
+            some(&watched, full)
+        }
+    );
     let _ = write!(out, "\nRepositories: {}", plan.repos.len());
     let _ = match copies.len() {
         0 => writeln!(out),

@@ -72,7 +72,8 @@ fn paths(p: &[PathBuf]) -> String {
 
 use crate::alerts::{at_session_end, AlertKind};
 use crate::jail::policy::GitCopy;
-use divert::{divert, human_file, is_diverted, release};
+pub(crate) use divert::is_diverted;
+use divert::{divert, human_file, release};
 pub(crate) use merge::apply as apply_key;
 
 use crate::gitconfig::{self, Key};
@@ -134,9 +135,9 @@ pub(crate) fn choose(
         .filter(|r| r.git_dir == r.common_dir && is_git_dir(&r.git_dir))
     {
         let real = r.common_dir.join("config");
-        // Diverted by another session, the seal found is the symlink's target.
+        // Diverted by another session, the seal is still the config's own name (`plan::seals`).
         let file = human_file(&real);
-        let is_sealed = sealed.iter().any(|s| s.path == file && !s.placeholder);
+        let is_sealed = sealed.iter().any(|s| s.path == real && !s.placeholder);
         let regular = std::fs::symlink_metadata(&file).is_ok_and(|m| m.file_type().is_file());
         if is_sealed && regular && !out.iter().any(|c: &GitCopy| c.real == real) {
             out.push(GitCopy {

@@ -120,11 +120,30 @@ pub fn finish(session_dir: &Path, home: &Path, workspace: &Path) -> Vec<String> 
     }
     notes.extend(super::statedir::finish(session_dir));
     notes.extend(super::gitcopy::finish(session_dir));
-    if let Err(e) = std::fs::remove_dir_all(session_dir) {
-        notes.push(format!("cannot remove {}: {e}", session_dir.display()));
+    // Renamed out of the sessions' names first, in one step: a launcher sweeping dead sessions
+    // meanwhile sees the whole directory (and its live lock) or nothing, never half of it.
+    let gone = session_dir.with_file_name(format!(
+        "{GONE}{}",
+        session_dir
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+    ));
+    let doomed = match std::fs::rename(session_dir, &gone) {
+        Ok(()) => gone,
+        Err(_) => session_dir.to_path_buf(),
+    };
+    match std::fs::remove_dir_all(&doomed) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            notes.push(format!("cannot remove {}: {e}", doomed.display()));
+        }
+        _ => {}
     }
     notes
 }
+
+/// The prefix of a session directory being removed (`finish`): not a session any more.
+const GONE: &str = ".gone-";
 
 /// Merge what the jail changed in its copy of `~/.claude.json` since the launch (`base`) into the
 /// human's file as it is now: data comes back, the rest is held for review (`session_dir` names the
@@ -216,7 +235,21 @@ pub fn sweep_dead(runtime: &Path, alive: impl Fn(&[u8]) -> bool, home: &Path) {
     };
     for e in rd.flatten() {
         let dir = e.path();
-        let record = std::fs::read(SessionDir::at(dir.clone()).record()).unwrap_or_default();
+        if e.file_name().to_string_lossy().starts_with(GONE) {
+            // Left by a launcher killed while removing it: removed silently (one being removed by
+            // its live launcher now is left to it).
+            let record = std::fs::read(SessionDir::at(dir.clone()).record()).unwrap_or_default();
+            if !alive(&record) {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+            continue;
+        }
+        let record = match std::fs::read(SessionDir::at(dir.clone()).record()) {
+            Ok(r) => r,
+            // Finished by its own launcher since it was listed.
+            Err(_) if std::fs::symlink_metadata(&dir).is_err() => continue,
+            Err(_) => Vec::new(),
+        };
         if !alive(&record) {
             let ws = serde_json::from_slice::<Value>(&record)
                 .ok()

@@ -56,7 +56,7 @@ pub fn run(opts: &RunOptions, env: &HostEnv) -> Result<i32> {
     // Dropped last (after the session's end and the layers): the lock says it ran until then.
     let mut _lock = None;
     let mut session = placeholders::SessionId::current();
-    let (input, _config) = plan_input(opts, &session.id, env)?;
+    let (mut input, _config) = plan_input(opts, &session.id, env)?;
     let knobs = input::Knobs::of(env);
     let resolved = crate::host::resolve_command(cmd, &input.path_env, &input.cwd)?;
     // Clean up after dead sessions before planning, so their placeholders are not taken for the
@@ -76,6 +76,8 @@ pub fn run(opts: &RunOptions, env: &HostEnv) -> Result<i32> {
         placeholders::sweep(&runtime)?;
         home::sweep_dead(&runtime, session_alive, &input.home);
         super::liveness::sweep(&runtime);
+        // What live sessions hold: this one holds it too (their end must not pull it away).
+        input.held = placeholders::held(&runtime);
         Some(runtime)
     };
     tracing::debug!(

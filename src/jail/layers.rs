@@ -9,8 +9,8 @@
 //! (persistent, in the layer store); a write copies the file up and the human's inode never changes
 //! (which also breaks a hard link into it). Where the kernel cannot make that overlay (kernel < 5.11;
 //! a store on overlayfs, as `$HOME` is in most Docker containers; bwrap making every mount, as
-//! bubblewrap 0.8 has no overlay options; another session already using the upper directory), the
-//! jail gets a separate persistent directory of its own instead, which starts empty. Neither is ever
+//! bubblewrap 0.8 has no overlay options; every slot of upper directories held by other sessions,
+//! `slots`), the jail gets a separate persistent directory of its own instead, which starts empty. Neither is ever
 //! read by the human's tools, and neither is ever the human's directory: a cache is never again
 //! writable through to the host.
 //!
@@ -130,6 +130,7 @@ pub fn plan(home: &Path, store: &Path) -> Vec<Layer> {
             lower,
             upper,
             work,
+            under: None,
             own: dir.join("own"),
             overlay,
             data: DATA.iter().any(|(r, _)| r == rel),
@@ -146,9 +147,13 @@ pub fn plan(home: &Path, store: &Path) -> Vec<Layer> {
 #[derive(Debug)]
 pub struct Held {
     _in_use: std::fs::File,
-    _overlay: Option<std::fs::File>,
+    /// The slot of upper directories this session holds (`slots`), and its lock.
+    slot: Option<(usize, std::fs::File)>,
     /// The overlays' work directories, opened up again when the session ends.
     work: Vec<PathBuf>,
+    store: PathBuf,
+    /// The layers' directories in the store, for the fold at the end.
+    dirs: Vec<PathBuf>,
 }
 
 impl Drop for Held {
@@ -160,6 +165,15 @@ impl Drop for Held {
             let inner = w.join("work");
             if std::fs::symlink_metadata(&inner).is_ok_and(|m| m.is_dir()) {
                 let _ = std::fs::set_permissions(&inner, std::fs::Permissions::from_mode(0o700));
+            }
+        }
+        // A session beside another: what it wrote joins the shared upper directories now, if no
+        // session's overlay uses them (else the next session to take them folds it in).
+        if let Some((n, _)) = self.slot.as_ref().filter(|(n, _)| *n > 0) {
+            if let Ok(Some(_shared)) = slots::try_lock(&self.store, 0) {
+                for d in &self.dirs {
+                    slots::fold_slot(d, *n);
+                }
             }
         }
     }
@@ -189,8 +203,8 @@ pub fn ensure_store(store: &Path) -> std::io::Result<()> {
 }
 
 /// Before bwrap starts: the store and each layer's directories exist, the store is marked in use,
-/// and the overlay is kept only when no other session holds the upper directories (else the
-/// separate directories are used this time).
+/// and the session takes a slot of upper directories (`slots`): the shared ones when free, else
+/// its own above them. Only when every slot is held are the separate directories used instead.
 pub fn prepare(store: &Path, layers: &mut [Layer]) -> crate::error::Result<Held> {
     use rustix::fs::FlockOperation as Op;
     let err = |what: String, e: std::io::Error| {
@@ -213,42 +227,66 @@ pub fn prepare(store: &Path, layers: &mut [Layer]) -> crate::error::Result<Held>
                 .map_err(|e| err(format!("creating {}", d.display()), e))?;
         }
     }
-    let lock = |name: &str, op| -> std::io::Result<Option<std::fs::File>> {
-        let f = open_lock(&store.join(name))?;
-        match rustix::fs::flock(&f, op) {
-            Ok(()) => Ok(Some(f)),
-            Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
-            Err(e) => Err(e.into()),
-        }
-    };
-    let in_use = lock(".in-use", Op::LockShared)
-        .map_err(|e| err("locking".into(), e))?
-        .ok_or_else(|| err("locking".into(), std::io::Error::other("unexpected")))?;
-    let overlay = if layers.iter().any(|l| l.overlay) {
-        lock(".overlay", Op::NonBlockingLockExclusive).map_err(|e| err("locking".into(), e))?
+    let in_use = open_lock(&store.join(".in-use"))
+        .and_then(|f| {
+            rustix::fs::flock(&f, Op::LockShared)
+                .map(|()| f)
+                .map_err(Into::into)
+        })
+        .map_err(|e| err("locking".into(), e))?;
+    let dirs: Vec<PathBuf> = layers
+        .iter()
+        .filter_map(|l| l.upper.parent().map(Path::to_path_buf))
+        .collect();
+    let slot = if layers.iter().any(|l| l.overlay) {
+        slots::take(store).map_err(|e| err("locking".into(), e))?
     } else {
         None
     };
-    if overlay.is_none() {
-        for l in layers.iter_mut() {
-            if l.overlay {
-                tracing::info!(
-                    "{}: another session holds the overlay; this one uses {}",
-                    l.path.display(),
-                    l.own.display()
-                );
+    match &slot {
+        None => {
+            for l in layers.iter_mut() {
+                if l.overlay {
+                    tracing::info!(
+                        "{}: {} sessions hold every overlay slot; this one uses {}",
+                        l.path.display(),
+                        slots::SLOTS,
+                        l.own.display()
+                    );
+                }
+                l.overlay = false;
             }
-            l.overlay = false;
+        }
+        // The shared upper directories: what sessions beside others left is folded in first.
+        Some((0, _)) => slots::fold_free(store, &dirs),
+        Some((n, _)) => {
+            for l in layers.iter_mut().filter(|l| l.overlay) {
+                let Some(dir) = l.upper.parent().map(Path::to_path_buf) else {
+                    continue;
+                };
+                let (upper, work) = slots::dirs(&dir, *n);
+                for d in [&upper, &work] {
+                    std::fs::DirBuilder::new()
+                        .recursive(true)
+                        .mode(0o700)
+                        .create(d)
+                        .map_err(|e| err(format!("creating {}", d.display()), e))?;
+                }
+                l.under = Some(std::mem::replace(&mut l.upper, upper));
+                l.work = work;
+            }
         }
     }
     Ok(Held {
         _in_use: in_use,
-        _overlay: overlay,
         work: layers
             .iter()
-            .filter(|l| l.overlay && l.human)
+            .filter(|l| l.mount() == crate::jail::policy::LayerMount::Overlay)
             .map(|l| l.work.clone())
             .collect(),
+        slot,
+        store: store.to_path_buf(),
+        dirs,
     })
 }
 
@@ -372,6 +410,8 @@ pub fn clear(store: &Path, name: Option<&str>) -> crate::error::Result<()> {
     }
     Ok(())
 }
+
+mod slots;
 
 #[cfg(test)]
 mod tests;

@@ -128,6 +128,26 @@ pub fn list(runtime: &Path) -> Vec<PathBuf> {
         .unwrap_or_default()
 }
 
+/// The placeholders some session holds now, as they were made (under the lock: a session makes
+/// and registers its placeholders in one step). Empty when there is no registry.
+pub fn held(runtime: &Path) -> std::collections::HashSet<PathBuf> {
+    if !crate::runtime_dir::RuntimeDir::new(runtime)
+        .placeholders()
+        .exists()
+    {
+        return std::collections::HashSet::new();
+    }
+    with_registry(runtime, |reg| {
+        Ok(reg
+            .entries
+            .iter()
+            .filter(|e| !e.holders.is_empty() && still_ours(e))
+            .map(|e| e.path.clone())
+            .collect())
+    })
+    .unwrap_or_default()
+}
+
 /// Whether `path` is a placeholder some session made and holds, as it was made. Under the lock: a
 /// session makes its placeholders and registers them in one step, so the watcher of another one,
 /// woken by the new name, waits for the registry to say whose it is.

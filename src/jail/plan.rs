@@ -108,6 +108,16 @@ pub struct PlanInput {
     /// The host's environment, as the launch found it.
     pub host: HostEnv,
     pub uid: u32,
+    /// The placeholders other sessions hold now (`placeholders::held`): what the plan finds there
+    /// it holds too instead of taking it for yours, so that their end does not pull it away.
+    pub held: std::collections::HashSet<PathBuf>,
+}
+
+impl PlanInput {
+    /// Whether `p` is there as a placeholder another session holds.
+    pub(super) fn held(&self, p: &Path) -> bool {
+        self.held.contains(p)
+    }
 }
 
 /// A plan: the policy, the placeholders to create, and notes for `explain`.
@@ -210,6 +220,9 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         let owned =
             rel == ".local/bin" || launched.is_some_and(|r| r.state.iter().any(|s| s.path == rel));
         if p.is_dir() && !is_symlink(&p) {
+            if input.held(&p) {
+                placeholders.extend(held_dirs(input, &p, &home));
+            }
             holes.push(p);
         } else if !p.exists() && !is_symlink(&p) && owned {
             // Create each missing component, so all of them are removed if left empty.
@@ -223,10 +236,12 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
     }
     // What an agent writes and runs later itself: a private tmpfs per session (`runtimes`).
     let (state_private, mut state_views) =
-        state_private(&home, &holes, &mut placeholders, &mut warnings);
+        state_private(input, &home, &holes, &mut placeholders, &mut warnings);
     for rel in present_runtimes(input).iter().flat_map(|r| r.home_views) {
         let p = home.join(rel);
-        if !p.exists() && !is_symlink(&p) {
+        if input.held(&p) {
+            placeholders.extend(held_dirs(input, &p, &home));
+        } else if !p.exists() && !is_symlink(&p) {
             placeholders.extend(missing_dirs(&p, &home).into_iter().map(|path| Placeholder {
                 path,
                 stub: Stub::Dir,
@@ -433,7 +448,8 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
     }
     let search = readers::search_dirs(&input.path_env, &home, &input.host);
     plan.unread = readers::unread(&mut findings, &ws, &search);
-    let (mut sealed, mut stubs, closed) = seal(findings, &writable_roots, &mut warnings);
+    let (mut sealed, mut stubs, closed) =
+        seal(findings, &writable_roots, &input.held, &mut warnings);
     // What the launched runtime writes in the project at every start: a view for the session.
     for view in project_views(input, &ws) {
         if sealed.iter().any(|s| s.path == view) {
@@ -445,7 +461,7 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
     }
     // A sealed directory that is also a private tmpfs's parent is made once, as agent state.
     stubs.retain(|s| !plan.placeholders.iter().any(|p| p.path == s.path));
-    let work_in_seals = work_in_seals(&ws, &sealed, &mut stubs);
+    let work_in_seals = work_in_seals(&ws, &sealed, &input.held, &mut stubs);
     plan.watched_not_sealed = refused_placeholders(input, plan, &mut sealed, &mut stubs);
     plan.placeholders.extend(stubs);
 
@@ -495,6 +511,23 @@ fn canonical(p: &Path) -> Result<PathBuf> {
             || format!("resolving {}", p.display()),
         )
     })
+}
+
+/// `p` and its ancestors below `top` that are placeholders another session holds, outermost first,
+/// as this session's placeholders (agent state): held by it too (`placeholders::acquire`).
+pub(super) fn held_dirs(input: &PlanInput, p: &Path, top: &Path) -> Vec<Placeholder> {
+    let mut held: Vec<Placeholder> = p
+        .ancestors()
+        .take_while(|a| *a != top)
+        .filter(|a| input.held(a))
+        .map(|a| Placeholder {
+            path: a.to_path_buf(),
+            stub: Stub::Dir,
+            state_dir: true,
+        })
+        .collect();
+    held.reverse();
+    held
 }
 
 /// `p` and its missing ancestors below `top`, outermost first.

@@ -179,6 +179,10 @@ pub(crate) struct Layer {
     pub lower: PathBuf,
     pub upper: PathBuf,
     pub work: PathBuf,
+    /// A session beside another (`layers::slots`): the shared upper directory, read-only between
+    /// this session's own upper directory and `lower`, so that it sees what earlier sessions wrote.
+    #[serde(default)]
+    pub under: Option<PathBuf>,
     /// The directory bound instead when there is no overlay.
     pub own: PathBuf,
     /// Whether the sealer mounts the overlay (else `own` is bound).
@@ -206,6 +210,7 @@ impl Layer {
     pub(crate) fn mount(&self) -> LayerMount {
         match (self.overlay, self.human, self.data) {
             (true, true, _) => LayerMount::Overlay,
+            (true, false, _) if self.under.is_some() => LayerMount::Overlay,
             (false, true, true) => LayerMount::Yours,
             _ => LayerMount::Own,
         }

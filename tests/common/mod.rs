@@ -488,3 +488,41 @@ pub fn held_count(f: &Fixture) -> usize {
         .filter(|e| e["kind"] == "held")
         .count()
 }
+
+/// A wheel made by hand under `dir` (a wheel is a zip: the package, its metadata, a console script
+/// `<package>-py` with `-` for `_`, when `script`): package `pkg` 1.0, whose `main()` prints `says`.
+#[allow(dead_code)]
+pub fn wheel(dir: &Path, pkg: &str, says: &str, script: bool) -> PathBuf {
+    let name = pkg.replace('_', "-");
+    let whl = dir.join(format!("{pkg}-1.0-py3-none-any.whl"));
+    let script = format!(
+        r#"
+import zipfile, hashlib, base64
+files = {{
+ "{pkg}/__init__.py": "def main():\n    print('{says}')\n",
+ "{pkg}-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
+ "{pkg}-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+ "{pkg}-1.0.dist-info/entry_points.txt": "[console_scripts]\n{name}-py = {pkg}:main\n",
+}}
+if not {script}:
+    del files["{pkg}-1.0.dist-info/entry_points.txt"]
+rows = []
+with zipfile.ZipFile("{whl}", "w") as z:
+    for name, text in files.items():
+        data = text.encode()
+        z.writestr(name, data)
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        rows.append(f"{{name}},sha256={{digest}},{{len(data)}}")
+    rows.append("{pkg}-1.0.dist-info/RECORD,,")
+    z.writestr("{pkg}-1.0.dist-info/RECORD", "\n".join(rows) + "\n")
+"#,
+        whl = whl.display(),
+        script = if script { "True" } else { "False" },
+    );
+    let st = Command::new("/usr/bin/python3")
+        .args(["-c", &script])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    whl
+}

@@ -109,38 +109,6 @@ fn without_an_overlay_your_local_is_read_only_never_writable_through() {
     assert_eq!(tree(&f.home), want);
 }
 
-/// A wheel made by hand (a wheel is a zip: the package, its metadata, a console script).
-fn wheel(dir: &Path) -> PathBuf {
-    let whl = dir.join("hello_cs-1.0-py3-none-any.whl");
-    let script = format!(
-        r#"
-import zipfile, hashlib, base64
-files = {{
- "hello_cs/__init__.py": "def main():\n    print('hello from pip')\n",
- "hello_cs-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: hello-cs\nVersion: 1.0\n",
- "hello_cs-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
- "hello_cs-1.0.dist-info/entry_points.txt": "[console_scripts]\nhello-cs-py = hello_cs:main\n",
-}}
-rows = []
-with zipfile.ZipFile("{whl}", "w") as z:
-    for name, text in files.items():
-        data = text.encode()
-        z.writestr(name, data)
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        rows.append(f"{{name}},sha256={{digest}},{{len(data)}}")
-    rows.append("hello_cs-1.0.dist-info/RECORD,,")
-    z.writestr("hello_cs-1.0.dist-info/RECORD", "\n".join(rows) + "\n")
-"#,
-        whl = whl.display()
-    );
-    let st = Command::new("/usr/bin/python3")
-        .args(["-c", &script])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    whl
-}
-
 #[test]
 fn pip_install_user_works_inside_and_stays_out_of_your_python() {
     let pip = Command::new("/usr/bin/python3")
@@ -157,7 +125,7 @@ fn pip_install_user_works_inside_and_stays_out_of_your_python() {
         return;
     }
     let f = Fixture::new();
-    let whl = wheel(&f.root);
+    let whl = wheel(&f.root, "hello_cs", "hello from pip", true);
     let out = ok(&f.jail(&format!(
         "PIP_BREAK_SYSTEM_PACKAGES=1 /usr/bin/python3 -m pip install -q --user --no-index {} \
          2>&1 | grep -v WARNING; /usr/bin/python3 -c 'import hello_cs; hello_cs.main()'",

@@ -198,13 +198,25 @@ fn cache_ls_and_clear_show_and_remove_the_jails_layer_only() {
 }
 
 /// Two sessions at once: the second may not share the first's upper directory (overlayfs would
-/// only warn), so it gets the private directory; neither writes your cache.
+/// only warn), so it gets one of its own, over the shared one and yours: it sees yours and what
+/// the first wrote, writes its own, and what it wrote is folded into the shared layer for the next
+/// session (here by the next session, as the first still ran when the second ended). Neither
+/// writes your cache.
 #[test]
-fn a_second_concurrent_session_uses_the_private_directory() {
+fn a_second_concurrent_session_gets_its_own_upper_directory_folded_in_later() {
     let f = Fixture::new();
     std::fs::write(f.home.join(".cache/f"), "yours\n").unwrap();
+    std::fs::write(f.home.join(".cache/h"), "yours too\n").unwrap();
+    // In the shared layer before both: the second removes it (a whiteout in its own slot).
+    ok(&jail(&f, None, "echo earlier > ~/.cache/e"));
     let mut first = f
-        .cmd(["run", "--", "bash", "-c", "touch started; sleep 3"])
+        .cmd([
+            "run",
+            "--",
+            "bash",
+            "-c",
+            "echo first > ~/.cache/g; touch started; sleep 3",
+        ])
         .spawn()
         .unwrap();
     let t0 = std::time::Instant::now();
@@ -218,10 +230,26 @@ fn a_second_concurrent_session_uses_the_private_directory() {
     let out = ok(&jail(
         &f,
         None,
-        "grep ' overlay ' /proc/self/mountinfo | grep -c \" $HOME/\"; cat ~/.cache/f 2>/dev/null || echo not-visible; echo 2 > ~/.cache/f",
+        "grep ' overlay ' /proc/self/mountinfo | grep \" $HOME/.cache \" | grep -c upper.1; \
+         cat ~/.cache/f ~/.cache/g ~/.cache/e; echo 2 > ~/.cache/f; rm ~/.cache/e ~/.cache/h; \
+         mkdir -p ~/.local/share/x && echo wrote",
     ));
     assert!(first.wait().unwrap().success());
-    assert_eq!(out, "0\nnot-visible\n");
+    assert_eq!(out, "1\nyours\nfirst\nearlier\nwrote\n");
     assert_eq!(read(&f.home.join(".cache/f")), "yours\n");
-    assert_eq!(read(&layers(&f).join("cache/own/f")), "2\n");
+    assert_eq!(read(&layers(&f).join("cache/upper.1/f")), "2\n");
+    // The next session folds the second's into the shared layer and sees both.
+    assert_eq!(
+        ok(&jail(
+            &f,
+            None,
+            "cat ~/.cache/f ~/.cache/g; ls ~/.local/share; ls ~/.cache/e ~/.cache/h 2>/dev/null | wc -l"
+        )),
+        "2\nfirst\nx\n0\n",
+        "the removals (whiteouts) were not folded in"
+    );
+    assert_eq!(read(&f.home.join(".cache/h")), "yours too\n");
+    assert_eq!(read(&layers(&f).join("cache/upper/f")), "2\n");
+    assert!(!layers(&f).join("cache/upper.1/f").exists());
+    assert_eq!(read(&f.home.join(".cache/f")), "yours\n");
 }

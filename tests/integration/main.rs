@@ -7,6 +7,7 @@ mod battery;
 mod cli_texts;
 #[path = "../common/mod.rs"]
 mod common;
+mod concurrent;
 mod entry_points;
 mod gitconfig;
 mod hardlinks;

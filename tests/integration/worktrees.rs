@@ -197,8 +197,8 @@ fn a_submodule_as_the_workspace_commits_and_its_module_dir_is_sealed() {
         "in the submodule"
     );
     assert_git_dir_as_before(&module, &hooks);
-    // The module's config is the jail's own copy: a key that runs something is not carried out
-    // but held for the human's review.
+    // The module's config is the jail's own copy: a key that runs something is not carried out,
+    // it waits in the review (`held`).
     assert!(!std::fs::read_to_string(module.join("config"))
         .unwrap()
         .contains("elsewhere"));
@@ -207,6 +207,7 @@ fn a_submodule_as_the_workspace_commits_and_its_module_dir_is_sealed() {
         alerts.contains("\"held\"") && alerts.contains("core.hookspath"),
         "{alerts}"
     );
+    assert_eq!(held_count(&f), 1);
 }
 
 fn claude_worktrees(seal: &str) {

@@ -198,8 +198,43 @@ fn make_dir(p: &Path) -> std::io::Result<()> {
     std::fs::DirBuilder::new().mode(0o700).create(p)
 }
 
+/// How long to wait for another launcher diverting or releasing the same config (it holds the
+/// lock for a rename or two); a lock held longer (something in a jail holding it) gives up.
+const DIVERSION_WAIT: Duration = Duration::from_secs(3);
+
+/// An exclusive `flock` on the git directory itself, held while a launcher diverts or releases
+/// its config: the diversion's own directory (`claude-sandbox/`, with its registry) is made by the
+/// first and removed by the last, so a session starting while another ends could otherwise remove
+/// the directory the other is making, or make one the other then removes (a `.git/config` left
+/// pointing at nothing). The git directory outlives both. Bounded: a jail can open the directory
+/// too, and holding its lock only makes this session keep the read-only seal.
+fn git_dir_lock(config: &Path) -> std::io::Result<std::fs::File> {
+    let git_dir = config.parent().unwrap_or(Path::new("/"));
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(git_dir)?;
+    let t0 = Instant::now();
+    loop {
+        match rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(f),
+            Err(rustix::io::Errno::WOULDBLOCK) if t0.elapsed() < DIVERSION_WAIT => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => {
+                return Err(other(format!(
+                    "{}: locked by another launcher for longer than {} s ({e})",
+                    git_dir.display(),
+                    DIVERSION_WAIT.as_secs()
+                )))
+            }
+        }
+    }
+}
+
 /// Divert `config` (unless it is already, for another live session) and register `session`.
 pub(crate) fn divert(config: &Path, session: &SessionId) -> std::io::Result<()> {
+    let _serial = git_dir_lock(config)?;
     let dir = dir(config);
     if !is_diverted(config) {
         match std::fs::symlink_metadata(&dir) {
@@ -244,13 +279,17 @@ fn register(registry: &std::fs::File, session: &SessionId) -> std::io::Result<()
 /// diverted file is kept aside, never deleted).
 pub(crate) fn release(config: &Path, session: &str) -> Result<(), super::GitCopyError> {
     let dir = dir(config);
-    if !is_real_dir(&dir) {
-        return Ok(());
-    }
     let show = |source: std::io::Error| super::GitCopyError::Io {
         path: dir.clone(),
         source,
     };
+    if !is_real_dir(&dir) {
+        return Ok(());
+    }
+    let _serial = git_dir_lock(config).map_err(show)?;
+    if !is_real_dir(&dir) {
+        return Ok(()); // released by another launcher meanwhile
+    }
     let registry = registry_lock(&dir).map_err(show)?;
     log_line(&registry, b'-', session.as_bytes()).map_err(show)?;
     if !live_in(&registry, &dir).is_empty() {

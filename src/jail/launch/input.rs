@@ -103,6 +103,7 @@ pub fn plan_input(
         path_env: env.path().to_owned(),
         host: env.clone(),
         uid: rustix::process::getuid().as_raw(),
+        held: std::collections::HashSet::new(),
     };
     Ok((input, config))
 }

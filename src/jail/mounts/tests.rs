@@ -20,6 +20,7 @@ fn layer(path: &str, overlay: bool, human: bool) -> Layer {
         lower: "/l".into(),
         upper: format!("/store{path}/upper").into(),
         work: "/w".into(),
+        under: None,
         own: format!("/store{path}/own").into(),
         overlay,
         human,

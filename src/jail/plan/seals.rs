@@ -5,9 +5,11 @@ use super::*;
 
 /// Turn findings into read-only seals (existing paths) and placeholders (missing ones). Only paths
 /// under a writable root need sealing: everything else is read-only already.
+/// `held`: the placeholders other sessions hold, which are held here too (placeholders again).
 pub(super) fn seal(
     findings: Vec<Finding>,
     roots: &[PathBuf],
+    held: &std::collections::HashSet<PathBuf>,
     warnings: &mut Vec<String>,
 ) -> (Vec<Sealed>, Vec<Placeholder>, Vec<PathBuf>) {
     let mut closed = Vec::new();
@@ -28,6 +30,18 @@ pub(super) fn seal(
             continue;
         }
         let (target, stub, placeholder, dir) = match std::fs::symlink_metadata(&f.path) {
+            // Another session's placeholder: this session's too (it may be gone by the time this
+            // session makes its own; `placeholders::acquire` holds or makes it, under its lock).
+            Ok(m) if held.contains(&f.path) => {
+                let stub = if m.is_dir() { Stub::Dir } else { f.stub };
+                (f.path.clone(), Some(stub), true, m.is_dir())
+            }
+            // A `.git/config` another session diverted: sealed by its own name, which stays there
+            // whichever session releases the diversion before this one joins it (the diversion's
+            // directory may be gone by then). This session's copy replaces the seal (`mounts`).
+            Ok(m) if m.file_type().is_symlink() && crate::jail::gitcopy::is_diverted(&f.path) => {
+                (f.path.clone(), None, false, false)
+            }
             Ok(m) if m.file_type().is_symlink() => match std::fs::canonicalize(&f.path) {
                 Ok(t) if roots.iter().any(|r| t.starts_with(r)) => {
                     warnings.push(format!(
@@ -239,6 +253,7 @@ pub(super) fn refused_placeholders(
 pub(super) fn work_in_seals(
     ws: &Path,
     sealed: &[Sealed],
+    held: &std::collections::HashSet<PathBuf>,
     stubs: &mut Vec<Placeholder>,
 ) -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -254,9 +269,9 @@ pub(super) fn work_in_seals(
             continue;
         }
         match std::fs::symlink_metadata(&dir) {
-            Ok(m) if m.is_dir() => {}
-            Ok(_) => continue,
-            Err(_) => stubs.push(Placeholder {
+            Ok(m) if m.is_dir() && !held.contains(&dir) => {}
+            Ok(m) if !m.is_dir() => continue,
+            _ => stubs.push(Placeholder {
                 path: dir.clone(),
                 stub: Stub::Dir,
                 state_dir: false,

@@ -51,6 +51,7 @@ pub(super) fn project_views(input: &PlanInput, ws: &Path) -> Vec<PathBuf> {
 /// parents.
 #[allow(clippy::type_complexity)]
 pub(super) fn state_private(
+    input: &PlanInput,
     home: &Path,
     holes: &[PathBuf],
     placeholders: &mut Vec<Placeholder>,
@@ -85,7 +86,15 @@ pub(super) fn state_private(
             }
             match std::fs::symlink_metadata(&p) {
                 _ if own_top => {}
-                Ok(m) if m.is_dir() => {}
+                Ok(m) if m.is_dir() && !input.held(&p) => {}
+                Ok(m) if m.is_dir() => {
+                    let planned = |a: &Path| placeholders.iter().any(|x| x.path == a);
+                    let held: Vec<Placeholder> = held_dirs(input, &p, &dir)
+                        .into_iter()
+                        .filter(|h| !planned(&h.path))
+                        .collect();
+                    placeholders.extend(held);
+                }
                 Ok(_) => {
                     warnings.push(format!(
                         "{} is not a directory: it stays as it is, writable",

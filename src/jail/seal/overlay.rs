@@ -70,7 +70,12 @@ impl Making {
                 std::env::set_current_dir(stage)
                     .map_err(|e| fail(Path::new(stage), "entering the host's tree", e))?;
             }
-            let (lower, upper, work) = (rel(&l.lower), rel(&l.upper), rel(&l.work));
+            // A session beside another: the shared upper directory above yours, read-only.
+            let lower = match &l.under {
+                Some(under) => format!("{}:{}", rel(under), rel(&l.lower)),
+                None => rel(&l.lower),
+            };
+            let (upper, work) = (rel(&l.upper), rel(&l.work));
             let thread = std::thread::Builder::new()
                 .spawn(move || make(lower, upper, work))
                 .map_err(|e| fail(Path::new(stage), "starting a thread for an overlay", e))?;
