@@ -238,11 +238,10 @@ fn proxy_of(launcher: u32) -> Option<u32> {
         })
 }
 
-#[test]
-fn a_flood_from_the_jail_leaves_the_launcher_alone_and_a_plant_is_still_quarantined() {
-    let f = Fixture::new();
-    let srv = Server::start();
-    let script = format!(
+/// In the jail: 2000 connections of one byte each to the proxy (fewer if the jail's descriptor
+/// limit says so), a slow drip, an allowed request during the flood, and a plant in ~/.local/bin.
+fn flood_script(port: u16) -> String {
+    format!(
         r##"python3 - <<'PY'
 import os, resource, socket, subprocess, threading, time
 SOCK = "/tmp/.claude-sandbox-net/proxy.sock"
@@ -269,7 +268,7 @@ def drip():
         pass
 threading.Thread(target=drip, daemon=True).start()
 open("flooding", "w").close()
-r = subprocess.run(["curl", "-sS", "-m", "20", "http://allowed.test:{p}/during-flood"], capture_output=True, text=True)
+r = subprocess.run(["curl", "-sS", "-m", "20", "http://allowed.test:{port}/during-flood"], capture_output=True, text=True)
 print("allowed:", r.stdout, r.stderr, flush=True)
 git = os.path.expanduser("~/.local/bin/git")
 with open(git, "w") as g:
@@ -277,9 +276,15 @@ with open(git, "w") as g:
 os.chmod(git, 0o755)
 time.sleep(3)
 os.unlink("flooding")
-PY"##,
-        p = srv.port
-    );
+PY"##
+    )
+}
+
+#[test]
+fn a_flood_from_the_jail_leaves_the_launcher_alone_and_a_plant_is_still_quarantined() {
+    let f = Fixture::new();
+    let srv = Server::start();
+    let script = flood_script(srv.port);
     let mut child = f
         .cmd(
             [
