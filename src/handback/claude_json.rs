@@ -108,23 +108,19 @@ pub(crate) fn judge(
             (key, PROJECT_PROGRAM, &[], &[])
         }
     };
-    if program.contains(&name) {
-        if base.is_none() && empty_default(jail) {
-            return Verdict::data();
+    // A program or a place: held, unless a key that was not there comes with its empty default.
+    for (names, consequence) in [(program, Consequence::Program), (place, Consequence::Place)] {
+        if names.contains(&name) {
+            if base.is_none() && empty_default(jail) {
+                return Verdict::data();
+            }
+            let why = if consequence == Consequence::Program {
+                format!("Claude Code runs what `{name}` names, or lets it run")
+            } else {
+                format!("`{name}` hands your sessions to a remote service")
+            };
+            return Verdict::held(consequence, why);
         }
-        return Verdict::held(
-            Consequence::Program,
-            format!("Claude Code runs what `{name}` names, or lets it run"),
-        );
-    }
-    if place.contains(&name) {
-        if base.is_none() && empty_default(jail) {
-            return Verdict::data();
-        }
-        return Verdict::held(
-            Consequence::Place,
-            format!("`{name}` hands your sessions to a remote service"),
-        );
     }
     if identity.contains(&name) {
         if name == "oauthAccount" && account(base).is_some() && account(base) == account(jail) {
