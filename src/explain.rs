@@ -132,7 +132,12 @@ pub fn explain(
     let mut buf: Vec<u8> = Vec::new();
     let out = &mut buf;
     let p = &plan.policy;
-    let _ = writeln!(out, "Workspace (writable): {}", p.workspace.display());
+    let access = if p.read_only_workspace {
+        "read-only: it is read-only to you"
+    } else {
+        "writable"
+    };
+    let _ = writeln!(out, "Workspace ({access}): {}", p.workspace.display());
     let _ = writeln!(out, "\n$HOME ({}): a private directory for the session; its existing entries are bound read-only,", p.home.display());
     let _ = writeln!(out, "new top-level files are discarded, ~/.claude.json is a private copy merged back (MCP servers and trust kept).");
     let _ = writeln!(out, "\nWritable:");

@@ -394,8 +394,9 @@ fn check_inotify(_: &HostEnv) -> Vec<Check> {
     }
 }
 
-/// PATH directories the jail could write, for the current directory's workspace.
-fn writable_path_dirs(env: &HostEnv) -> crate::Result<(Vec<PathBuf>, PathBuf)> {
+/// PATH directories the jail could write, for the current directory's workspace, and whether that
+/// workspace is read-only to you (and so to the jail).
+fn writable_path_dirs(env: &HostEnv) -> crate::Result<(Vec<PathBuf>, PathBuf, bool)> {
     let opts = launch::RunOptions {
         command: vec!["true".into()],
         ..Default::default()
@@ -405,12 +406,26 @@ fn writable_path_dirs(env: &HostEnv) -> crate::Result<(Vec<PathBuf>, PathBuf)> {
     Ok((
         crate::explain::writable_path_dirs(&plan, &input.path_env),
         plan.policy.workspace,
+        plan.policy.read_only_workspace,
     ))
 }
 
 fn check_watched(env: &HostEnv) -> Vec<Check> {
+    let mut out = Vec::new();
     let dirs = match writable_path_dirs(env) {
-        Ok((dirs, _)) => dirs,
+        Ok((dirs, ws, read_only)) => {
+            if read_only {
+                out.push(warn(
+                    "workspace",
+                    format!(
+                        "{} is read-only to you, so the jail sees it read-only",
+                        ws.display()
+                    ),
+                    "`chmod u+w` it (or work in a copy you own) to let the agent write there",
+                ));
+            }
+            dirs
+        }
         // A broken configuration file stops `run` with file:line; say the same here.
         Err(e @ crate::Error::Config { .. }) => {
             return vec![fail(
@@ -428,24 +443,24 @@ fn check_watched(env: &HostEnv) -> Vec<Check> {
         }
     };
     if dirs.is_empty() {
-        return vec![pass("watched directories", "no writable directory on PATH")];
+        out.push(pass("watched directories", "no writable directory on PATH"));
+        return out;
     }
-    dirs.iter()
-        .map(|d| {
-            let existing = d.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"));
-            match crate::watch::poll_only_fs(existing) {
-                Some(fs) => warn(
-                    "watched directories",
-                    format!(
-                        "{}: {fs}, swept once a second (inotify misses changes there)",
-                        d.display()
-                    ),
-                    "keep writable PATH directories on the container's own filesystem",
+    out.extend(dirs.iter().map(|d| {
+        let existing = d.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"));
+        match crate::watch::poll_only_fs(existing) {
+            Some(fs) => warn(
+                "watched directories",
+                format!(
+                    "{}: {fs}, swept once a second (inotify misses changes there)",
+                    d.display()
                 ),
-                None => pass("watched directories", format!("{}: inotify", d.display())),
-            }
-        })
-        .collect()
+                "keep writable PATH directories on the container's own filesystem",
+            ),
+            None => pass("watched directories", format!("{}: inotify", d.display())),
+        }
+    }));
+    out
 }
 
 fn check_path(env: &HostEnv) -> Vec<Check> {

@@ -120,6 +120,9 @@ pub(crate) fn mounts(policy: &Policy, git_copies: &[GitCopy]) -> Vec<Mount> {
         )
     });
     out.extend(layers.into_iter().cloned().map(Mount::Layer));
+    if policy.read_only_workspace {
+        out.push(bind(&policy.workspace, &policy.workspace, false));
+    }
     out.extend(policy.writable.iter().map(|p| bind(p, p, true)));
     if !git_copies.is_empty() {
         let copies = crate::runtime_dir::SessionDir::of_home(&policy.session_home).git_copies();

@@ -180,6 +180,12 @@ impl Plan {
     }
 }
 
+/// Whether this user may create files in `dir` (its mode, owner and filesystem, as the kernel
+/// decides it: `access(2)` with the real ids, which are the launcher's).
+fn writable_to_us(dir: &Path) -> bool {
+    rustix::fs::access(dir, rustix::fs::Access::WRITE_OK).is_ok()
+}
+
 /// Resolve the policy for one launch.
 pub fn plan(input: &PlanInput) -> Result<Plan> {
     let mut plan = plan_jail(input)?;
@@ -272,7 +278,15 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         .filter(|e| e.bind == HomeBind::Writable)
         .map(|e| home.join(&e.name))
         .collect();
-    let mut writable = vec![ws.clone()];
+    // A workspace you cannot write is the jail's to read only: nothing to seal where nothing can
+    // be written, and no placeholder to make where you could not make one either.
+    let read_only_workspace = !writable_to_us(&ws);
+    let mut writable = if read_only_workspace {
+        tracing::debug!("{} is read-only to you: bound read-only", ws.display());
+        Vec::new()
+    } else {
+        vec![ws.clone()]
+    };
     // The workspace's git directory where it lies outside (a linked worktree, a submodule, a
     // workspace below the repository's root): git writes there to commit (`entrypoints::own`).
     let own_repo = entrypoints::own_repository(&ws, &home);
@@ -352,6 +366,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
     let policy = Policy {
         bwrap: input.bwrap.clone(),
         workspace: ws,
+        read_only_workspace,
         home,
         session_home: input.session_home.clone(),
         home_entries,
@@ -465,7 +480,11 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
     plan.watched_not_sealed = refused_placeholders(input, plan, &mut sealed, &mut stubs);
     plan.placeholders.extend(stubs);
 
-    let mut anchor_roots = vec![ws.clone()];
+    let mut anchor_roots: Vec<PathBuf> = writable_roots
+        .iter()
+        .filter(|r| **r == ws)
+        .cloned()
+        .collect();
     anchor_roots.extend(plan.git_roots.iter().cloned());
     let anchors = anchors(&anchor_roots, &discovery.repos, &sealed, &closed);
     let private = &plan.policy.private;

@@ -63,6 +63,9 @@ pub struct Mask {
 pub struct Policy {
     pub bwrap: PathBuf,
     pub workspace: PathBuf,
+    /// The workspace is read-only to the user (its mode, its owner or its filesystem): bound
+    /// read-only, so nothing in it can be created and nothing in it needs a seal (`plan`).
+    pub read_only_workspace: bool,
     /// The human's `$HOME` (the path the jail sees).
     pub home: PathBuf,
     /// The session's private directory bound at `home`; top-level files made there are discarded.
@@ -278,6 +281,7 @@ impl Policy {
         Policy {
             bwrap: "/usr/bin/bwrap".into(),
             workspace: "/w".into(),
+            read_only_workspace: false,
             home: "/h".into(),
             session_home: "/run/cs/1/s/home".into(),
             home_entries: vec![

@@ -23,6 +23,7 @@ mod network_allow;
 mod network_limits;
 mod network_upstream;
 mod prompt;
+mod read_only;
 mod review;
 mod secrets;
 mod session_log;

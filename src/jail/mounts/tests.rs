@@ -319,3 +319,13 @@ fn work_inside_a_seal_is_writable_and_its_own_seals_come_after_it() {
         1
     );
 }
+
+#[test]
+fn a_read_only_workspace_is_bound_read_only_and_nothing_over_it_is_writable() {
+    let mut p = Policy::example();
+    p.read_only_workspace = true;
+    p.writable.retain(|w| *w != p.workspace);
+    let m = mounts(&p, &[]);
+    assert!(m.contains(&bind("/w", "/w", false)), "{m:?}");
+    assert!(!m.contains(&bind("/w", "/w", true)), "{m:?}");
+}
