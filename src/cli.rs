@@ -43,6 +43,10 @@ pub(crate) enum Command {
         /// Allow this host name or `*.` pattern in allowlist mode (repeatable).
         #[arg(long = "allow-domain", value_name = "DOMAIN")]
         allow_domain: Vec<String>,
+        /// Make this path writable in the jail too (repeatable; as `writable` in your config): the
+        /// entry points in it are sealed as in the workspace (a repository's hooks and config).
+        #[arg(long = "writable", value_name = "PATH")]
+        writable: Vec<PathBuf>,
         /// The command and its arguments.
         #[arg(
             required = true,

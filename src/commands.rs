@@ -32,6 +32,7 @@ pub(crate) fn exec(command: Command, host: &HostEnv) -> crate::Result<i32> {
             dry_run,
             network,
             allow_domain,
+            writable,
             command,
         } => run::exec(
             &crate::jail::launch::RunOptions {
@@ -40,6 +41,7 @@ pub(crate) fn exec(command: Command, host: &HostEnv) -> crate::Result<i32> {
                 dry_run,
                 network: network.map(Into::into),
                 allow_domains: allow_domain,
+                writable,
                 command,
             },
             host,

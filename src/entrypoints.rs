@@ -216,6 +216,18 @@ pub fn discover_workspace(ws: &Path, home: Option<&Path>) -> Discovery {
 }
 
 impl Discovery {
+    /// Take in what another root's discovery found (a configured writable path).
+    pub(crate) fn merge(&mut self, other: Discovery) {
+        self.findings.extend(other.findings);
+        for r in other.repos {
+            if !self.repos.iter().any(|k| k.git_dir == r.git_dir) {
+                self.repos.push(r);
+            }
+        }
+        self.warnings.extend(other.warnings);
+        self.dirs.extend(other.dirs);
+    }
+
     /// Add the repositories of these git directories (and of their common directories, modules and
     /// worktrees): their files git reads, sealed. One already found is not added again.
     pub(crate) fn add_git_dirs(&mut self, mut git_dirs: Vec<PathBuf>, home: Option<&Path>) {

@@ -306,6 +306,9 @@ pub fn explain(
              held for `claude-sandbox review`)"
         ),
     };
+    for note in crate::jail::local_remotes::notes(&plan, Some(&p.home)) {
+        let _ = writeln!(out, "  {note}");
+    }
     if !config.sources.is_empty() {
         let _ = writeln!(
             out,

@@ -35,6 +35,7 @@ pub mod layers;
 pub(crate) mod layout;
 pub(crate) mod links;
 pub mod liveness;
+pub(crate) mod local_remotes;
 pub(crate) mod mounts;
 pub(crate) mod nested;
 pub mod placeholders;

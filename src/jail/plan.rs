@@ -21,9 +21,11 @@ use std::path::{Path, PathBuf};
 
 mod masks;
 pub(crate) mod readers;
+mod roots;
 mod seals;
 mod state;
 use masks::{hidden_dirs, masks};
+use roots::{discover, writable_to_us};
 use seals::{anchors, refused_placeholders, seal, work_in_seals};
 use state::{link_holes, present_runtimes, project_views, state_private};
 
@@ -178,12 +180,6 @@ impl Plan {
     pub fn jail_can_write(&self, path: &Path) -> bool {
         self.writable_roots().iter().any(|r| path.starts_with(r))
     }
-}
-
-/// Whether this user may create files in `dir` (its mode, owner and filesystem, as the kernel
-/// decides it: `access(2)` with the real ids, which are the launcher's).
-fn writable_to_us(dir: &Path) -> bool {
-    rustix::fs::access(dir, rustix::fs::Access::WRITE_OK).is_ok()
 }
 
 /// Resolve the policy for one launch.
@@ -425,13 +421,7 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
     let mut warnings = Vec::new();
     let writable_roots = plan.writable_roots();
 
-    // Entry points.
-    let git_home = input.host.home();
-    let mut discovery = entrypoints::discover_workspace(&ws, git_home.as_deref());
-    if let Some(own) = &plan.own_repo {
-        let dirs = vec![own.common_dir.clone(), own.git_dir.clone()];
-        discovery.add_git_dirs(dirs, git_home.as_deref());
-    }
+    let (mut discovery, extras) = discover(plan, input, &ws);
     warnings.append(&mut discovery.warnings);
     let mut findings = std::mem::take(&mut discovery.findings);
     findings.extend(entrypoints::discover_state(&home, &plan.holes));
@@ -463,6 +453,10 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
     }
     let search = readers::search_dirs(&input.path_env, &home, &input.host);
     plan.unread = readers::unread(&mut findings, &ws, &search);
+    for extra in &extras {
+        plan.unread
+            .extend(readers::unread(&mut findings, extra, &search));
+    }
     let (mut sealed, mut stubs, closed) =
         seal(findings, &writable_roots, &input.held, &mut warnings);
     // What the launched runtime writes in the project at every start: a view for the session.
@@ -486,6 +480,7 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
         .cloned()
         .collect();
     anchor_roots.extend(plan.git_roots.iter().cloned());
+    anchor_roots.extend(extras);
     let anchors = anchors(&anchor_roots, &discovery.repos, &sealed, &closed);
     let private = &plan.policy.private;
     let hidden = hidden_dirs(input, &home, private);

@@ -65,3 +65,69 @@ fn a_workspace_read_only_to_you_launches_quietly_and_read_only() {
         stdout(&explain)
     );
 }
+
+fn listing(dir: &Path) -> Vec<std::ffi::OsString> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_push_to_a_local_repository_outside_names_the_knob_and_writable_opens_it_sealed() {
+    let f = Fixture::new();
+    let bare = f.root.join("remote.git");
+    f.git(&f.root, &["init", "-q", "--bare", bare.to_str().unwrap()]);
+    f.git(&f.ws, &["remote", "add", "origin", bare.to_str().unwrap()]);
+    let (top, hooks) = (listing(&bare), listing(&bare.join("hooks")));
+
+    // Outside the writable places: git's own failure, and the session's end names the remote and
+    // the knob.
+    let out = f.jail("git push -q origin HEAD:refs/heads/one 2>&1 || echo PUSH-FAILED");
+    assert!(stdout(&out).contains("PUSH-FAILED"), "{}", stdout(&out));
+    let se = stderr(&out);
+    let named = format!("git remote `origin` is {}", bare.display());
+    assert!(se.contains(&named) && se.contains("--writable"), "{se}");
+    let explain = stdout(&f.cmd(["explain"]).output().unwrap());
+    assert!(explain.contains(&named), "{explain}");
+
+    // `--writable`: the push lands; the repository's hooks stay sealed and its config is the
+    // jail's copy, what runs a program in it held for the review.
+    let script = format!(
+        "git push -q origin HEAD:refs/heads/two && echo PUSHED; \
+         if echo x > {b}/hooks/pre-receive 2>/dev/null; then echo HOOK-WRITTEN; fi; \
+         git -C {b} config core.fsmonitor 'touch planted'",
+        b = bare.display()
+    );
+    let out = f
+        .cmd([
+            "run",
+            "--writable",
+            bare.to_str().unwrap(),
+            "--",
+            "bash",
+            "-c",
+            &script,
+        ])
+        .output()
+        .unwrap();
+    let (so, se) = (stdout(&out), stderr(&out));
+    assert!(
+        so.contains("PUSHED") && !so.contains("HOOK-WRITTEN"),
+        "{so}\n{se}"
+    );
+    assert!(!se.contains(&named), "named although writable:\n{se}");
+    f.git(&bare, &["rev-parse", "--verify", "-q", "refs/heads/two"]);
+    let config = std::fs::read_to_string(bare.join("config")).unwrap();
+    assert!(
+        !config.contains("fsmonitor"),
+        "crossed back unreviewed:\n{config}"
+    );
+    let review = stdout(&f.cmd(["review", "--json"]).output().unwrap());
+    assert!(review.contains("core.fsmonitor"), "not held: {review}");
+    assert_eq!(listing(&bare.join("hooks")), hooks, "the hooks changed");
+    assert_eq!(listing(&bare), top, "something was left in the repository");
+}

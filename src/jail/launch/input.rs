@@ -26,6 +26,9 @@ pub struct RunOptions {
     pub network: Option<crate::net::Mode>,
     /// `--allow-domain D`: added to the allow list.
     pub allow_domains: Vec<String>,
+    /// `--writable PATH`: added to the configured writable paths (the human's own word, as their
+    /// configuration file is).
+    pub writable: Vec<PathBuf>,
     pub command: Vec<OsString>,
 }
 
@@ -83,6 +86,13 @@ pub fn plan_input(
     let config_paths = ConfigPaths::new(&home, &workspace, env);
     let mut config = Config::load(&config_paths, opts.config.as_deref(), &home, &workspace)?;
     crate::net::apply_cli(&mut config.network, opts.network, &opts.allow_domains)?;
+    for w in &opts.writable {
+        config.writable.push(if w.is_absolute() {
+            w.clone()
+        } else {
+            cwd.join(w)
+        });
+    }
     let runtime_dir = crate::runtime_dir::locate(env);
     let session_home = crate::runtime_dir::RuntimeDir::new(&runtime_dir)
         .session(session_id)

@@ -297,6 +297,10 @@ pub(super) fn end_session(
     for note in crate::jail::worktrees::finish(&plan.worktree_listings) {
         crate::logfile::note(&note);
     }
+    let git_home = Some(plan.policy.home.as_path());
+    for note in crate::jail::local_remotes::notes(plan, git_home) {
+        crate::logfile::note(&note);
+    }
     let placeheld: Vec<PathBuf> = plan.placeholders.iter().map(|p| p.path.clone()).collect();
     let home = &plan.policy.home;
     for note in statesweep::sweep(runtime, &session.id, home, &plan.state_listings, &placeheld) {

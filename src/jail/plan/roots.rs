@@ -1,0 +1,38 @@
+//! The roots the jail writes and what is found in them: the workspace (unless it is read-only to
+//! you: then nothing in it needs a seal), its repository's git directories where they lie outside,
+//! and the directories you made writable, each sealed as the workspace is.
+
+use super::{Plan, PlanInput};
+use crate::entrypoints;
+use std::path::{Path, PathBuf};
+
+/// The entry points of the workspace, of its repository's git directories where they lie outside,
+/// and of the directories you made writable (`writable`, `--writable`), which are sealed as the
+/// workspace is (a bare repository you push to runs its hooks at every push, yours too). Also
+/// those directories.
+pub(super) fn discover(
+    plan: &Plan,
+    input: &PlanInput,
+    ws: &Path,
+) -> (entrypoints::Discovery, Vec<PathBuf>) {
+    let git_home = input.host.home();
+    let mut discovery = entrypoints::discover_workspace(ws, git_home.as_deref());
+    if let Some(own) = &plan.own_repo {
+        let dirs = vec![own.common_dir.clone(), own.git_dir.clone()];
+        discovery.add_git_dirs(dirs, git_home.as_deref());
+    }
+    let extras: Vec<PathBuf> = (input.config.writable.iter())
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .filter(|p| p.is_dir() && !p.starts_with(ws))
+        .collect();
+    for extra in &extras {
+        discovery.merge(entrypoints::discover_workspace(extra, git_home.as_deref()));
+    }
+    (discovery, extras)
+}
+
+/// Whether this user may create files in `dir` (its mode, owner and filesystem, as the kernel
+/// decides it: `access(2)` with the real ids, which are the launcher's).
+pub(super) fn writable_to_us(dir: &Path) -> bool {
+    rustix::fs::access(dir, rustix::fs::Access::WRITE_OK).is_ok()
+}
