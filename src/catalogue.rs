@@ -45,6 +45,10 @@ pub struct Catalogued {
     /// (or its version cannot be read): newer ones need nothing, and npm warns of every unknown
     /// `npm_config_*` name.
     pub jail_env_below: Option<(&'static str, u64)>,
+    /// Never a placeholder: its reader fails on a directory (and a file placeholder would be
+    /// committed by `git add -A`). One created during the session is held at its end for the
+    /// review (moved aside; accepting it puts it back byte for byte).
+    pub held: bool,
 }
 
 const LEFTHOOK: &[&str] = &["lefthook"];
@@ -62,6 +66,15 @@ pub(crate) const fn dir(name: &'static str, runs: &'static str) -> Catalogued {
         read_by: &[],
         jail_env: None,
         jail_env_below: None,
+        held: false,
+    }
+}
+
+/// Never placeholdered; held at the session's end when created (`Catalogued::held`).
+pub(crate) const fn held(name: &'static str, runs: &'static str) -> Catalogued {
+    Catalogued {
+        held: true,
+        ..dir(name, runs)
     }
 }
 
@@ -78,6 +91,7 @@ pub(crate) const fn read_by(
         read_by,
         jail_env: None,
         jail_env_below: None,
+        held: false,
     }
 }
 

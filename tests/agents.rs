@@ -457,18 +457,15 @@ fn gemini_keeps_its_state_and_your_settings_across_two_sessions() {
     });
 }
 
-/// `OpenCode` starts in the jail in a project with its `opencode.json` and `opencode.jsonc`: it
-/// writes `.opencode/` and `~/.config/opencode/` at every start (views for the session: nothing of
-/// it reaches you); its database is kept in your state directory.
+/// `OpenCode` starts in the jail in a project without its `opencode.json` and `opencode.jsonc` (no
+/// placeholder stands there: it cannot read a directory as either): it writes `.opencode/` and
+/// `~/.config/opencode/` at every start (views for the session: nothing of it reaches you); its
+/// database is kept in your state directory; nothing is held or left in the project.
 #[test]
 #[ignore = "needs the real agents (npm): run with --ignored"]
 fn opencode_starts_and_keeps_its_state() {
     agent_test("opencode", |_a| {
         let f = Fixture::new();
-        // Without one, the placeholder directory stops it at its first request (docs/runtimes.md).
-        for name in ["opencode.json", "opencode.jsonc"] {
-            std::fs::write(f.ws.join(name), "{}\n").unwrap();
-        }
         // Launched as the command (its views and state directories are made for it). No provider is
         // reachable: it starts a session and waits for the model until it is interrupted; the
         // launcher forwards the interrupt and ends the session as usual.
@@ -531,10 +528,11 @@ fn opencode_starts_and_keeps_its_state() {
             f.home.join(".local/share/opencode/opencode.db").is_file(),
             "no database kept: {text}"
         );
-        assert_eq!(
-            std::fs::read_to_string(f.ws.join("opencode.json")).unwrap(),
-            "{}\n"
-        );
+        for name in ["opencode.json", "opencode.jsonc"] {
+            assert!(!f.ws.join(name).exists(), "{name} left in the workspace");
+        }
+        let held = stdout(&f.cmd(["review", "--json"]).output().unwrap());
+        assert_eq!(held.trim(), "[]", "held after a clean session: {held}");
         assert!(
             !f.ws.join(".opencode").exists(),
             ".opencode left in the workspace ({status}): {text}"

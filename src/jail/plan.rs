@@ -153,6 +153,9 @@ pub struct Plan {
     pub holes: Vec<PathBuf>,
     /// Missing workspace-root entry points nothing installed reads: no placeholder (`readers`).
     pub unread: Vec<PathBuf>,
+    /// Missing entry points that never get a placeholder (`catalogue::Catalogued::held`): held at
+    /// the session's end if made.
+    pub held_if_created: Vec<PathBuf>,
     /// The measured agent-state directories' top level at launch (`statesweep`).
     #[serde(skip)]
     pub state_listings: Vec<super::statesweep::Listing>,
@@ -410,6 +413,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         state_listings: super::statesweep::listings(&policy_home, &holes),
         holes,
         unread: Vec::new(),
+        held_if_created: Vec::new(),
     })
 }
 
@@ -452,6 +456,7 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
         });
     }
     let search = readers::search_dirs(&input.path_env, &home, &input.host);
+    plan.held_if_created = readers::held_if_created(&mut findings);
     plan.unread = readers::unread(&mut findings, &ws, &search);
     for extra in &extras {
         plan.unread

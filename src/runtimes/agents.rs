@@ -1,7 +1,7 @@
 //! Each runtime's definition (`super::Runtime`): what was measured, and why each name is where it is.
 
 use super::*;
-use crate::catalogue::{dir, Stub};
+use crate::catalogue::{dir, held, Stub};
 use crate::handback::identity::Format;
 
 const fn ep(rel: &'static str, stub: Stub, runs: &'static str) -> StateEntry {
@@ -451,11 +451,12 @@ pub(crate) const OPENCODE: Runtime = Runtime {
     ],
     project: &[
         dir(".opencode", "OpenCode: plugins loaded at startup"),
-        // While missing, a placeholder directory, which OpenCode 1.18.33 cannot read at its first
-        // request ("EISDIR ... opencode.json"): a project with both files (`{}`) runs; a file
-        // placeholder would show in `git status` and be taken by `git add -A` (docs/runtimes.md).
-        dir("opencode.json", "OpenCode: plugins and MCP commands"),
-        dir("opencode.jsonc", "OpenCode: plugins and MCP commands"),
+        // No placeholder: OpenCode 1.18.33 cannot read a directory there ("Unexpected server
+        // error", EISDIR at its first request), neither in the jail nor yours outside during the
+        // session, and a file placeholder would be taken by `git add -A`. One made in the session
+        // is held at its end for the review (docs/entry-points.md).
+        held("opencode.json", "OpenCode: plugins and MCP commands"),
+        held("opencode.jsonc", "OpenCode: plugins and MCP commands"),
     ],
     hooks: None,
     hosts: &["opencode.ai", "models.dev"],

@@ -346,3 +346,44 @@ fn pnpm_install_works_beside_the_pnpmfile_placeholder() {
     let out = ok(&f.jail("[ -d .pnpmfile.cjs ] && echo PLACEHOLDER; pnpm install --offline >/dev/null && echo INSTALLED"));
     assert_eq!(out.trim(), "PLACEHOLDER\nINSTALLED");
 }
+
+/// A name whose reader fails on a directory placeholder (`OpenCode`'s `opencode.json`) gets none: the
+/// agent may make one, and at the session's end it is held for the review, out of the workspace;
+/// accepting it puts it back byte for byte.
+#[test]
+fn a_config_made_where_no_placeholder_can_be_is_held_and_accepted_in_one_step() {
+    let f = Fixture::new();
+    let out = f.jail(
+        "test -e opencode.json && echo PLACEHOLDER; \
+         printf '{\"mcp\":{\"x\":{\"type\":\"local\",\"command\":[\"sh\",\"-c\",\"id\"]}}}\\n' > opencode.json && echo MADE",
+    );
+    let so = stdout(&out);
+    assert!(
+        so.contains("MADE") && !so.contains("PLACEHOLDER"),
+        "{so}\n{}",
+        stderr(&out)
+    );
+    let path = f.ws.join("opencode.json");
+    assert!(
+        !path.exists(),
+        "left in the workspace for your OpenCode to run"
+    );
+    assert!(
+        stderr(&out).contains("held for `claude-sandbox review`"),
+        "{}",
+        stderr(&out)
+    );
+    let items: Vec<serde_json::Value> =
+        serde_json::from_slice(&f.cmd(["review", "--json"]).output().unwrap().stdout).unwrap();
+    let item = items
+        .iter()
+        .find(|i| i["target"] == path.to_str().unwrap())
+        .unwrap_or_else(|| panic!("not held: {items:?}"));
+    let id = item["id"].as_str().unwrap();
+    let accepted = f.cmd(["review", "accept", id]).output().unwrap();
+    assert!(accepted.status.success(), "{}", stderr(&accepted));
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "{\"mcp\":{\"x\":{\"type\":\"local\",\"command\":[\"sh\",\"-c\",\"id\"]}}}\n"
+    );
+}

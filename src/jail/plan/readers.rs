@@ -57,6 +57,24 @@ pub(crate) fn major(name: &str, dirs: &[PathBuf]) -> Option<u64> {
 
 /// Split off the findings for missing workspace-root names that nothing installed reads. Returns
 /// them as paths (for the end-of-session check).
+/// The missing entry points of a kind that never gets a placeholder (`Catalogued::held`), taken
+/// out of `findings`: the session's end holds one that was made.
+pub(crate) fn held_if_created(findings: &mut Vec<Finding>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    findings.retain(|f| {
+        let held = f
+            .path
+            .file_name()
+            .is_some_and(|n| per_directory().any(|c| c.held && OsStr::new(c.name) == n));
+        if held && std::fs::symlink_metadata(&f.path).is_err() {
+            out.push(f.path.clone());
+            return false;
+        }
+        true
+    });
+    out
+}
+
 pub(crate) fn unread(findings: &mut Vec<Finding>, ws: &Path, dirs: &[PathBuf]) -> Vec<PathBuf> {
     let mut known: HashMap<&str, bool> = HashMap::new();
     let mut out = Vec::new();
