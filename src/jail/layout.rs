@@ -37,6 +37,11 @@ pub(crate) const NET_SOCKET: &str = "proxy.sock";
 /// removed once it is mounted.
 pub(crate) const LINK_SCRATCH: &str = "/tmp/.claude-sandbox-link";
 
+/// Where the sealer mounts, for a session beside another, the read-only overlay through which it
+/// sees a shared upper directory that lies inside the layer's own lower one (`seal::overlay`);
+/// unmounted and removed once the layers are attached.
+pub(crate) const UNDER_SCRATCH: &str = "/tmp/.claude-sandbox-under";
+
 /// The file descriptors bwrap receives, fixed so that `--dry-run` prints the exact argv: the seccomp
 /// program, the status pipe, the claude-sandbox binary (the helper runs from it), the real stderr,
 /// and the two ends of the gate (the helper writes "ready" on one, waits for "go" on the other).
@@ -59,7 +64,14 @@ mod tests {
     /// and every descriptor is one of its own above stderr.
     #[test]
     fn jail_only_paths_lie_apart_in_the_private_tmp() {
-        let dirs = [STAGE, HOOK_BIN_DIR, GIT_COPIES, NET_DIR, LINK_SCRATCH];
+        let dirs = [
+            STAGE,
+            HOOK_BIN_DIR,
+            GIT_COPIES,
+            NET_DIR,
+            LINK_SCRATCH,
+            UNDER_SCRATCH,
+        ];
         for (i, d) in dirs.iter().enumerate() {
             assert_eq!(Path::new(d).parent(), Some(Path::new(TMP)), "{d}");
             for other in &dirs[i + 1..] {

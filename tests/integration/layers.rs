@@ -253,3 +253,48 @@ fn a_second_concurrent_session_gets_its_own_upper_directory_folded_in_later() {
     assert!(!layers(&f).join("cache/upper.1/f").exists());
     assert_eq!(read(&f.home.join(".cache/f")), "yours\n");
 }
+
+/// The default store lies inside the `~/.local` layer (`~/.local/state/claude-sandbox/layers`):
+/// the shared upper directory a second session sees above its own is then inside its lower one,
+/// which overlayfs refuses as two lower layers. The second session still gets its overlay (no
+/// fallback, no refusal), sees what an earlier session installed, and finds no scratch mount.
+#[test]
+fn with_the_default_store_a_second_concurrent_session_gets_its_local_layer() {
+    let f = Fixture::new();
+    let run = |script: &str| {
+        let mut c = f.cmd(["run", "--", "bash", "-c", script]);
+        c.env_remove("CLAUDE_SANDBOX_LAYERS_DIR");
+        c
+    };
+    ok(
+        &run("mkdir -p ~/.local/share/tool && echo earlier > ~/.local/share/tool/v")
+            .output()
+            .unwrap(),
+    );
+    let mut first = run("touch started; sleep 3").spawn().unwrap();
+    let t0 = std::time::Instant::now();
+    while !f.ws.join("started").exists() {
+        assert!(
+            t0.elapsed().as_secs() < 20,
+            "the first session did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = run(
+        "cat ~/.local/share/tool/v; echo second > ~/.local/share/tool/w && echo wrote; \
+         ls -A /tmp | grep -c under",
+    )
+    .output()
+    .unwrap();
+    assert!(first.wait().unwrap().success());
+    let (so, se) = (stdout(&out), stderr(&out));
+    assert_eq!(so, "earlier\nwrote\n0\n", "{se}");
+    assert!(
+        !f.home.join(".local/share/tool").exists(),
+        "the layer reached your ~/.local"
+    );
+    assert_eq!(
+        ok(&run("cat ~/.local/share/tool/w").output().unwrap()),
+        "second\n"
+    );
+}

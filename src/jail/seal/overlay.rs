@@ -34,6 +34,51 @@ fn fail(dst: &Path, what: &'static str, err: std::io::Error) -> SealError {
     }
 }
 
+/// A session beside another sees the shared upper directory `under` above its lower one. Where
+/// `under` lies inside that lower directory (the default store, `~/.local/state/…`, in the
+/// `~/.local` layer), overlayfs refuses the two as lower layers ("overlapping lowerdir path",
+/// ELOOP), so `under` is given through a read-only overlay of its own, mounted at a scratch path
+/// whose ancestors are no layer's: the path to put in `lowerdir` (absolute), or `under` as it is.
+/// The session's overlay keeps its own clone of it; `Making::done` unmounts the scratch one.
+fn above(under: String, lower: &str, i: usize) -> rustix::io::Result<String> {
+    use rustix::mount::{
+        fsconfig_create, fsconfig_set_flag, fsconfig_set_string, fsmount, fsopen, move_mount,
+        FsMountFlags, FsOpenFlags, MountAttrFlags, MoveMountFlags,
+    };
+    if !Path::new(&under).starts_with(lower) {
+        return Ok(under);
+    }
+    let dir = format!("{}/{i}", crate::jail::layout::UNDER_SCRATCH);
+    let empty = format!("{dir}.empty");
+    for d in [&dir, &empty] {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(d)
+            .map_err(|e| rustix::io::Errno::from_io_error(&e).unwrap_or(rustix::io::Errno::IO))?;
+    }
+    let fs = fsopen("overlay", FsOpenFlags::FSOPEN_CLOEXEC)?;
+    // Two lower layers are the least a read-only overlay takes: the second is empty.
+    fsconfig_set_string(&fs, "lowerdir", format!("{under}:{empty}"))?;
+    fsconfig_set_flag(&fs, "userxattr")?;
+    fsconfig_create(&fs)?;
+    let tree = fsmount(
+        &fs,
+        FsMountFlags::FSMOUNT_CLOEXEC,
+        MountAttrFlags::MOUNT_ATTR_RDONLY
+            | MountAttrFlags::MOUNT_ATTR_NOSUID
+            | MountAttrFlags::MOUNT_ATTR_NODEV,
+    )?;
+    move_mount(
+        &tree,
+        "",
+        rustix::fs::CWD,
+        &dir,
+        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
+    )?;
+    Ok(dir)
+}
+
 /// Make one overlay, detached: the host's `lower` read-only beneath the jail's `upper` (paths
 /// relative to the working directory), nosuid and nodev.
 fn make(lower: String, upper: String, work: String) -> rustix::io::Result<OwnedFd> {
@@ -71,13 +116,16 @@ impl Making {
                     .map_err(|e| fail(Path::new(stage), "entering the host's tree", e))?;
             }
             // A session beside another: the shared upper directory above yours, read-only.
-            let lower = match &l.under {
-                Some(under) => format!("{}:{}", rel(under), rel(&l.lower)),
-                None => rel(&l.lower),
-            };
-            let (upper, work) = (rel(&l.upper), rel(&l.work));
+            let under = l.under.as_ref().map(|u| rel(u));
+            let (lower, upper, work) = (rel(&l.lower), rel(&l.upper), rel(&l.work));
             let thread = std::thread::Builder::new()
-                .spawn(move || make(lower, upper, work))
+                .spawn(move || {
+                    let lower = match under {
+                        Some(under) => format!("{}:{lower}", above(under, &lower, i)?),
+                        None => lower,
+                    };
+                    make(lower, upper, work)
+                })
                 .map_err(|e| fail(Path::new(stage), "starting a thread for an overlay", e))?;
             making.0.insert(i, thread);
         }
@@ -126,5 +174,15 @@ impl Making {
             let _ = t.join();
         }
         let _ = std::env::set_current_dir("/");
+        // The overlays `above` made hold their own clones: the scratch mounts go before the
+        // command runs (nothing of them is left in the jail's `/tmp`).
+        let scratch = Path::new(crate::jail::layout::UNDER_SCRATCH);
+        if let Ok(entries) = std::fs::read_dir(scratch) {
+            for e in entries.flatten() {
+                let _ = rustix::mount::unmount(e.path(), rustix::mount::UnmountFlags::DETACH);
+                let _ = std::fs::remove_dir(e.path());
+            }
+            let _ = std::fs::remove_dir(scratch);
+        }
     }
 }
