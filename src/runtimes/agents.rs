@@ -174,16 +174,16 @@ pub(crate) const CODEX: Runtime = Runtime {
                 "version.json",
                 "models_cache.json",
                 "cache/",
-                // Its own helpers (symlinks to its binary under a random name per process).
-                "tmp/",
                 "*.lock",
                 // Temporary files of atomic saves (`.tmpXXXXXX`).
                 ".tmp?*",
             ],
         },
         // Shell snapshots are sourced into the shells it starts; `.tmp` holds the plugin
-        // marketplace it installs from.
-        private: &["shell_snapshots", ".tmp"],
+        // marketplace it installs from; `tmp/` its helpers, which a running Codex puts on its own
+        // PATH (`tmp/arg0/codex-arg0*/`, links to its binary by a name per process): yours outside
+        // would run a `git` planted there.
+        private: &["shell_snapshots", ".tmp", "tmp"],
         // Its bundled skills, `skills/.system`, are removed and written anew at every start (measured:
         // `remove_dir_all` first, so a read-only `skills/` makes it fail); your skills stay read-only.
         views: &[View {

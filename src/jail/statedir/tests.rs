@@ -100,8 +100,9 @@ fn codex_gets_its_own_sqlite_store_and_a_view_of_its_skills() {
     assert_eq!(how(&binds, "skills"), Some(How::MountPoint));
     assert_eq!(how(&binds, "auth.json"), Some(How::Copied));
     assert_eq!(how(&binds, ".tmp"), Some(How::MountPoint));
-    // Its live helper directories (`tmp/arg0-linux/*`, on the PATH of your Codex): the jail's own.
-    assert_eq!(how(&binds, "tmp"), None);
+    // Its live helper directories (`tmp/arg0/*`, on the PATH of your Codex): the session's own,
+    // never carried back to yours.
+    assert_eq!(how(&binds, "tmp"), Some(How::MountPoint));
 }
 
 #[test]
