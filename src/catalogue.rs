@@ -108,6 +108,10 @@ pub(crate) const TOOLS: &[Catalogued] = &[
         ".devcontainer",
         "Dev Containers: initializeCommand on the host, post*Command, features",
     ),
+    dir(
+        ".devcontainer.json",
+        "Dev Containers: the same, read when there is no .devcontainer/",
+    ),
     dir(".idea", "JetBrains IDEs: run configurations, startup tasks"),
     read_by(
         ".husky",

@@ -111,6 +111,8 @@ fn walk_tree(
         while let Some(entry) = entries.next() {
             let entry = match entry {
                 Ok(e) => e,
+                // Removed while it was being listed (the same placeholder, a moment later).
+                Err(rustix::io::Errno::NOENT) if dir != root => break,
                 Err(e) => {
                     unreadable(&dir, e.into());
                     break;

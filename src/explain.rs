@@ -15,7 +15,7 @@ pub const NOT_COVERED: &[&str] = &[
     "network: in mode `host` (the default) egress and abstract unix sockets; in `allowlist` what the allowed hosts accept (docs/network.md)",
     "deleting or corrupting workspace data the agent may write (including .git objects and refs)",
     "writable PATH directories and new repositories' hooks: sealed only by the watcher",
-    "entry points created below the workspace root (e.g. sub/.envrc); existing ones are sealed",
+    "entry points created below the workspace root (e.g. sub/.envrc) until the session ends: then they are held for review",
     "the jail's own layers (caches, tools' data) are the agent's: a tool inside the jail runs what an earlier session left there (never a tool outside)",
     "unix sockets made after launch outside ~/.ssh, ~/.gnupg and /run",
     "a sealed workspace file your editor replaces during a session: writable for ~2 ms until sealed again (alerted at the end)",

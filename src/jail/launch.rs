@@ -29,6 +29,7 @@ use std::path::Path;
 use supervise::{Gate, Jail};
 use watcher::Record;
 
+mod created;
 mod hangup;
 mod input;
 mod session;

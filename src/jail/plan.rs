@@ -153,9 +153,10 @@ pub struct Plan {
     pub holes: Vec<PathBuf>,
     /// Missing workspace-root entry points nothing installed reads: no placeholder (`readers`).
     pub unread: Vec<PathBuf>,
-    /// Missing entry points that never get a placeholder (`catalogue::Catalogued::held`): held at
-    /// the session's end if made.
-    pub held_if_created: Vec<PathBuf>,
+    /// The entry points there at launch, at any depth (`launch::created`: one made during the
+    /// session is held at its end).
+    #[serde(skip)]
+    pub existing_entry_points: std::collections::HashSet<PathBuf>,
     /// The measured agent-state directories' top level at launch (`statesweep`).
     #[serde(skip)]
     pub state_listings: Vec<super::statesweep::Listing>,
@@ -413,7 +414,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         state_listings: super::statesweep::listings(&policy_home, &holes),
         holes,
         unread: Vec::new(),
-        held_if_created: Vec::new(),
+        existing_entry_points: std::collections::HashSet::new(),
     })
 }
 
@@ -456,7 +457,12 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
         });
     }
     let search = readers::search_dirs(&input.path_env, &home, &input.host);
-    plan.held_if_created = readers::held_if_created(&mut findings);
+    plan.existing_entry_points = findings
+        .iter()
+        .filter(|f| std::fs::symlink_metadata(&f.path).is_ok())
+        .map(|f| f.path.clone())
+        .collect();
+    readers::drop_held(&mut findings);
     plan.unread = readers::unread(&mut findings, &ws, &search);
     for extra in &extras {
         plan.unread

@@ -12,6 +12,47 @@ use std::path::{Component, Path, PathBuf};
 
 /// The paths of every gitlink (mode 160000) in an index file, `None` if it is not one git writes.
 pub(crate) fn index_gitlinks(index: &[u8], hash_len: usize) -> Option<Vec<Vec<u8>>> {
+    Some(
+        index_entries(index, hash_len)?
+            .into_iter()
+            .filter(|(mode, _)| mode & 0o170_000 == 0o160_000)
+            .map(|(_, path)| path)
+            .collect(),
+    )
+}
+
+/// The paths in a repository's index (`git_dir/index`, hashed as its common directory's config
+/// says), `None` without a readable one: what is staged or committed there.
+pub(crate) fn index_paths(
+    git_dir: &Path,
+    common_dir: &Path,
+) -> Option<std::collections::HashSet<Vec<u8>>> {
+    let index = std::fs::read(git_dir.join("index")).ok()?;
+    let entries = index_entries(&index, hash_len(common_dir))?;
+    Some(entries.into_iter().map(|(_, p)| p).collect())
+}
+
+/// The object id's length of a repository: 32 with `extensions.objectFormat = sha256`, else 20.
+fn hash_len(common_dir: &Path) -> usize {
+    let sha256 = crate::gitconfig::read(&[common_dir.join("config")], None)
+        .keys
+        .iter()
+        .any(|l| {
+            l.key.name == "extensions.objectformat"
+                && l.key
+                    .value
+                    .as_deref()
+                    .is_some_and(|v| v.eq_ignore_ascii_case(b"sha256"))
+        });
+    if sha256 {
+        32
+    } else {
+        20
+    }
+}
+
+/// Every entry of an index file, its mode and path, `None` if it is not one git writes.
+fn index_entries(index: &[u8], hash_len: usize) -> Option<Vec<(u32, Vec<u8>)>> {
     let u32_at = |at: usize| -> Option<u32> {
         Some(u32::from_be_bytes(index.get(at..at + 4)?.try_into().ok()?))
     };
@@ -57,9 +98,7 @@ pub(crate) fn index_gitlinks(index: &[u8], hash_len: usize) -> Option<Vec<Vec<u8
             at = start + ((end - start + 8) & !7);
             path
         };
-        if mode & 0o170_000 == 0o160_000 {
-            out.push(path.clone());
-        }
+        out.push((mode, path.clone()));
         prev = path;
     }
     Some(out)
@@ -73,19 +112,9 @@ fn safe_relative(path: &Path) -> bool {
 /// Every submodule path of a repository: its index's gitlinks and its `.gitmodules` entries.
 fn submodule_paths(git_dir: &Path, common_dir: &Path, worktree: &Path) -> Vec<PathBuf> {
     use std::os::unix::ffi::OsStrExt;
-    let sha256 = crate::gitconfig::read(&[common_dir.join("config")], None)
-        .keys
-        .iter()
-        .any(|l| {
-            l.key.name == "extensions.objectformat"
-                && l.key
-                    .value
-                    .as_deref()
-                    .is_some_and(|v| v.eq_ignore_ascii_case(b"sha256"))
-        });
     let mut out: Vec<PathBuf> = std::fs::read(git_dir.join("index"))
         .ok()
-        .and_then(|i| index_gitlinks(&i, if sha256 { 32 } else { 20 }))
+        .and_then(|i| index_gitlinks(&i, hash_len(common_dir)))
         .unwrap_or_default()
         .into_iter()
         .map(|p| PathBuf::from(std::ffi::OsStr::from_bytes(&p)))

@@ -296,8 +296,8 @@ fn configured_read_only_and_masked_paths_apply_and_workspace_file_cannot_loosen(
 
 /// A missing workspace-root name whose readers are none of them installed gets no placeholder (no
 /// `hk.pkl/` directory in the human's editor when nothing here runs hk); one created during the
-/// session is alerted at its end. Once a reader is installed (here in `~/.local/bin`, where the next
-/// login shell looks), the name is blocked again.
+/// session is held at its end (a tool installed later would run it). Once a reader is installed
+/// (here in `~/.local/bin`, where the next login shell looks), the name is blocked again.
 #[test]
 fn an_unread_entry_point_is_alerted_not_blocked() {
     let f = Fixture::new();
@@ -309,12 +309,9 @@ fn an_unread_entry_point_is_alerted_not_blocked() {
     );
     let out = ok(&f.jail("[ -e hk.pkl ] && echo PLACEHOLDER; echo 'x' > hk.pkl && echo MADE"));
     assert_eq!(out.trim(), "MADE", "no placeholder, and the write works");
-    let alerts = stdout(&f.cmd(["alerts", "--json"]).output().unwrap());
-    assert!(
-        alerts.contains("entry-point-created") && alerts.contains("hk.pkl"),
-        "{alerts}"
-    );
-    std::fs::remove_file(f.ws.join("hk.pkl")).unwrap();
+    let held = stdout(&f.cmd(["review", "--json"]).output().unwrap());
+    assert!(held.contains("hk.pkl"), "{held}");
+    assert!(!f.ws.join("hk.pkl").exists(), "left in the workspace");
     let hk = f.home.join(".local/bin/hk");
     std::fs::write(&hk, "#!/bin/sh\n").unwrap();
     std::fs::set_permissions(&hk, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -385,5 +382,61 @@ fn a_config_made_where_no_placeholder_can_be_is_held_and_accepted_in_one_step() 
     assert_eq!(
         std::fs::read_to_string(&path).unwrap(),
         "{\"mcp\":{\"x\":{\"type\":\"local\",\"command\":[\"sh\",\"-c\",\"id\"]}}}\n"
+    );
+}
+
+/// Below the workspace root only existing names are sealed: a new `pkg/.npmrc` (`script-shell`
+/// runs on your `npm run` there) and a new `sub/.claude/settings.json` (a `SessionStart` hook for
+/// `claude` in `sub/`) work inside the session, and at its end each is held for the review, out of
+/// the workspace; one the session committed is the work (in the index): noted and left. Accepting
+/// puts a held one back byte for byte.
+#[test]
+fn new_entry_points_below_the_root_are_held_at_the_end_and_committed_ones_are_the_work() {
+    let f = Fixture::new();
+    std::fs::create_dir_all(f.ws.join("pkg")).unwrap();
+    std::fs::create_dir_all(f.ws.join("lib")).unwrap();
+    let out = f.jail(
+        "printf 'script-shell=/tmp/x\\n' > pkg/.npmrc && \
+         mkdir -p sub/.claude && echo '{\"hooks\":{}}' > sub/.claude/settings.json && \
+         mkdir -p lib/.vscode && echo '{}' > lib/.vscode/settings.json && \
+         git add lib/.vscode/settings.json && git commit -qm vscode && \
+         cat pkg/.npmrc sub/.claude/settings.json && echo WORKED",
+    );
+    assert!(
+        stdout(&out).contains("WORKED"),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let se = stderr(&out);
+    for held in ["pkg/.npmrc", "sub/.claude/settings.json"] {
+        assert!(
+            !f.ws.join(held).exists(),
+            "{held} left in the workspace:\n{se}"
+        );
+    }
+    assert!(
+        f.ws.join("lib/.vscode/settings.json").exists(),
+        "the committed one was moved"
+    );
+    assert!(se.contains("in its repository's index"), "{se}");
+    let items: Vec<serde_json::Value> =
+        serde_json::from_slice(&f.cmd(["review", "--json"]).output().unwrap().stdout).unwrap();
+    assert_eq!(items.len(), 2, "{items:#?}");
+    let npmrc = f.ws.join("pkg/.npmrc");
+    let id = items
+        .iter()
+        .find(|i| i["target"] == npmrc.to_str().unwrap())
+        .and_then(|i| i["id"].as_str())
+        .unwrap_or_else(|| panic!("{items:#?}"));
+    assert!(f
+        .cmd(["review", "accept", id])
+        .output()
+        .unwrap()
+        .status
+        .success());
+    assert_eq!(
+        std::fs::read_to_string(&npmrc).unwrap(),
+        "script-shell=/tmp/x\n"
     );
 }

@@ -10,7 +10,6 @@
 use super::input::Launch;
 use super::supervise::{Held, Jail};
 use super::watcher::{start_watcher, Record};
-use crate::alerts::{at_session_end, AlertKind};
 use crate::error::{Error, Result};
 use crate::jail::gitcopy;
 use crate::jail::mounts::{mounts, the_sealers};
@@ -275,8 +274,7 @@ pub(super) fn end_session(
             if let Some(Err(e)) = writer.map(Record::finish) {
                 crate::logfile::note(&format!("the baseline's record was not kept: {e}"));
             }
-            unread_created(plan, &session_dir);
-            held_created(plan, &session_dir);
+            super::created::finish(plan, &session_dir);
             session_home.finish()
         });
         let closing = running.map(watch::Running::finish);
@@ -317,83 +315,4 @@ pub(super) fn end_session(
         ms = t0.elapsed().as_secs_f64() * 1e3,
         "inotify instance closed"
     );
-}
-
-/// A workspace-root entry point left unblocked because nothing here reads it (`plan::readers`) that
-/// appeared during the session: alerted, since a tool installed later would run it.
-fn unread_created(plan: &Plan, session_dir: &Path) {
-    for p in plan
-        .unread
-        .iter()
-        .filter(|p| std::fs::symlink_metadata(p).is_ok())
-    {
-        let detail = format!(
-            "{} was created during the session; nothing installed here reads it, so it was not \
-             blocked, but a tool installed later would: review it",
-            p.display()
-        );
-        at_session_end(session_dir, AlertKind::EntryPointCreated, p, &detail);
-    }
-}
-
-/// An entry point that gets no placeholder (`plan::Plan::held_if_created`) made during the
-/// session: held for the review and moved out of the workspace, so that no tool of yours reads it
-/// before you decide (accepting it puts it back byte for byte). Anything but a regular file is
-/// alerted and left.
-fn held_created(plan: &Plan, session_dir: &Path) {
-    use std::os::unix::fs::MetadataExt;
-    for p in &plan.held_if_created {
-        let Ok(meta) = std::fs::symlink_metadata(p) else {
-            continue;
-        };
-        let runs = p
-            .file_name()
-            .and_then(|n| {
-                crate::entrypoints::per_directory().find(|c| std::ffi::OsStr::new(c.name) == n)
-            })
-            .map_or("an entry point", |c| c.runs);
-        let bytes = meta.is_file().then(|| std::fs::read(p).ok()).flatten();
-        let Some(bytes) = bytes else {
-            let detail = format!(
-                "{} was created during the session ({runs}): review it",
-                p.display()
-            );
-            at_session_end(session_dir, AlertKind::EntryPointCreated, p, &detail);
-            continue;
-        };
-        let item = crate::held::Item {
-            id: String::new(),
-            time: String::new(),
-            session: String::new(),
-            consequence: crate::handback::Consequence::Program,
-            why: format!("made during the session; {runs}"),
-            target: p.clone(),
-            what: p
-                .file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned(),
-            change: crate::held::Change::File {
-                sha256: crate::quarantine::sha256_bytes(&bytes),
-                mode: meta.mode() & 0o777,
-                before: None,
-            },
-        };
-        match crate::held::hold_at_session_end(session_dir, item, Some(&bytes)) {
-            Ok(id) => match std::fs::remove_file(p) {
-                Ok(()) => crate::logfile::note(&crate::escape::visible(&format!(
-                    "{} was made during the session: held for `claude-sandbox review` ({id})",
-                    p.display()
-                ))),
-                Err(e) => crate::logfile::note(&format!(
-                    "{}: held ({id}) but not moved out of the workspace: {e}",
-                    crate::escape::visible(&p.display().to_string())
-                )),
-            },
-            Err(e) => {
-                let detail = format!("{} was created during the session ({runs}) and could not be held ({e}): review it", p.display());
-                at_session_end(session_dir, AlertKind::EntryPointCreated, p, &detail);
-            }
-        }
-    }
 }

@@ -55,26 +55,20 @@ pub(crate) fn major(name: &str, dirs: &[PathBuf]) -> Option<u64> {
         .then(|| v.get("version")?.as_str()?.split('.').next()?.parse().ok())?
 }
 
-/// Split off the findings for missing workspace-root names that nothing installed reads. Returns
-/// them as paths (for the end-of-session check).
-/// The missing entry points of a kind that never gets a placeholder (`Catalogued::held`), taken
-/// out of `findings`: the session's end holds one that was made.
-pub(crate) fn held_if_created(findings: &mut Vec<Finding>) -> Vec<PathBuf> {
-    let mut out = Vec::new();
+/// Take the missing entry points of a kind that never gets a placeholder (`Catalogued::held`) out
+/// of `findings`: the session's end holds one that was made (`launch::created`).
+pub(crate) fn drop_held(findings: &mut Vec<Finding>) {
     findings.retain(|f| {
         let held = f
             .path
             .file_name()
             .is_some_and(|n| per_directory().any(|c| c.held && OsStr::new(c.name) == n));
-        if held && std::fs::symlink_metadata(&f.path).is_err() {
-            out.push(f.path.clone());
-            return false;
-        }
-        true
+        !held || std::fs::symlink_metadata(&f.path).is_ok()
     });
-    out
 }
 
+/// Split off the findings for missing workspace-root names that nothing installed reads. Returns
+/// them as paths (for the end-of-session check).
 pub(crate) fn unread(findings: &mut Vec<Finding>, ws: &Path, dirs: &[PathBuf]) -> Vec<PathBuf> {
     let mut known: HashMap<&str, bool> = HashMap::new();
     let mut out = Vec::new();
