@@ -120,6 +120,8 @@ pub fn run(opts: &RunOptions, env: &HostEnv) -> Result<i32> {
     // Held until the session ends: the store in use, and the overlay's upper directories.
     let store = super::layers::store_dir(&input.home, env);
     let _layers = super::layers::prepare(&store, &mut plan.policy.layers)?;
+    let installed =
+        super::layers::installed::Installed::before(&plan.policy.home, &plan.policy.layers);
     let pending = seals_pending.then_some(PendingSeals {
         input: &input,
         command: cmd,
@@ -131,6 +133,7 @@ pub fn run(opts: &RunOptions, env: &HostEnv) -> Result<i32> {
         knobs,
         runtime: &runtime,
         session: &session,
+        installed: &installed,
     };
     execute(plan, pending, &launch)
 }

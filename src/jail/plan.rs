@@ -2,7 +2,7 @@
 //! into a `Policy` plus the placeholders the launcher must create. Reads the filesystem, never writes.
 //!
 //! `$HOME` inside the jail is a session-private directory whose top-level entries are the real ones,
-//! bound read-only, except the writable holes (agent state, caches, `~/.local/bin`). So nothing can be
+//! bound read-only, except the writable holes (agent state) and the jail's layers. So nothing can be
 //! *added* to the real `$HOME` top level (a new `~/.bash_profile`, `~/.zshenv`, `~/.inputrc` lands in
 //! the private directory and is discarded) without placing stubs in the human's home, and Claude Code
 //! can still save `~/.claude.json` by rename: it gets a private copy that is merged back afterwards.
@@ -27,15 +27,12 @@ use masks::{hidden_dirs, masks};
 use seals::{anchors, refused_placeholders, seal, work_in_seals};
 use state::{link_holes, present_runtimes, project_views, state_private};
 
-/// The writable holes in `$HOME`, relative to it: the PATH directories inside the data layers
-/// (`~/.local/bin`, `~/.cargo/bin`: shared with you and watched) and every runtime's state
-/// directories (`runtimes`). Each is writable only if it exists (or the agent being launched owns
-/// it). Caches and installed tools' data are not holes: they are the jail's own layers
-/// (`layers::CACHES`, `layers::DATA`).
+/// The writable holes in `$HOME`, relative to it: every runtime's state directories (`runtimes`).
+/// Each is writable only if it exists (or the agent being launched owns it). Caches, installed
+/// tools' data and the home PATH directories are not holes: they are the jail's own layers
+/// (`layers::CACHES`, `layers::DATA`, `layers::PATH_DIRS`).
 pub fn home_holes() -> impl Iterator<Item = &'static str> {
-    [".local/bin", ".cargo/bin"]
-        .into_iter()
-        .chain(crate::runtimes::state_dirs().map(|s| s.path))
+    crate::runtimes::state_dirs().map(|s| s.path)
 }
 
 /// Environment variables that lead to escape hatches (unset inside the jail).
@@ -217,8 +214,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
     let mut holes: Vec<PathBuf> = Vec::new();
     for rel in home_holes() {
         let p = home.join(rel);
-        let owned =
-            rel == ".local/bin" || launched.is_some_and(|r| r.state.iter().any(|s| s.path == rel));
+        let owned = launched.is_some_and(|r| r.state.iter().any(|s| s.path == rel));
         if p.is_dir() && !is_symlink(&p) {
             if input.held(&p) {
                 placeholders.extend(held_dirs(input, &p, &home));
