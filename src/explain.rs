@@ -338,7 +338,7 @@ fn caches(out: &mut impl Write, p: &crate::jail::policy::Policy, full: bool) {
     type Pick = fn(&&Layer) -> bool;
     let _ = writeln!(
         out,
-        "\nCaches, tools' data and the home PATH directories: the jail's own layers, kept across sessions, never read outside (`claude-sandbox cache ls`; `claude-sandbox adopt NAME` brings an installed program over):"
+        "\nCaches, tools' data, the home PATH directories: the jail's own layers, kept, never read outside (`cache ls`; `adopt NAME`):"
     );
     if full {
         for l in &p.layers {
