@@ -37,6 +37,7 @@ pub(crate) mod links;
 pub mod liveness;
 pub(crate) mod mounts;
 pub(crate) mod nested;
+pub(crate) mod ownfiles;
 pub mod placeholders;
 pub mod plan;
 pub mod policy;

@@ -129,6 +129,8 @@ pub(crate) fn mounts(policy: &Policy, git_copies: &[GitCopy]) -> Vec<Mount> {
         out.push(Mount::Tmpfs(dir.clone()));
         out.extend(keep.iter().map(|n| bind(&dir.join(n), &dir.join(n), false)));
     }
+    // The jail's own files, in their views (`ownfiles`).
+    out.extend(policy.own_files.iter().map(|(copy, p)| bind(copy, p, true)));
     out.push(Mount::Unstage);
     let inside_work = |p: &Path| policy.work_in_seals.iter().any(|w| p.starts_with(w));
     out.extend(

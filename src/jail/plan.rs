@@ -25,7 +25,7 @@ mod seals;
 mod state;
 use masks::{hidden_dirs, masks};
 use seals::{anchors, refused_placeholders, seal, work_in_seals};
-use state::{link_holes, present_runtimes, project_views, state_private};
+use state::{keep_work_in_views, link_holes, present_runtimes, state_private, views_and_own_files};
 
 /// The writable holes in `$HOME`, relative to it: every runtime's state directories (`runtimes`).
 /// Each is writable only if it exists (or the agent being launched owns it). Caches, installed
@@ -367,6 +367,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         layers,
         state_private,
         state_views,
+        own_files: Vec::new(),
         network,
         net_dir,
         git_copies: Vec::new(),
@@ -447,17 +448,11 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
     let (mut sealed, mut stubs, closed) =
         seal(findings, &writable_roots, &input.held, &mut warnings);
     // What the launched runtime writes in the project at every start: a view for the session.
-    for view in project_views(input, &ws) {
-        if sealed.iter().any(|s| s.path == view) {
-            sealed.retain(|s| s.path != view);
-            plan.policy
-                .state_views
-                .push((view.clone(), super::statedir::names_in(&view)));
-        }
-    }
+    let views = views_and_own_files(plan, input, &ws, &mut sealed);
     // A sealed directory that is also a private tmpfs's parent is made once, as agent state.
     stubs.retain(|s| !plan.placeholders.iter().any(|p| p.path == s.path));
-    let work_in_seals = work_in_seals(&ws, &sealed, &input.held, &mut stubs);
+    let work_in_seals = work_in_seals(&ws, &sealed, &views, &input.held, &mut stubs);
+    keep_work_in_views(plan, &work_in_seals);
     plan.watched_not_sealed = refused_placeholders(input, plan, &mut sealed, &mut stubs);
     plan.placeholders.extend(stubs);
 
