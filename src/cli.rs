@@ -133,6 +133,22 @@ pub(crate) enum Command {
         #[command(subcommand)]
         action: CacheAction,
     },
+    /// Bring one program the agent installed in the jail's ~/.local/bin, ~/bin, ~/.cargo/bin or
+    /// ~/go/bin over to your own, with its package where adopt can tell which it is (a pip console
+    /// script's distribution, the npm package a link points into). Refuses, saying why, a name that
+    /// would shadow a command on your PATH or replace a file of yours (--force), and what it cannot
+    /// bring whole. Exit 0 adopted, 2 refused.
+    Adopt {
+        /// The program's file name.
+        #[arg(value_name = "NAME")]
+        name: String,
+        /// Adopt it even if it shadows a command on your PATH or replaces a file of yours.
+        #[arg(long)]
+        force: bool,
+        /// One JSON object: {name, from, to, kind, steps, requires}.
+        #[arg(long)]
+        json: bool,
+    },
     /// Allow HOST (a name, a `*.` suffix or an IP address) in allowlist mode for the sessions started
     /// from now on: adds it to `allow` in [network] of ~/.config/claude-sandbox/config.toml, comments
     /// and order kept. A denial's alert names this command. Exit 0 allowed (or already), 2 not a host

@@ -5,6 +5,7 @@
 //! Guards against a verb's behaviour hiding in the argument parser, and domain types shaped by the
 //! command line: the domain modules know nothing of clap (`cli` maps its value enums onto them).
 
+mod adopt;
 mod alerts;
 mod allow;
 mod battery;
@@ -74,6 +75,7 @@ pub(crate) fn exec(command: Command, host: &HostEnv) -> crate::Result<i32> {
         Command::Hook { event } => Ok(hook::exec(&event, host)),
         Command::Hooks { action } => hooks::exec(&action, host),
         Command::Cache { action } => cache::exec(action, host),
+        Command::Adopt { name, force, json } => adopt::exec(&name, force, json, host),
         Command::Allow { host: name, config } => allow::exec(&name, config, host),
         Command::Doctor { json } => Ok(doctor::exec(json, host)),
         Command::Explain {

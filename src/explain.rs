@@ -346,7 +346,7 @@ fn caches(out: &mut impl Write, p: &crate::jail::policy::Policy, full: bool) {
     type Pick = fn(&&Layer) -> bool;
     let _ = writeln!(
         out,
-        "\nCaches and tools' data: the jail's own layers, kept across sessions, never read outside (`claude-sandbox cache ls`):"
+        "\nCaches, tools' data, the home PATH directories: the jail's own layers, kept, never read outside (`cache ls`; `adopt NAME`):"
     );
     if full {
         for l in &p.layers {

@@ -6,6 +6,7 @@
 //! sealed read-only whether or not it exists (`entrypoints`), and every escape hatch (Docker and IDE
 //! sockets, `sudo`, terminal injection) is closed. `explain` tells a human what a launch would do.
 
+pub(crate) mod adopt;
 pub(crate) mod agent_hooks;
 pub(crate) mod battery;
 pub(crate) mod catalogue;

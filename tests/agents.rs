@@ -629,3 +629,51 @@ fn opencode_starts_and_keeps_its_state() {
         );
     });
 }
+
+/// The real Claude Code saves the project's local settings in the jail (issue 33 item 4): its
+/// `plugin disable --scope local` goes through the same settings writer as "don't ask again"
+/// (`updateSettingsForSource("localSettings")`), and works offline. The save lands in the jail's
+/// own copy (`jail::ownfiles`), the next jailed session changes it again, and yours is never written.
+#[test]
+#[ignore = "needs the real agents (npm): run with --ignored"]
+fn claude_code_saves_local_settings_in_the_jails_own_copy() {
+    agent_test("claude", |_a| {
+        let f = Fixture::new();
+        let dir = f.ws.join(".claude");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("settings.json"),
+            r#"{"enabledPlugins":{"x@y":true}}"#,
+        )
+        .unwrap();
+        let run = |args: &[&str]| {
+            let mut all = vec!["run", "--", "claude", "plugin"];
+            all.extend_from_slice(args);
+            with_agents(&f, &all)
+        };
+        let copies = f.root.join("layers/project-files");
+        let copy = || {
+            let key = std::fs::read_dir(&copies)
+                .unwrap()
+                .flatten()
+                .next()
+                .unwrap();
+            std::fs::read_to_string(key.path().join("settings.local.json")).unwrap()
+        };
+        let out = run(&["disable", "x@y", "--scope", "local"]);
+        assert!(out.status.success(), "{}", text(&out));
+        let v: serde_json::Value = serde_json::from_str(&copy()).unwrap();
+        assert_eq!(v["enabledPlugins"]["x@y"], false, "{v}");
+        let out = run(&["enable", "x@y", "--scope", "local"]);
+        assert!(out.status.success(), "{}", text(&out));
+        let v: serde_json::Value = serde_json::from_str(&copy()).unwrap();
+        assert_eq!(v["enabledPlugins"]["x@y"], true, "{v}");
+        // Yours: no settings.local.json was made, nothing but your settings is in `.claude`.
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(names, ["settings.json"], "your .claude after the sessions");
+    });
+}

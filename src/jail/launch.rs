@@ -121,6 +121,9 @@ pub fn run(opts: &RunOptions, env: &HostEnv) -> Result<i32> {
     // Held until the session ends: the store in use, and the overlay's upper directories.
     let store = super::layers::store_dir(&input.home, env);
     let _layers = super::layers::prepare(&store, &mut plan.policy.layers)?;
+    let installed =
+        super::layers::installed::Installed::before(&plan.policy.home, &plan.policy.layers);
+    super::ownfiles::prepare(&plan.policy.own_files)?;
     let pending = seals_pending.then_some(PendingSeals {
         input: &input,
         command: cmd,
@@ -132,6 +135,7 @@ pub fn run(opts: &RunOptions, env: &HostEnv) -> Result<i32> {
         knobs,
         runtime: &runtime,
         session: &session,
+        installed: &installed,
     };
     execute(plan, pending, &launch)
 }
@@ -290,6 +294,8 @@ impl PendingSeals<'_> {
         })
         .map_err(|_| Error::Jail("the hard-link scan panicked".into()))?;
         super::hardlinks::record(plan, &links, &self.input.runtime_dir, self.session);
+        // The jail's own files planned with the seals: their copies before the sealer binds them.
+        super::ownfiles::prepare(&plan.policy.own_files)?;
         for w in &plan.warnings[shown..] {
             tracing::warn!("{w}");
         }

@@ -37,14 +37,27 @@ pub const CACHES: &[(&str, &str)] = &[
 /// Data and libraries of what the agent installs, also the jail's own layers: `pip install --user`
 /// (`~/.local/lib/python3*/site-packages`, where a `.pth` file runs in every Python),
 /// `npm i -g --prefix ~/.local` (`~/.local/lib/node_modules`), `cargo install` (its metadata
-/// `.crates.toml` and `.crates2.json` beside `bin/`), and everything tools keep in
+/// `.crates.toml` and `.crates2.json`), `go install` (`~/go`), and everything tools keep in
 /// `~/.local/share` and `~/.local/state` (nvim's plugins, pipx's venvs, mise's tools: run later by
-/// your tools, so never writable through). The PATH directories inside them (`~/.local/bin`,
-/// `~/.cargo/bin`) are not layers: they stay yours, writable and watched (`plan::home_holes`), and
-/// so are the agents' own state directories there. Unlike a cache, your data must stay visible:
-/// where no overlay can be made, the jail sees your directory read-only, as before (a missing one
-/// is the jail's own directory).
-pub const DATA: &[(&str, &str)] = &[(".local", "local"), (".cargo", "cargo")];
+/// your tools, so never writable through). The home PATH directories (`PATH_DIRS`) lie in these
+/// layers too, programs and libraries in one place: what the agent installs runs in the jail and in
+/// its next session and never lands on your PATH, so nothing it installs can shadow your commands
+/// and no install is cut short by a quarantine (`claude-sandbox adopt` brings one over on purpose).
+/// The agents' own state directories there stay holes (`plan::home_holes`). Unlike a cache, your
+/// data must stay visible: where no overlay can be made, the jail sees your directory read-only,
+/// as before (a missing one is the jail's own directory); installs there then fail (read-only file
+/// system), never write through.
+pub const DATA: &[(&str, &str)] = &[
+    (".local", "local"),
+    (".cargo", "cargo"),
+    ("go", "go"),
+    ("bin", "bin"),
+];
+
+/// The home directories a shell of yours puts on PATH (Debian's `~/.profile`: `~/.local/bin` and
+/// `~/bin` first once they exist; rustup's `~/.cargo/env`; Go's `~/go/bin`), relative to `$HOME`.
+/// Each lies in a data layer (`DATA`), so the jail's installs there are the jail's.
+pub const PATH_DIRS: &[&str] = &[".local/bin", "bin", ".cargo/bin", "go/bin"];
 
 /// Every layer: data first (a cache may lie inside one), then caches.
 pub fn all() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
@@ -94,8 +107,8 @@ fn fs_magic(p: &Path) -> Option<i64> {
 /// The layers of one launch, parents before what lies inside them. A nested cache
 /// (`~/.cargo/registry`) that you do not have gets no layer of its own: it lies in a data layer
 /// (`~/.cargo`), which is the jail's own already. A top directory the launcher makes for this
-/// session only (a missing `~/.local`, for `~/.local/bin`) is not yours: the layer is the jail's own
-/// directory, and the hole is bound into it. Reads, never writes.
+/// session only (a missing `~/.local`, `~/bin` or `~/go`: its mount point is made in the session's
+/// private `$HOME`) is not yours: the layer is the jail's own directory, and a hole is bound into it. Reads, never writes.
 pub fn plan(home: &Path, store: &Path) -> Vec<Layer> {
     let release = rustix::system::uname()
         .release()
@@ -411,6 +424,7 @@ pub fn clear(store: &Path, name: Option<&str>) -> crate::error::Result<()> {
     Ok(())
 }
 
+pub(crate) mod installed;
 mod slots;
 
 #[cfg(test)]

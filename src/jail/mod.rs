@@ -38,6 +38,7 @@ pub mod liveness;
 pub(crate) mod local_remotes;
 pub(crate) mod mounts;
 pub(crate) mod nested;
+pub(crate) mod ownfiles;
 pub mod placeholders;
 pub mod plan;
 pub mod policy;

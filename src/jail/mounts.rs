@@ -12,7 +12,7 @@
 //! 3. the session's `$HOME`, then its top-level entries (read-only, writable holes, symlinks,
 //!    filtered views of directories where sockets appear, the jail's own state directories);
 //! 4. the layers (`layers`), parents first and at each depth the overlays first, then the writable
-//!    roots (the workspace, holes that may lie in a layer: `~/.local/bin`), the git copies'
+//!    roots (the workspace, holes that may lie in a layer: `~/.local/share/opencode`), the git copies'
 //!    directory, the agents' views (`runtimes::View`), then `Unstage`;
 //! 5. anchors (writable self-binds that make `.git` and nested repositories' ancestors impossible
 //!    to rename), hidden directories (the runtime directory), after every writable bind so that
@@ -111,7 +111,7 @@ pub(crate) fn mounts(policy: &Policy, git_copies: &[GitCopy]) -> Vec<Mount> {
     }
     home(&mut out, policy, git_copies);
     // Parents first, and at each depth the overlays first, so that they form one run the sealer
-    // mounts side by side (`seal::overlay`). A hole inside a layer (`~/.local/bin`) is bound over it.
+    // mounts side by side (`seal::overlay`). A hole inside a layer (`~/.local/share/opencode`) is bound over it.
     let mut layers: Vec<&Layer> = policy.layers.iter().collect();
     layers.sort_by_key(|l| {
         (
@@ -132,6 +132,8 @@ pub(crate) fn mounts(policy: &Policy, git_copies: &[GitCopy]) -> Vec<Mount> {
         out.push(Mount::Tmpfs(dir.clone()));
         out.extend(keep.iter().map(|n| bind(&dir.join(n), &dir.join(n), false)));
     }
+    // The jail's own files, in their views (`ownfiles`).
+    out.extend(policy.own_files.iter().map(|(copy, p)| bind(copy, p, true)));
     out.push(Mount::Unstage);
     let inside_work = |p: &Path| policy.work_in_seals.iter().any(|w| p.starts_with(w));
     out.extend(

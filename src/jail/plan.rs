@@ -2,7 +2,7 @@
 //! into a `Policy` plus the placeholders the launcher must create. Reads the filesystem, never writes.
 //!
 //! `$HOME` inside the jail is a session-private directory whose top-level entries are the real ones,
-//! bound read-only, except the writable holes (agent state, caches, `~/.local/bin`). So nothing can be
+//! bound read-only, except the writable holes (agent state) and the jail's layers. So nothing can be
 //! *added* to the real `$HOME` top level (a new `~/.bash_profile`, `~/.zshenv`, `~/.inputrc` lands in
 //! the private directory and is discarded) without placing stubs in the human's home, and Claude Code
 //! can still save `~/.claude.json` by rename: it gets a private copy that is merged back afterwards.
@@ -27,17 +27,14 @@ mod state;
 use masks::{hidden_dirs, masks};
 use roots::{discover, writable_to_us};
 use seals::{anchors, refused_placeholders, seal, work_in_seals};
-use state::{link_holes, present_runtimes, project_views, state_private};
+use state::{keep_work_in_views, link_holes, present_runtimes, state_private, views_and_own_files};
 
-/// The writable holes in `$HOME`, relative to it: the PATH directories inside the data layers
-/// (`~/.local/bin`, `~/.cargo/bin`: shared with you and watched) and every runtime's state
-/// directories (`runtimes`). Each is writable only if it exists (or the agent being launched owns
-/// it). Caches and installed tools' data are not holes: they are the jail's own layers
-/// (`layers::CACHES`, `layers::DATA`).
+/// The writable holes in `$HOME`, relative to it: every runtime's state directories (`runtimes`).
+/// Each is writable only if it exists (or the agent being launched owns it). Caches, installed
+/// tools' data and the home PATH directories are not holes: they are the jail's own layers
+/// (`layers::CACHES`, `layers::DATA`, `layers::PATH_DIRS`).
 pub fn home_holes() -> impl Iterator<Item = &'static str> {
-    [".local/bin", ".cargo/bin"]
-        .into_iter()
-        .chain(crate::runtimes::state_dirs().map(|s| s.path))
+    crate::runtimes::state_dirs().map(|s| s.path)
 }
 
 /// Environment variables that lead to escape hatches (unset inside the jail).
@@ -223,8 +220,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
     let mut holes: Vec<PathBuf> = Vec::new();
     for rel in home_holes() {
         let p = home.join(rel);
-        let owned =
-            rel == ".local/bin" || launched.is_some_and(|r| r.state.iter().any(|s| s.path == rel));
+        let owned = launched.is_some_and(|r| r.state.iter().any(|s| s.path == rel));
         if p.is_dir() && !is_symlink(&p) {
             if input.held(&p) {
                 placeholders.extend(held_dirs(input, &p, &home));
@@ -386,6 +382,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         layers,
         state_private,
         state_views,
+        own_files: Vec::new(),
         network,
         net_dir,
         git_copies: Vec::new(),
@@ -471,17 +468,11 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
     let (mut sealed, mut stubs, closed) =
         seal(findings, &writable_roots, &input.held, &mut warnings);
     // What the launched runtime writes in the project at every start: a view for the session.
-    for view in project_views(input, &ws) {
-        if sealed.iter().any(|s| s.path == view) {
-            sealed.retain(|s| s.path != view);
-            plan.policy
-                .state_views
-                .push((view.clone(), super::statedir::names_in(&view)));
-        }
-    }
+    let views = views_and_own_files(plan, input, &ws, &mut sealed);
     // A sealed directory that is also a private tmpfs's parent is made once, as agent state.
     stubs.retain(|s| !plan.placeholders.iter().any(|p| p.path == s.path));
-    let work_in_seals = work_in_seals(&ws, &sealed, &input.held, &mut stubs);
+    let work_in_seals = work_in_seals(&ws, &sealed, &views, &input.held, &mut stubs);
+    keep_work_in_views(plan, &work_in_seals);
     plan.watched_not_sealed = refused_placeholders(input, plan, &mut sealed, &mut stubs);
     plan.placeholders.extend(stubs);
 

@@ -108,6 +108,10 @@ pub struct Policy {
     /// session holding read-only binds of these entries of the human's directory; mounted with the
     /// writable roots.
     pub state_views: Vec<(PathBuf, Vec<OsString>)>,
+    /// The jail's own files in a view (`ownfiles`): `(copy in the layer store, path)`, bound
+    /// writable after the views.
+    #[serde(default)]
+    pub own_files: Vec<(PathBuf, PathBuf)>,
     /// The network mode and lists (see `net`).
     pub network: crate::net::NetPolicy,
     /// Allowlist mode: the host directory holding the proxy's socket, bound at `layout::NET_DIR`.
@@ -343,6 +347,7 @@ impl Policy {
             layers: Vec::new(),
             state_private: Vec::new(),
             state_views: Vec::new(),
+            own_files: Vec::new(),
             network: crate::net::NetPolicy::default(),
             net_dir: None,
             git_copies: Vec::new(),

@@ -145,7 +145,9 @@ pub(crate) const CLAUDE: Runtime = Runtime {
         "claude.ai",
     ],
     npm: Some("@anthropic-ai/claude-code"),
-    project_views: &[],
+    // `.claude/settings.local.json` ("don't ask again") is the jail's own, bound in this view
+    // (`jail::ownfiles` says how Claude Code saves it and why a view is needed).
+    project_views: &[".claude"],
     home_views: &[],
     // `claude -w NAME` (2.1.332 and 2.1.197): `git worktree add .claude/worktrees/NAME`.
     project_work: &[".claude/worktrees"],

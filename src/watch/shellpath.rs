@@ -25,7 +25,7 @@ const LOGIN_DELAY: Duration = Duration::from_millis(50);
 
 /// The conventional user bin directories, existing or not.
 pub(crate) fn conventional(home: &Path, npm_prefix: Option<&Path>) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = [".local/bin", "bin", ".cargo/bin", "go/bin"]
+    let mut out: Vec<PathBuf> = crate::jail::layers::PATH_DIRS
         .iter()
         .map(|d| home.join(d))
         .collect();

@@ -95,6 +95,27 @@ impl Fixture {
         f
     }
 
+    /// `new`, with `~/.local/bin` shared with the jail by your configuration (`writable` in
+    /// `~/.config/claude-sandbox/config.toml`): a PATH directory that stays yours, writable and
+    /// watched, as the workspace's `node_modules/.bin` is. By default it is the jail's own layer
+    /// (docs/layers.md); these tests exercise the watcher on a shared PATH directory.
+    pub fn sharing_local_bin() -> Self {
+        let f = Self::new();
+        f.share_local_bin("");
+        f
+    }
+
+    /// Write the user configuration: `writable = ["~/.local/bin"]` and then `more`.
+    pub fn share_local_bin(&self, more: &str) {
+        let dir = self.home.join(".config/claude-sandbox");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("config.toml"),
+            format!("writable = [\"~/.local/bin\"]\n{more}"),
+        )
+        .unwrap();
+    }
+
     /// Run git outside the jail, as the human would.
     pub fn git(&self, dir: &Path, args: &[&str]) -> Output {
         let out = Command::new("git")
@@ -494,6 +515,19 @@ pub fn held_count(f: &Fixture) -> usize {
 #[allow(dead_code)]
 pub fn wheel(dir: &Path, pkg: &str, says: &str, script: bool) -> PathBuf {
     let name = pkg.replace('_', "-");
+    wheel_script(
+        dir,
+        pkg,
+        says,
+        script.then(|| format!("{name}-py")).as_deref(),
+    )
+}
+
+/// `wheel`, with the console script (if any) named `script`.
+pub fn wheel_script(dir: &Path, pkg: &str, says: &str, script_name: Option<&str>) -> PathBuf {
+    let name = pkg.replace('_', "-");
+    let script = script_name.is_some();
+    let script_name = script_name.unwrap_or("none");
     let whl = dir.join(format!("{pkg}-1.0-py3-none-any.whl"));
     let script = format!(
         r#"
@@ -502,7 +536,7 @@ files = {{
  "{pkg}/__init__.py": "def main():\n    print('{says}')\n",
  "{pkg}-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
  "{pkg}-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
- "{pkg}-1.0.dist-info/entry_points.txt": "[console_scripts]\n{name}-py = {pkg}:main\n",
+ "{pkg}-1.0.dist-info/entry_points.txt": "[console_scripts]\n{script_name} = {pkg}:main\n",
 }}
 if not {script}:
     del files["{pkg}-1.0.dist-info/entry_points.txt"]

@@ -260,7 +260,7 @@ fn a_new_name_is_the_jails_own_and_never_yours() {
 
 #[test]
 fn a_state_directory_made_for_its_agent_is_private_to_you() {
-    let f = Fixture::new();
+    let f = Fixture::sharing_local_bin();
     // A stand-in for each agent command (the launcher knows the agent by its name), which reports
     // the mode of the state directories made for it.
     for (cmd, dirs) in [

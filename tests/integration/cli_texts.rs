@@ -53,6 +53,7 @@ fn no_option_has_a_blank_help() {
         &["hook", "session-start"],
         &["hooks", "install"],
         &["doctor"],
+        &["adopt"],
         &["explain"],
         &["completions"],
         &["man"],

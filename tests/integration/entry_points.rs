@@ -234,31 +234,40 @@ fn agent_settings_in_writable_state_dirs_are_sealed_but_state_is_writable() {
     assert_eq!(stdout(&f.jail("cat ~/.claude/todos/s")), "state\n");
 }
 
+/// A tool the agent puts in `~/.local/bin` is the jail's: it runs in the next session, your
+/// directory never has it, and `adopt` brings it over (bytes and mode) when you want it.
 #[test]
-fn a_tool_installed_in_local_bin_keeps_working_after_the_session() {
+fn a_tool_installed_in_local_bin_is_the_jails_until_adopted() {
     let f = Fixture::new();
     ok(&f.jail("python3 -m venv .venv && printf '#!/bin/sh\\necho tool-ran\\n' > ~/.local/bin/mytool && chmod +x ~/.local/bin/mytool"));
     let tool = f.home.join(".local/bin/mytool");
-    assert!(std::fs::metadata(&tool).unwrap().permissions().mode() & 0o111 != 0);
-    let out = std::process::Command::new(&tool).output().unwrap();
-    assert_eq!(stdout(&out).trim(), "tool-ran");
+    assert!(
+        std::fs::symlink_metadata(&tool).is_err(),
+        "the jail's tool is in your ~/.local/bin"
+    );
+    assert_eq!(ok(&f.jail("mytool")), "tool-ran\n");
     assert!(
         f.ws.join(".venv/bin/python").exists(),
         "venv was not created"
     );
+    ok(&f.cmd(["adopt", "mytool"]).output().unwrap());
+    assert!(std::fs::metadata(&tool).unwrap().permissions().mode() & 0o111 != 0);
+    let out = std::process::Command::new(&tool).output().unwrap();
+    assert_eq!(stdout(&out).trim(), "tool-ran");
 }
 
+/// Without a `~/.local` of yours the jail has one of its own (empty at first: `pip` makes its `bin`):
+/// writable, kept for its next session, and nothing is made in your home.
 #[test]
-fn a_missing_local_bin_is_created_for_the_session_and_removed_if_unused() {
+fn a_missing_local_bin_is_the_jails_own_and_nothing_is_made_in_your_home() {
     let f = Fixture::new();
     std::fs::remove_dir_all(f.home.join(".local")).unwrap();
-    ok(&f.jail("test -d ~/.local/bin && test -w ~/.local/bin"));
+    ok(&f.jail("mkdir -p ~/.local/bin && echo x > ~/.local/bin/kept"));
     assert!(
         !f.home.join(".local").exists(),
-        "an unused ~/.local was left behind"
+        "a ~/.local was made in your home"
     );
-    ok(&f.jail("echo x > ~/.local/bin/kept"));
-    assert!(f.home.join(".local/bin/kept").exists());
+    assert_eq!(ok(&f.jail("cat ~/.local/bin/kept")), "x\n");
 }
 
 #[test]

@@ -1,6 +1,6 @@
-//! Everyday installs succeed in the jail (`~/.local` and `~/.cargo` are its own layers: docs/layers.md)
-//! while nothing the agent installs there is seen by your tools outside, except what lands in the
-//! PATH directories (`~/.local/bin`, `~/.cargo/bin`), which stay yours and are watched.
+//! Everyday installs succeed in the jail (`~/.local`, `~/.cargo`, `~/go` and `~/bin` are its own
+//! layers, PATH directories included: docs/layers.md) while nothing the agent installs there is
+//! seen by your tools outside; `claude-sandbox adopt` brings one program over on purpose.
 
 use crate::common::*;
 use std::path::{Path, PathBuf};
@@ -46,15 +46,16 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 }
 
 #[test]
-fn installed_data_is_the_jails_own_and_persists_while_path_dirs_stay_shared() {
+fn installs_and_path_dirs_are_the_jails_own_and_persist() {
     let f = Fixture::new();
     std::fs::create_dir_all(f.home.join(".local/share/app")).unwrap();
     std::fs::write(f.home.join(".local/share/app/yours"), "yours\n").unwrap();
+    std::fs::create_dir_all(f.home.join(".local/bin")).unwrap();
     std::fs::create_dir_all(f.home.join(".cargo/bin")).unwrap();
     std::fs::write(f.home.join(".cargo/.crates.toml"), "[v1]\n").unwrap();
     let before = tree(&f.home);
     let site = ".local/lib/python3.11/site-packages";
-    let out = ok(&f.jail(&format!(
+    let run = f.jail(&format!(
         "set -e; mkdir ~/.local/share/x && echo x > ~/.local/share/x/f; \
          cat ~/.local/share/app/yours; echo agent >> ~/.local/share/app/yours; \
          mkdir -p ~/{site} && echo 'import os' > ~/{site}/evil.pth; \
@@ -62,37 +63,59 @@ fn installed_data_is_the_jails_own_and_persists_while_path_dirs_stay_shared() {
          echo '[v1]' > ~/.local/.crates.toml; echo '[v1]' >> ~/.cargo/.crates.toml; \
          echo c > ~/.cargo/config.toml; \
          printf '#!/bin/sh\\necho t\\n' > ~/.local/bin/agent-tool; \
-         printf '#!/bin/sh\\necho t\\n' > ~/.cargo/bin/agent-tool2; echo done"
-    )));
-    assert_eq!(out, "yours\ndone\n");
-    // Your files are unchanged, nothing new appeared in your home but in the PATH directories.
+         printf '#!/bin/sh\\necho t\\n' > ~/.cargo/bin/agent-tool2; \
+         mkdir -p ~/go/bin; echo g > ~/go/bin/gotool; echo b > ~/bin/mine; echo done"
+    ));
+    assert_eq!(ok(&run), "yours\ndone\n");
+    // Your files are unchanged, nothing new appeared in your home: not even in the PATH
+    // directories, and `~/go`, `~/bin` that you do not have were the jail's own.
     assert_eq!(read(&f.home.join(".local/share/app/yours")), "yours\n");
     assert_eq!(read(&f.home.join(".cargo/.crates.toml")), "[v1]\n");
-    let mut want = before.clone();
-    want.extend([
-        ".cargo/bin/agent-tool2".to_string(),
-        ".local/bin/agent-tool".to_string(),
-    ]);
-    want.sort();
-    assert_eq!(tree(&f.home), want, "the jail changed your home");
+    assert_eq!(tree(&f.home), before, "the jail changed your home");
+    // The summary names what was installed on the jail's PATH, and how to bring it over.
+    let err = stderr(&run);
+    assert!(
+        err.contains("installed in the jail's ~/.local/bin this session: agent-tool ("),
+        "{err}"
+    );
+    for (dir, name) in [
+        (".cargo/bin", "agent-tool2"),
+        ("go/bin", "gotool"),
+        ("bin", "mine"),
+    ] {
+        assert!(
+            err.contains(&format!("~/{dir} this session: {name} (")),
+            "{err}"
+        );
+    }
+    assert!(err.contains("claude-sandbox adopt NAME"), "{err}");
     // What the agent wrote is in the jail's layers, and its next session finds it.
     assert_eq!(read(&layers(&f).join("local/upper/share/x/f")), "x\n");
-    let again = ok(&f.jail(&format!(
+    let again = f.jail(&format!(
         "cat ~/.local/share/x/f ~/.local/share/app/yours ~/{site}/evil.pth \
-         ~/.local/state/tool/s ~/.local/.crates.toml ~/.cargo/.crates.toml ~/.cargo/config.toml"
-    )));
+         ~/.local/state/tool/s ~/.local/.crates.toml ~/.cargo/.crates.toml ~/.cargo/config.toml \
+         ~/.local/bin/agent-tool ~/.cargo/bin/agent-tool2 ~/go/bin/gotool ~/bin/mine"
+    ));
     assert_eq!(
-        again,
-        "x\nyours\nagent\nimport os\ns\n[v1]\n[v1]\n[v1]\nc\n"
+        ok(&again),
+        "x\nyours\nagent\nimport os\ns\n[v1]\n[v1]\n[v1]\nc\n#!/bin/sh\necho t\n#!/bin/sh\necho t\ng\nb\n"
+    );
+    // Nothing new this time: the summary is quiet.
+    assert!(
+        !stderr(&again).contains("this session:"),
+        "{}",
+        stderr(&again)
     );
 }
 
 /// Where no overlay can be made (here: bwrap making every mount), your `~/.local` is what the jail
-/// sees, read-only, as before: never writable through.
+/// sees, read-only, as before: never writable through, the PATH directory in it neither (an
+/// install there fails: read-only file system).
 #[test]
 fn without_an_overlay_your_local_is_read_only_never_writable_through() {
     let f = Fixture::new();
     std::fs::create_dir_all(f.home.join(".local/share/app")).unwrap();
+    std::fs::create_dir_all(f.home.join(".local/bin")).unwrap();
     std::fs::write(f.home.join(".local/share/app/yours"), "yours\n").unwrap();
     let before = tree(&f.home);
     let out = ok(&jail_with(
@@ -100,17 +123,13 @@ fn without_an_overlay_your_local_is_read_only_never_writable_through() {
         &[("CLAUDE_SANDBOX_SEAL", "bwrap".into())],
         "cat ~/.local/share/app/yours; mkdir ~/.local/share/x 2>/dev/null && echo WROTE; \
          echo agent >> ~/.local/share/app/yours 2>/dev/null && echo WROTE; \
-         echo t > ~/.local/bin/t && echo bin-ok",
+         echo t 2>/dev/null > ~/.local/bin/t && echo WROTE; echo b > ~/bin/b && cat ~/bin/b",
     ));
-    assert_eq!(out, "yours\nbin-ok\n");
-    let mut want = before;
-    want.push(".local/bin/t".into());
-    want.sort();
-    assert_eq!(tree(&f.home), want);
+    assert_eq!(out, "yours\nb\n");
+    assert_eq!(tree(&f.home), before);
 }
 
-#[test]
-fn pip_install_user_works_inside_and_stays_out_of_your_python() {
+fn pip_here() -> bool {
     let pip = Command::new("/usr/bin/python3")
         .args(["-m", "pip", "--version"])
         .output()
@@ -121,18 +140,34 @@ fn pip_install_user_works_inside_and_stays_out_of_your_python() {
             std::env::var_os("CLAUDE_SANDBOX_CI").is_none(),
             "pip is missing, and .ci/run installs python3-pip"
         );
-        eprintln!("\n*** pip_install_user_works_inside…: NOT RUN here — apt-get install python3-pip ***\n");
+        eprintln!("\n*** pip_install_user…: NOT RUN here — apt-get install python3-pip ***\n");
+    }
+    pip
+}
+
+/// The install issue 33 met: a console script that shadows a system command (`pip install --user
+/// pytest` brings `pygmentize`; here `tac`, which coreutils always has). It installs whole, runs
+/// inside and in the next session, never reaches your `~/.local/bin`, and raises no alert; `adopt`
+/// refuses it for the shadow until `--force`, then brings the script with its package.
+#[test]
+fn pip_install_user_of_a_shadowing_script_works_inside_and_adopt_brings_it_whole() {
+    if !pip_here() {
         return;
     }
     let f = Fixture::new();
-    let whl = wheel(&f.root, "hello_cs", "hello from pip", true);
-    let out = ok(&f.jail(&format!(
+    let whl = wheel_script(&f.root, "hello_cs", "hello from pip", Some("tac"));
+    let run = f.jail(&format!(
         "PIP_BREAK_SYSTEM_PACKAGES=1 /usr/bin/python3 -m pip install -q --user --no-index {} \
-         2>&1 | grep -v WARNING; /usr/bin/python3 -c 'import hello_cs; hello_cs.main()'",
+         2>&1 | grep -v WARNING; ~/.local/bin/tac; /usr/bin/python3 -c 'import hello_cs; hello_cs.main()'",
         whl.display()
-    )));
-    assert_eq!(out, "hello from pip\n");
-    // Outside, your Python does not import it (its site-packages is the jail's).
+    ));
+    assert_eq!(ok(&run), "hello from pip\nhello from pip\n");
+    assert!(
+        stderr(&run).contains("~/.local/bin this session: tac ("),
+        "{}",
+        stderr(&run)
+    );
+    // Outside, your Python does not import it and your PATH has no `tac` of the jail's.
     let outside = Command::new("/usr/bin/python3")
         .args(["-c", "import hello_cs"])
         .envs(f.env())
@@ -143,13 +178,36 @@ fn pip_install_user_works_inside_and_stays_out_of_your_python() {
         "your Python imports the agent's package"
     );
     assert!(!f.home.join(".local/lib").exists());
+    assert!(!f.home.join(".local/bin/tac").exists());
+    let alerts = stdout(&f.cmd(["alerts"]).output().unwrap());
+    assert!(!alerts.contains("tac"), "{alerts}");
     // The next session still has it.
-    let again = ok(&f.jail("/usr/bin/python3 -c 'import hello_cs; hello_cs.main()'"));
-    assert_eq!(again, "hello from pip\n");
+    assert_eq!(ok(&f.jail("~/.local/bin/tac")), "hello from pip\n");
+    // Adopting it: refused for the shadow, then brought over with its package.
+    let refused = f.cmd(["adopt", "tac"]).output().unwrap();
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("would shadow /usr/bin/tac"),
+        "{}",
+        stderr(&refused)
+    );
+    assert!(!f.home.join(".local/bin/tac").exists());
+    let adopted = ok(&f.cmd(["adopt", "--force", "tac"]).output().unwrap());
+    assert!(
+        adopted.contains("adopted tac (pip console script): ~/.local/bin/tac"),
+        "{adopted}"
+    );
+    let script = f.home.join(".local/bin/tac");
+    assert_eq!(
+        std::fs::read(&script).unwrap(),
+        std::fs::read(layers(&f).join("local/upper/bin/tac")).unwrap()
+    );
+    let ran = Command::new(&script).envs(f.env()).output().unwrap();
+    assert_eq!(stdout(&ran), "hello from pip\n", "{}", stderr(&ran));
 }
 
 #[test]
-fn npm_install_global_prefix_local_works_inside() {
+fn npm_install_global_prefix_local_works_inside_and_adopt_brings_the_package() {
     let t = "npm_install_global_prefix_local_works_inside";
     if !(tool_or_say(t, "npm", false) && tool_or_say(t, "node", false)) {
         return;
@@ -161,15 +219,18 @@ fn npm_install_global_prefix_local_works_inside() {
         tgz.display()
     )));
     assert_eq!(out, "hello from npm\n");
-    // The package is the jail's; the link in ~/.local/bin is yours (watched), and leads nowhere.
+    // The package and its link are the jail's: no dangling link outside.
     assert!(!f.home.join(".local/lib").exists());
-    let link = f.home.join(".local/bin/hello-cs");
-    assert!(std::fs::symlink_metadata(&link).is_ok());
-    assert!(
-        std::fs::metadata(&link).is_err(),
-        "the link leads somewhere outside"
-    );
+    assert!(std::fs::symlink_metadata(f.home.join(".local/bin/hello-cs")).is_err());
     assert_eq!(ok(&f.jail("hello-cs")), "hello from npm\n");
+    let adopted = ok(&f.cmd(["adopt", "--json", "hello-cs"]).output().unwrap());
+    let v: serde_json::Value = serde_json::from_str(&adopted).unwrap();
+    assert_eq!(v["kind"], "npm package", "{v}");
+    let ran = Command::new(f.home.join(".local/bin/hello-cs"))
+        .envs(f.env())
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&ran), "hello from npm\n", "{}", stderr(&ran));
 }
 
 /// Run under `cargo test` (which names cargo in `$CARGO`); as CI's ordinary user, who has no Rust
@@ -216,34 +277,33 @@ fn cargo_install_root_local_works_inside() {
          cat ~/.local/.crates.toml | grep -c tiny-cs",
     ));
     assert_eq!(out, "hello from cargo\n1\n");
-    // The binary is in your ~/.local/bin (watched); cargo's record of it is the jail's.
-    assert!(f.home.join(".local/bin/tiny-cs").is_file());
+    // The binary and cargo's record of it are the jail's.
+    assert!(!f.home.join(".local/bin/tiny-cs").exists());
     assert!(!f.home.join(".local/.crates.toml").exists());
     assert!(!f.home.join(".local/.crates2.json").exists());
+    assert_eq!(ok(&jail_with(&f, &env, "tiny-cs")), "hello from cargo\n");
 }
 
-/// `~/.cargo/bin` stays yours, writable and watched like `~/.local/bin`: an executable that shadows
-/// a command of your next shell is quarantined, a new one is kept (and alerted).
+/// A plant in `~/.cargo/bin` that shadows `ls` for your next shell (rustup's `~/.cargo/env` puts it
+/// first) is the jail's: your directory never has it, so nothing is quarantined or alerted and the
+/// jail still sees what it wrote.
 #[test]
-fn cargo_bin_is_shared_and_watched() {
+fn a_plant_in_cargo_bin_stays_in_the_jails_layer() {
     let f = Fixture::new();
     std::fs::create_dir_all(f.home.join(".cargo/bin")).unwrap();
-    // As rustup's `~/.cargo/env` does: your next shell has `~/.cargo/bin` first. (Without it the
-    // verdict depended on whether your login shell's PATH was known when the plant was judged.)
     std::fs::write(
         f.home.join(".profile"),
         "export PATH=\"$HOME/.cargo/bin:$PATH\"\n",
     )
     .unwrap();
     ok(&f.jail(
-        "printf '#!/bin/sh\\necho evil\\n' > ~/.cargo/bin/ls && chmod +x ~/.cargo/bin/ls && \
-         printf '#!/bin/sh\\n' > ~/.cargo/bin/newtool && chmod +x ~/.cargo/bin/newtool && sleep 0.3",
+        "printf '#!/bin/sh\\necho evil\\n' > ~/.cargo/bin/ls && chmod +x ~/.cargo/bin/ls && sleep 0.3",
     ));
     assert!(
         !f.home.join(".cargo/bin/ls").exists(),
-        "the shadowing ls was kept"
+        "the plant reached your ~/.cargo/bin"
     );
-    assert!(f.home.join(".cargo/bin/newtool").is_file());
+    assert_eq!(ok(&f.jail("~/.cargo/bin/ls")), "evil\n");
     let alerts = stdout(&f.cmd(["alerts"]).output().unwrap());
-    assert!(alerts.contains(".cargo/bin/ls — shadows"), "{alerts}");
+    assert!(!alerts.contains(".cargo/bin/ls"), "{alerts}");
 }

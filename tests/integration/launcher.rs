@@ -314,10 +314,23 @@ fn explain_names_entry_points_masks_and_json_parses() {
         .unwrap()
         .iter()
         .any(|s| s["path"].as_str().unwrap().ends_with(".devcontainer")));
-    assert_eq!(
-        json["watched_path_dirs"][0].as_str().unwrap(),
-        f.home.join(".local/bin").to_str().unwrap()
+    // `~/.local/bin` lies in the jail's own `~/.local` layer: not a writable PATH directory of
+    // yours, so not watched.
+    let local_bin = f.home.join(".local/bin");
+    assert!(
+        !json["watched_path_dirs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d.as_str() == local_bin.to_str()),
+        "{}",
+        json["watched_path_dirs"]
     );
+    assert!(json["policy"]["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|l| l["path"].as_str() == f.home.join(".local").to_str()));
 }
 
 /// Placeholders exist only while a session runs, and programs outside see no empty rc files.
@@ -677,7 +690,7 @@ fn sealing_from_outside_matches_bwraps_own_sealing() {
     // directory (the workspace: an anchor covers it) does.
     let script = "awk '{print $5, $6}' /proc/self/mountinfo | grep -E \"^($WS|$HOME|/tmp/.claude-sandbox|/run)\" \
         | sed -E 's/,relatime|,noatime//' | sort; find ~ -maxdepth 1 -printf '%y %p %l\\n' | sort; \
-        touch ~/.cache/w && echo cache-writable; touch ~/.local/bin/w && echo local-bin-writable; \
+        touch ~/.cache/w && echo cache-writable; (touch ~/.local/bin/w 2>/dev/null && echo local-bin-writable) || echo local-bin-read-only; \
         touch ~/.config/w 2>/dev/null || echo config-read-only; touch ~/new && echo home-top-private; \
         grep -c claude-sandbox-host /proc/self/mountinfo; echo $PWD; \
         echo x >> .envrc 2>/dev/null && echo WROTE-envrc; \
@@ -713,7 +726,12 @@ fn sealing_from_outside_matches_bwraps_own_sealing() {
             .filter(|l| !gitcopy(l))
             .fold(String::new(), |s, l| s + l + "\n")
     };
-    let b = without(ok(&inside).replace(&format!("{local}ro,"), &format!("{local}rw,")));
+    // So is its PATH directory, `~/.local/bin`: the jail's in the overlay, yours read-only in bwrap's.
+    let ro = ok(&inside);
+    let b = without(
+        ro.replace(&format!("{local}ro,"), &format!("{local}rw,"))
+            .replace("-bin-read-only", "-bin-writable"),
+    );
     let a_full = ok(&outside);
     assert!(
         a_full.contains("WROTE-config"),
@@ -742,8 +760,8 @@ fn sealing_from_outside_matches_bwraps_own_sealing() {
         "executed sealer (left) and bwrap (right) differ"
     );
     assert!(
-        ok(&inside).contains(&format!("{local}ro,")),
-        "bwrap made your ~/.local writable"
+        ro.contains(&format!("{local}ro,")) && ro.contains("local-bin-read-only"),
+        "bwrap made your ~/.local or its bin writable"
     );
     assert!(
         stderr(&outside).contains("sealed from outside"),

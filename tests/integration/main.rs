@@ -4,6 +4,7 @@
 
 mod agent_state;
 mod battery;
+mod claude_local;
 mod cli_texts;
 #[path = "../common/mod.rs"]
 mod common;

@@ -282,7 +282,7 @@ PY"##
 
 #[test]
 fn a_flood_from_the_jail_leaves_the_launcher_alone_and_a_plant_is_still_quarantined() {
-    let f = Fixture::new();
+    let f = Fixture::sharing_local_bin();
     let srv = Server::start();
     let script = flood_script(srv.port);
     let mut child = f

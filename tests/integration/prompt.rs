@@ -33,7 +33,7 @@ fn source_line(hook: &Path) -> String {
 
 #[test]
 fn bash_shows_a_new_alert_once_and_keeps_a_string_prompt_command() {
-    let f = Fixture::new();
+    let f = Fixture::sharing_local_bin();
     let t = Tmux::start(&f.root, &shell_cmd(&f, "bash"));
     t.line(&format!(
         "PROMPT_COMMAND='echo \"other-hook:$?\"'; {}",
@@ -67,7 +67,7 @@ fn bash_shows_a_new_alert_once_and_keeps_a_string_prompt_command() {
 
 #[test]
 fn bash_keeps_an_array_prompt_command() {
-    let f = Fixture::new();
+    let f = Fixture::sharing_local_bin();
     let t = Tmux::start(&f.root, &shell_cmd(&f, "bash"));
     t.line(&format!(
         "PROMPT_COMMAND=('echo \"first:$?\"' 'echo second'); {}",
@@ -92,7 +92,7 @@ fn bash_keeps_an_array_prompt_command() {
 
 #[test]
 fn zsh_shows_a_new_alert_once_through_precmd_functions() {
-    let f = Fixture::new();
+    let f = Fixture::sharing_local_bin();
     if !std::process::Command::new("zsh")
         .arg("--version")
         .output()
@@ -119,7 +119,7 @@ fn zsh_shows_a_new_alert_once_through_precmd_functions() {
 
 #[test]
 fn nothing_happens_inside_the_jail_or_in_non_interactive_shells() {
-    let f = Fixture::new();
+    let f = Fixture::sharing_local_bin();
     plant(&f, "git");
     let hook = hook_path().display().to_string();
     // Non-interactive: the hook is not installed.
@@ -145,7 +145,7 @@ fn nothing_happens_inside_the_jail_or_in_non_interactive_shells() {
 #[test]
 fn installer_end_to_end() {
     use std::os::unix::fs::PermissionsExt;
-    let f = Fixture::new();
+    let f = Fixture::sharing_local_bin();
     let (usr, etc) = (f.root.join("usr"), f.root.join("etc"));
     let fake = f.root.join("real/fakeagent");
     std::fs::create_dir_all(fake.parent().unwrap()).unwrap();

@@ -36,7 +36,7 @@ fn review_json(f: &Fixture) -> Vec<serde_json::Value> {
 
 #[test]
 fn the_review_in_a_terminal_decides_with_keys_and_shows_nothing_raw() {
-    let f = Fixture::new();
+    let f = Fixture::sharing_local_bin();
     leave_items(&f);
     let before = review_json(&f);
     assert_eq!(before.len(), 32, "{before:#?}");
@@ -97,7 +97,7 @@ fn the_review_in_a_terminal_decides_with_keys_and_shows_nothing_raw() {
 
 #[test]
 fn on_a_pipe_the_review_is_a_listing_and_scripts_decide_by_id() {
-    let f = Fixture::new();
+    let f = Fixture::sharing_local_bin();
     leave_items(&f);
     let out = f.cmd(["review"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "something waits");
@@ -154,7 +154,7 @@ fn on_a_pipe_the_review_is_a_listing_and_scripts_decide_by_id() {
 /// the session: the next launch finishes the dead session, and the change is held, not lost.
 #[test]
 fn a_held_change_survives_a_killed_launcher() {
-    let f = Fixture::new();
+    let f = Fixture::sharing_local_bin();
     std::fs::write(f.home.join(".claude.json"), "{\"numStartups\":1}\n").unwrap();
     let script = "python3 -c \"
 import json, os
@@ -199,49 +199,4 @@ json.dump(d, open(p + '.tmp', 'w')); os.rename(p + '.tmp', p)
     let v: serde_json::Value =
         serde_json::from_slice(&std::fs::read(f.home.join(".claude.json")).unwrap()).unwrap();
     assert!(v.get("apiKeyHelper").is_none());
-}
-
-/// A fresh container has no `~/.local/bin`: the session makes it, the watcher quarantines a plant
-/// in it, and the directory goes with the session's placeholders. The undo the alert names still
-/// works, by the alert's own id (one id per item).
-#[test]
-fn the_undo_named_in_an_alert_works_when_the_directory_was_made_in_the_session() {
-    let f = Fixture::new();
-    let bin = f.home.join(".local/bin");
-    std::fs::remove_dir(&bin).unwrap();
-    std::fs::remove_dir(f.home.join(".local")).unwrap();
-    let mut c = f.cmd([
-        "run",
-        "--",
-        "sh",
-        "-c",
-        "mkdir -p ~/.local/bin && printf '#!/bin/sh\\necho mine\\n' > ~/.local/bin/git \
-         && chmod 0755 ~/.local/bin/git",
-    ]);
-    c.env(
-        "PATH",
-        format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display()),
-    );
-    ok(&c.output().unwrap());
-    let out = f.cmd(["alerts", "--json"]).output().unwrap();
-    let all: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
-    let a = all
-        .iter()
-        .find(|a| a["path"].as_str() == bin.join("git").to_str())
-        .unwrap_or_else(|| panic!("no alert for the plant: {all:?}"));
-    assert_eq!(a["action"], "quarantined", "{a}");
-    assert_eq!(a["id"], a["quarantine_id"], "one id per item: {a}");
-    assert!(!bin.join("git").exists());
-    let id = a["id"].as_str().unwrap();
-    let out = f.cmd(["restore", id]).output().unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(
-        std::fs::read_to_string(bin.join("git")).unwrap(),
-        "#!/bin/sh\necho mine\n"
-    );
-    assert_eq!(
-        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&bin).unwrap().permissions())
-            & 0o777,
-        0o755
-    );
 }

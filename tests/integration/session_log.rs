@@ -23,7 +23,7 @@ fn planting_session(f: &Fixture, verbose: bool) -> std::process::Output {
 
 #[test]
 fn watcher_warnings_go_to_the_log_not_into_the_agents_terminal() {
-    let f = Fixture::new();
+    let f = Fixture::sharing_local_bin();
     let out = planting_session(&f, false);
     let (o, e) = (stdout(&out), stderr(&out));
     assert!(out.status.success(), "{o}{e}");
@@ -56,7 +56,7 @@ fn watcher_warnings_go_to_the_log_not_into_the_agents_terminal() {
 
 #[test]
 fn with_v_the_warnings_are_live() {
-    let f = Fixture::new();
+    let f = Fixture::sharing_local_bin();
     let out = planting_session(&f, true);
     let e = stderr(&out);
     assert!(out.status.success(), "{e}");
@@ -70,7 +70,7 @@ fn with_v_the_warnings_are_live() {
 
 #[test]
 fn a_restored_quarantine_no_longer_offers_restore() {
-    let f = Fixture::new();
+    let f = Fixture::sharing_local_bin();
     assert!(planting_session(&f, false).status.success());
     let table = stdout(&f.cmd(["alerts"]).output().unwrap());
     let q = table

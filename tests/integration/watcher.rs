@@ -45,7 +45,7 @@ fn wait_gone(path: &str) -> String {
 #[test]
 fn shadowing_plants_are_quarantined_live_in_both_modes() {
     for mode in MODES {
-        let f = Fixture::new();
+        let f = Fixture::sharing_local_bin();
         std::fs::write(f.root.join("evil"), "#!/bin/sh\necho evil\n").unwrap();
         std::fs::set_permissions(f.root.join("evil"), std::fs::Permissions::from_mode(0o755))
             .unwrap();
@@ -101,7 +101,7 @@ fn shadowing_plants_are_quarantined_live_in_both_modes() {
 #[test]
 fn a_hard_link_and_a_path_dir_created_during_the_session() {
     for mode in MODES {
-        let f = Fixture::new();
+        let f = Fixture::sharing_local_bin();
         let evil = f.home.join(".local/evil");
         std::fs::write(&evil, "#!/bin/sh\n").unwrap();
         std::fs::set_permissions(&evil, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -227,7 +227,7 @@ fn hooks_and_exec_config_in_new_and_cloned_repositories() {
 #[test]
 fn a_changed_executable_is_quarantined_and_a_harmless_new_one_only_alerted() {
     for mode in MODES {
-        let f = Fixture::new();
+        let f = Fixture::sharing_local_bin();
         let tool = f.home.join(".local/bin/mytool");
         std::fs::write(&tool, "#!/bin/sh\necho v1\n").unwrap();
         std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -260,7 +260,7 @@ fn a_changed_executable_is_quarantined_and_a_harmless_new_one_only_alerted() {
 #[test]
 fn touching_an_executable_is_not_a_change_once_it_is_hashed() {
     for mode in MODES {
-        let f = Fixture::new();
+        let f = Fixture::sharing_local_bin();
         let tool = f.home.join(".local/bin/mytool");
         std::fs::write(&tool, "#!/bin/sh\necho v1\n").unwrap();
         std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -286,7 +286,7 @@ fn touching_an_executable_is_not_a_change_once_it_is_hashed() {
 /// alone.
 #[test]
 fn changes_before_the_baseline_attributes_are_read_still_count() {
-    let f = Fixture::new();
+    let f = Fixture::sharing_local_bin();
     let bin = f.home.join(".local/bin");
     for (name, mode) in [
         ("mytool", 0o755),
@@ -328,7 +328,7 @@ fn changes_before_the_baseline_attributes_are_read_still_count() {
 
 #[test]
 fn queue_overflow_with_a_plant_in_the_middle() {
-    let f = Fixture::new();
+    let f = Fixture::sharing_local_bin();
     // Its attributes are not read before the overflow (the delay is stretched): after it, ctime
     // tells that it changed.
     let tool = f.home.join(".local/bin/mytool");
@@ -397,7 +397,7 @@ touch flooded; while [ ! -e done ]; do sleep 0.02; done";
 #[test]
 fn a_plant_right_before_exit_is_on_disk_when_run_returns() {
     for mode in MODES {
-        let f = Fixture::new();
+        let f = Fixture::sharing_local_bin();
         ok(&jail_in(
             &f,
             mode,
@@ -416,7 +416,7 @@ fn a_plant_right_before_exit_is_on_disk_when_run_returns() {
 
 #[test]
 fn restore_puts_back_bytes_mode_and_mtime() {
-    let f = Fixture::new();
+    let f = Fixture::sharing_local_bin();
     ok(&jail_in(&f, "inotify", &[], "printf '#!/bin/sh\\necho restored\\n' > stage && chmod 0751 stage && touch -d '2001-02-03 04:05:06 UTC' stage && mv stage ~/.local/bin/git"));
     let all = alerts(&f);
     let a = alerts_for(&all, &f.home.join(".local/bin/git"));
@@ -437,7 +437,7 @@ fn restore_puts_back_bytes_mode_and_mtime() {
 
 #[test]
 fn concurrent_sessions_make_one_alert_and_one_quarantine() {
-    let f = Fixture::new();
+    let f = Fixture::sharing_local_bin();
     let long = std::process::Command::new(bin())
         .args([
             "run",
@@ -481,7 +481,7 @@ fn concurrent_sessions_make_one_alert_and_one_quarantine() {
 
 #[test]
 fn alerts_exit_status_ack_and_json() {
-    let f = Fixture::new();
+    let f = Fixture::sharing_local_bin();
     assert_eq!(f.cmd(["alerts"]).output().unwrap().status.code(), Some(0));
     ok(&jail_in(
         &f,
@@ -532,7 +532,7 @@ fn alerts_exit_status_ack_and_json() {
 /// The plant cannot be renamed across filesystems, so it is neutralised in place, then restored.
 #[test]
 fn across_filesystems_a_plant_is_neutralised_in_place() {
-    let f = Fixture::new();
+    let f = Fixture::sharing_local_bin();
     let rt = tempfile::tempdir_in("/dev/shm").expect("/dev/shm (tmpfs) is needed for this test");
     let rt_dir = rt.path().join("rt");
     let mut c = f.cmd(["run", "--", "bash", "-c", "cp /bin/true ~/.local/bin/git"]);

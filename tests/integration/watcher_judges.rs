@@ -26,7 +26,7 @@ fn gitconfig_fsmonitor(bytes: &[u8]) -> Option<String> {
 #[test]
 fn bom_and_non_utf8_configs_in_a_new_repository_are_seen() {
     for mode in ["inotify", "poll"] {
-        let f = Fixture::new();
+        let f = Fixture::sharing_local_bin();
         let marker = f.root.join("pwned");
         let script = format!(
             "set -e\n\
@@ -138,7 +138,7 @@ fn a_login_shell_only_directory_is_watched() {
         ("inotify", "tools/bin"),
         ("poll", "tools/bin"),
     ] {
-        let f = Fixture::new();
+        let f = Fixture::sharing_local_bin();
         std::fs::write(
             f.home.join(".profile"),
             format!("{DEBIAN_PROFILE}PATH=\"$HOME/tools/bin:$PATH\"\n"),
@@ -187,7 +187,7 @@ fn a_login_shell_only_directory_is_watched() {
 #[test]
 fn a_launcher_last_login_first_directory_is_judged_in_login_order() {
     for mode in ["inotify", "poll"] {
-        let f = Fixture::new();
+        let f = Fixture::sharing_local_bin();
         std::fs::write(f.home.join(".profile"), DEBIAN_PROFILE).unwrap();
         let marker = f.root.join("pwned");
         let script = format!(

@@ -124,4 +124,6 @@ pub(super) struct Launch<'a> {
     pub(super) knobs: Knobs,
     pub(super) runtime: &'a Path,
     pub(super) session: &'a SessionId,
+    /// The home PATH directories' entries at the start, for the summary (`layers::installed`).
+    pub(super) installed: &'a crate::jail::layers::installed::Installed,
 }

@@ -305,6 +305,10 @@ pub(super) fn end_session(
     for note in statesweep::sweep(runtime, &session.id, home, &plan.state_listings, &placeheld) {
         crate::logfile::note(&crate::escape::visible(&note));
     }
+    // Escaped where the names are put in (`installed::notes`).
+    for note in launch.installed.notes() {
+        crate::logfile::note(&note);
+    }
     // Last, so that the kernel frees the watches while the clean-up runs. Closing still waits for
     // an SRCU grace period: 0.1 ms, or 10-20 ms in 4 launches of 10 here (docs/performance.md, "The
     // end of a session"). Logged under its own target, so that the benchmark can read it alone.

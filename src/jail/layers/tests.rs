@@ -15,6 +15,10 @@ fn overlay_needs_5_11_a_store_off_overlayfs_and_plain_paths() {
     assert!(!overlay_possible("garbage", false, &[p]));
 }
 
+fn by_name<'a>(layers: &'a [Layer], n: &str) -> &'a Layer {
+    layers.iter().find(|l| l.name == n).unwrap()
+}
+
 #[test]
 fn missing_layers_are_the_jails_own_and_nested_ones_need_yours() {
     let root = tempfile::tempdir().unwrap();
@@ -26,8 +30,13 @@ fn missing_layers_are_the_jails_own_and_nested_ones_need_yours() {
     let layers = plan(&home, &store);
     let names: Vec<&str> = layers.iter().map(|l| l.name.as_str()).collect();
     // Parents first; `~/.cargo/git` and `~/.local/share/pnpm` are missing below existing top
-    // directories: they lie in the data layers.
-    assert_eq!(names, ["local", "cargo", "cache", "cargo-registry"]);
+    // directories: they lie in the data layers. A missing `~/go` or `~/bin` (a home PATH
+    // directory's top) is the jail's own layer all the same.
+    assert_eq!(
+        names,
+        ["local", "cargo", "go", "bin", "cache", "cargo-registry"]
+    );
+    assert!(!by_name(&layers, "go").human && !by_name(&layers, "bin").human);
     let by = |n: &str| layers.iter().find(|l| l.name == n).unwrap();
     assert_eq!(by("cache").lower, store.join("empty"));
     assert_eq!(by("cargo-registry").lower, home.join(".cargo/registry"));

@@ -7,9 +7,10 @@ use crate::entrypoints;
 use std::path::{Path, PathBuf};
 
 /// The entry points of the workspace, of its repository's git directories where they lie outside,
-/// and of the directories you made writable (`writable`, `--writable`), which are sealed as the
-/// workspace is (a bare repository you push to runs its hooks at every push, yours too). Also
-/// those directories.
+/// and of the directories you made writable (`writable`, `--writable`): what is there is sealed
+/// as in the workspace, and their repositories' files (a bare repository you push to runs its
+/// hooks at every push, yours too), without placeholders for project names. Also those
+/// directories.
 pub(super) fn discover(
     plan: &Plan,
     input: &PlanInput,
@@ -26,7 +27,17 @@ pub(super) fn discover(
         .filter(|p| p.is_dir() && !p.starts_with(ws))
         .collect();
     for extra in &extras {
-        discovery.merge(entrypoints::discover_workspace(extra, git_home.as_deref()));
+        // Not a project directory (`~/.m2`, a shared `~/.local/bin`, a bare repository): what is
+        // there is sealed, and its repositories' files, but no project name is made there.
+        let mut found = entrypoints::discover_workspace(extra, git_home.as_deref());
+        found.findings.retain(|f| {
+            let project_name = f.path.parent() == Some(extra.as_path())
+                && f.path.file_name().is_some_and(|n| {
+                    entrypoints::per_directory().any(|c| std::ffi::OsStr::new(c.name) == n)
+                });
+            !project_name || std::fs::symlink_metadata(&f.path).is_ok()
+        });
+        discovery.merge(found);
     }
     (discovery, extras)
 }

@@ -253,6 +253,7 @@ pub(super) fn refused_placeholders(
 pub(super) fn work_in_seals(
     ws: &Path,
     sealed: &[Sealed],
+    views: &[PathBuf],
     held: &std::collections::HashSet<PathBuf>,
     stubs: &mut Vec<Placeholder>,
 ) -> Vec<PathBuf> {
@@ -260,7 +261,8 @@ pub(super) fn work_in_seals(
     for rel in crate::runtimes::project_work() {
         let dir = ws.join(rel);
         let Some(parent) = dir.parent() else { continue };
-        let parent_sealed = sealed.iter().any(|s| s.path == parent);
+        let parent_sealed =
+            sealed.iter().any(|s| s.path == parent) || views.iter().any(|v| v == parent);
         let parent_is_dir = std::fs::symlink_metadata(parent).is_ok_and(|m| m.is_dir())
             || stubs
                 .iter()

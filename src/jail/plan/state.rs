@@ -46,6 +46,49 @@ pub(super) fn project_views(input: &PlanInput, ws: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// The project views of the launched runtime (sealed directories no longer: taken out of
+/// `sealed`), with the jail's own files in them (`ownfiles`), which the views leave out.
+pub(super) fn views_and_own_files(
+    plan: &mut Plan,
+    input: &PlanInput,
+    ws: &Path,
+    sealed: &mut Vec<Sealed>,
+) -> Vec<PathBuf> {
+    let mut views = Vec::new();
+    for view in project_views(input, ws) {
+        if sealed.iter().any(|s| s.path == view) {
+            sealed.retain(|s| s.path != view);
+            views.push(view);
+        }
+    }
+    let store = crate::jail::layers::store_dir(&plan.policy.home, &input.host);
+    plan.policy.own_files = crate::jail::ownfiles::plan(&store, ws, &views);
+    for view in &views {
+        let own: Vec<&std::ffi::OsStr> = plan
+            .policy
+            .own_files
+            .iter()
+            .filter(|(_, p)| p.parent() == Some(view))
+            .filter_map(|(_, p)| p.file_name())
+            .collect();
+        let mut keep = crate::jail::statedir::names_in(view);
+        keep.retain(|n| !own.contains(&n.as_os_str()));
+        plan.policy.state_views.push((view.clone(), keep));
+    }
+    views
+}
+
+/// A work directory inside a view is one of its entries: bound, then made writable again.
+pub(super) fn keep_work_in_views(plan: &mut Plan, work_in_seals: &[PathBuf]) {
+    for (dir, keep) in &mut plan.policy.state_views {
+        for w in work_in_seals.iter().filter(|w| w.parent() == Some(dir)) {
+            if let Some(n) = w.file_name().filter(|n| !keep.iter().any(|k| k == n)) {
+                keep.push(n.to_owned());
+            }
+        }
+    }
+}
+
 /// The private tmpfs mount points and the views of the state directories that are holes, and
 /// placeholders (agent state, removed again if left empty) for the missing ones and their missing
 /// parents.

@@ -114,10 +114,10 @@ mod tests {
         for none in [".gitconfig", ".gone", ".vimrc", ".cargo/registry"] {
             assert_eq!(kind(none), None, "{none}");
         }
-        for layer in [".cache", ".npm", ".local", ".cargo"] {
+        for layer in [".cache", ".npm", ".local", ".cargo", "go", "bin"] {
             assert_eq!(kind(layer), Some(true), "{layer}");
         }
-        assert_eq!(made, 7);
+        assert_eq!(made, 9);
         // Made already: nothing again.
         assert_eq!(premake(&p), 0);
     }
