@@ -129,6 +129,8 @@ pub(crate) fn mounts(policy: &Policy, git_copies: &[GitCopy]) -> Vec<Mount> {
         out.push(Mount::Tmpfs(dir.clone()));
         out.extend(keep.iter().map(|n| bind(&dir.join(n), &dir.join(n), false)));
     }
+    // Masked views last of the binds: over a config wherever it is bound (`secrets::views`).
+    out.extend(policy.views.iter().map(|v| bind(&v.copy, &v.path, false)));
     out.push(Mount::Unstage);
     let inside_work = |p: &Path| policy.work_in_seals.iter().any(|w| p.starts_with(w));
     out.extend(

@@ -132,6 +132,9 @@ pub struct Plan {
     pub quarantine_new: bool,
     /// Configured `hidden` glob patterns (for the watcher).
     pub hidden_globs: Vec<String>,
+    /// The host's variables withheld from the jail as secrets (`secrets::env`), by name: said
+    /// before the command starts and by `explain`.
+    pub withheld_env: Vec<String>,
     /// The workspace's directories, as discovery walked them (for the watcher).
     #[serde(skip)]
     pub workspace_dirs: Vec<PathBuf>,
@@ -311,6 +314,23 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         // The launcher's proxy settings and their credentials stay outside (`net::upstream`).
         unsetenv.extend(crate::net::upstream::withheld(input.host.vars()));
     }
+    // Secrets by name and by value, but the agents' own credentials (`secrets::env`).
+    let withheld_env = crate::secrets::env::withheld_from(&input.host);
+    for name in &withheld_env {
+        if !unsetenv.contains(name) {
+            unsetenv.push(name.clone());
+        }
+    }
+    let session_dir = crate::runtime_dir::SessionDir::of_home(&input.session_home);
+    let views = crate::secrets::views::viewed(&home, &input.host)
+        .into_iter()
+        .enumerate()
+        .map(|(n, (path, format))| super::policy::SecretView {
+            path,
+            copy: session_dir.secret_view(n),
+            format,
+        })
+        .collect();
     let mut setenv = vec![
         (host::IN_JAIL.into(), "1".into()),
         (host::HOOK_BIN.into(), super::layout::HOOK_BIN.into()),
@@ -374,6 +394,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         network,
         net_dir,
         git_copies: Vec::new(),
+        views,
         seccomp: super::seccomp::Options {
             user_namespaces: input.config.allow_user_namespaces,
         },
@@ -391,6 +412,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
             .filter(|h| crate::secrets::is_glob(h))
             .cloned()
             .collect(),
+        withheld_env,
         workspace_dirs: Vec::new(),
         own_repo,
         git_roots,

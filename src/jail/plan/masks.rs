@@ -141,7 +141,12 @@ pub(super) fn masks(
     for p in &input.config.masked {
         add(p.clone(), "configured mask".into(), &mut out);
     }
-    for p in crate::secrets::resolve(home, &input.config.hidden, &input.config.reveal) {
+    for p in crate::secrets::resolve(
+        home,
+        &input.host,
+        &input.config.hidden,
+        &input.config.reveal,
+    ) {
         add(
             p,
             "hidden: a secret no tool in the jail needs".into(),
