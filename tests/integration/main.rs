@@ -25,6 +25,7 @@ mod network_upstream;
 mod prompt;
 mod review;
 mod secrets;
+mod secrets_kinds;
 mod session_log;
 mod sockets;
 mod statedir;
