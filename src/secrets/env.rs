@@ -123,6 +123,11 @@ pub(crate) fn withheld<'a>(
     use std::os::unix::ffi::OsStrExt;
     vars.filter_map(|(k, v)| {
         let name = k.to_str()?;
+        // A proxy setting (`https_proxy=http://user:pass@…`) is the jail's only way out in host
+        // mode; allowlist mode keeps every one of them outside already (`net::upstream`).
+        if name.to_ascii_lowercase().ends_with("_proxy") {
+            return None;
+        }
         let secret = secret_name(name) || secret_value(v.as_bytes());
         (secret && !keep.contains(&name)).then(|| name.to_string())
     })
@@ -241,6 +246,7 @@ mod tests {
                 ("DEPLOY", &gh),
                 ("PATH", "/usr/bin"),
                 ("OTHER_API_KEY", "x"),
+                ("HTTPS_PROXY", "http://u:pw@proxy:3128"),
             ],
             &["ANTHROPIC_API_KEY", "OPENAI_API_KEY"],
         );

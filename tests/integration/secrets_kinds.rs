@@ -135,6 +135,7 @@ fn secret_variables_are_withheld_by_name_and_value_and_the_agents_keys_kept() {
             "bash",
             "-c",
             "env; tr '\\0' '\\n' </proc/self/environ; \
+             for e in /proc/[0-9]*/environ; do tr '\\0' '\\n' <$e; done; \
              python3 -c 'import os; print(sorted(os.environ))'; echo ---; printenv ANTHROPIC_API_KEY",
         ])
         .env("GITHUB_TOKEN", &gh)
