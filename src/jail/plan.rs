@@ -315,7 +315,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         unsetenv.extend(crate::net::upstream::withheld(input.host.vars()));
     }
     // Secrets by name and by value, but the agents' own credentials (`secrets::env`).
-    let withheld_env = crate::secrets::env::withheld_from(&input.host);
+    let withheld_env = crate::secrets::env::withheld_from(&input.host, &input.config.reveal_env);
     for name in &withheld_env {
         if !unsetenv.contains(name) {
             unsetenv.push(name.clone());

@@ -134,9 +134,11 @@ pub(crate) fn withheld<'a>(
     .collect()
 }
 
-/// `withheld` with the agents' own credentials kept.
-pub(crate) fn withheld_from(env: &crate::host::HostEnv) -> Vec<String> {
-    let keep: Vec<&str> = crate::runtimes::api_keys().collect();
+/// `withheld` with the agents' own credentials kept, and those the configuration reveals
+/// (`reveal_env`).
+pub(crate) fn withheld_from(env: &crate::host::HostEnv, reveal: &[String]) -> Vec<String> {
+    let mut keep: Vec<&str> = crate::runtimes::api_keys().collect();
+    keep.extend(reveal.iter().map(String::as_str));
     withheld(env.vars(), &keep)
 }
 

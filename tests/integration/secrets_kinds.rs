@@ -177,3 +177,42 @@ fn secret_variables_are_withheld_by_name_and_value_and_the_agents_keys_kept() {
     );
     assert!(!explain.contains(&gh), "{explain}");
 }
+
+#[test]
+fn your_config_keeps_a_variable_the_rules_withhold_and_the_workspace_cannot() {
+    let f = Fixture::new();
+    put(
+        &f,
+        ".config/claude-sandbox/config.toml",
+        "reveal_env = [\"BUILD_TOKEN\"]\n",
+    );
+    let out = f
+        .cmd([
+            "run",
+            "--",
+            "bash",
+            "-c",
+            "printenv BUILD_TOKEN OTHER_TOKEN; true",
+        ])
+        .env("BUILD_TOKEN", "kept-value")
+        .env("OTHER_TOKEN", "withheld-value")
+        .output()
+        .unwrap();
+    let o = ok(&out);
+    assert!(
+        o.contains("kept-value") && !o.contains("withheld-value"),
+        "{o}"
+    );
+    std::fs::write(
+        f.ws.join(".claude-sandbox.toml"),
+        "reveal_env = [\"OTHER_TOKEN\"]\n",
+    )
+    .unwrap();
+    let out = f.jail("true");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("`reveal_env` loosens"),
+        "{}",
+        stderr(&out)
+    );
+}
