@@ -22,8 +22,9 @@ use std::path::{Path, PathBuf};
 mod masks;
 pub(crate) mod readers;
 mod seals;
+mod secrets;
 mod state;
-use masks::{hidden_dirs, masks};
+use masks::{hidden_dirs, masks, private_dirs};
 use seals::{anchors, refused_placeholders, seal, work_in_seals};
 use state::{link_holes, present_runtimes, project_views, state_private};
 
@@ -132,8 +133,7 @@ pub struct Plan {
     pub quarantine_new: bool,
     /// Configured `hidden` glob patterns (for the watcher).
     pub hidden_globs: Vec<String>,
-    /// The host's variables withheld from the jail as secrets (`secrets::env`), by name: said
-    /// before the command starts and by `explain`.
+    /// Variables withheld as secrets (`secrets::env`), by name: said at the start and by `explain`.
     pub withheld_env: Vec<String>,
     /// The workspace's directories, as discovery walked them (for the watcher).
     #[serde(skip)]
@@ -314,23 +314,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         // The launcher's proxy settings and their credentials stay outside (`net::upstream`).
         unsetenv.extend(crate::net::upstream::withheld(input.host.vars()));
     }
-    // Secrets by name and by value, but the agents' own credentials (`secrets::env`).
-    let withheld_env = crate::secrets::env::withheld_from(&input.host, &input.config.reveal_env);
-    for name in &withheld_env {
-        if !unsetenv.contains(name) {
-            unsetenv.push(name.clone());
-        }
-    }
-    let session_dir = crate::runtime_dir::SessionDir::of_home(&input.session_home);
-    let views = crate::secrets::views::viewed(&home, &input.host)
-        .into_iter()
-        .enumerate()
-        .map(|(n, (path, format))| super::policy::SecretView {
-            path,
-            copy: session_dir.secret_view(n),
-            format,
-        })
-        .collect();
+    let (withheld_env, views) = secrets::withheld_and_views(input, &home, &mut unsetenv);
     let mut setenv = vec![
         (host::IN_JAIL.into(), "1".into()),
         (host::HOOK_BIN.into(), super::layout::HOOK_BIN.into()),
@@ -612,18 +596,4 @@ fn home_entries(home: &Path, holes: &[PathBuf]) -> Result<Vec<HomeEntry>> {
         out.push(HomeEntry { name, bind });
     }
     Ok(out)
-}
-
-fn private_dirs(input: &PlanInput) -> Vec<PathBuf> {
-    let mut out = vec![PathBuf::from(super::layout::TMP)];
-    let run_user = input.host.get(host::XDG_RUNTIME_DIR).map_or_else(
-        || PathBuf::from(format!("/run/user/{}", input.uid)),
-        PathBuf::from,
-    );
-    if let Ok(p) = std::fs::canonicalize(&run_user) {
-        if p.is_dir() && p != Path::new("/") && !out.contains(&p) {
-            out.push(p);
-        }
-    }
-    out
 }

@@ -1,6 +1,6 @@
 //! The escape hatches to mask (sockets listening at launch and known socket paths, privileged
 //! binaries, bwrap and claude-sandbox themselves) and the directories to hide (the runtime
-//! directory, the layer store).
+//! directory, the layer store) or to make private (`/tmp`, `$XDG_RUNTIME_DIR`).
 
 use super::*;
 
@@ -215,6 +215,21 @@ pub(super) fn hidden_dirs(input: &PlanInput, home: &Path, private: &[PathBuf]) -
         hidden.push(store);
     }
     hidden
+}
+
+/// The private writable tmpfs mounts: `/tmp`, and `$XDG_RUNTIME_DIR` when it exists.
+pub(super) fn private_dirs(input: &PlanInput) -> Vec<PathBuf> {
+    let mut out = vec![PathBuf::from(crate::jail::layout::TMP)];
+    let run_user = input.host.get(host::XDG_RUNTIME_DIR).map_or_else(
+        || PathBuf::from(format!("/run/user/{}", input.uid)),
+        PathBuf::from,
+    );
+    if let Ok(p) = std::fs::canonicalize(&run_user) {
+        if p.is_dir() && p != Path::new("/") && !out.contains(&p) {
+            out.push(p);
+        }
+    }
+    out
 }
 
 #[cfg(test)]
