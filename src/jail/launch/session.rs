@@ -51,7 +51,15 @@ impl SessionHome {
         // The masked views of configs holding a secret: bound over them by bwrap or the sealer.
         for v in &plan.policy.views {
             crate::secrets::views::write_copy(&v.path, v.format, &v.copy).map_err(|e| {
-                Error::io(format!("making the masked view of {}", v.path.display()), e)
+                Error::io(
+                    format!(
+                        "making the masked view of {} (the launch stops rather than show it \
+                         unmasked; free space in {}, or add the file to `hidden`)",
+                        v.path.display(),
+                        launch.runtime.display()
+                    ),
+                    e,
+                )
             })?;
         }
         let made = SessionHome {
