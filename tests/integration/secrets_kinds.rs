@@ -216,3 +216,38 @@ fn your_config_keeps_a_variable_the_rules_withhold_and_the_workspace_cannot() {
         stderr(&out)
     );
 }
+
+#[test]
+fn pip_reads_its_index_from_the_masked_pip_conf_without_the_password() {
+    let pip = std::process::Command::new("/usr/bin/python3")
+        .args(["-m", "pip", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !pip {
+        assert!(
+            std::env::var_os("CLAUDE_SANDBOX_CI").is_none(),
+            "pip is missing, and .ci/run installs python3-pip"
+        );
+        eprintln!("\n*** pip_reads_its_index…: NOT RUN here — apt-get install python3-pip ***\n");
+        return;
+    }
+    let f = Fixture::new();
+    put(
+        &f,
+        ".config/pip/pip.conf",
+        "[global]\nindex-url = https://me:PIP-SECRET-PW@pypi.corp.invalid/simple\n",
+    );
+    let out = f.jail(
+        "/usr/bin/python3 -m pip config get global.index-url 2>&1; cat ~/.config/pip/pip.conf",
+    );
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(
+        !text.contains("PIP-SECRET-PW"),
+        "the password is readable:\n{text}"
+    );
+    assert_eq!(
+        stdout(&out).lines().next(),
+        Some("https://me:claude-sandbox-masked@pypi.corp.invalid/simple"),
+        "pip does not see its index:\n{text}"
+    );
+}
