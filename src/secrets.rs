@@ -77,7 +77,6 @@ pub(crate) const HIDDEN_BY_VAR: &[&str] = &[
     "DOCKER_CONFIG",
     "GOOGLE_APPLICATION_CREDENTIALS",
     "HISTFILE",
-    "VAULT_CONFIG_PATH",
     "TF_CLI_CONFIG_FILE",
 ];
 
