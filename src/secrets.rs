@@ -238,4 +238,26 @@ mod tests {
         assert!(glob_match("/w/secret?.txt", "/w/secret1.txt"));
         assert_eq!(glob_root("/w/**/.env*"), PathBuf::from("/w"));
     }
+
+    #[test]
+    fn the_files_the_tools_variables_name_are_hidden_but_never_home_or_above() {
+        let env = crate::host::HostEnv::of(&[
+            (
+                "KUBECONFIG",
+                "/h/clusters/a.yaml:/h/clusters/b.yaml:relative.yaml",
+            ),
+            ("DOCKER_CONFIG", "/h"),
+            ("HISTFILE", "/"),
+            ("AWS_SHARED_CREDENTIALS_FILE", "/srv/aws/creds"),
+        ]);
+        let got = hidden_by_var(Path::new("/h"), &env);
+        assert_eq!(
+            got,
+            [
+                PathBuf::from("/srv/aws/creds"),
+                PathBuf::from("/h/clusters/a.yaml"),
+                PathBuf::from("/h/clusters/b.yaml"),
+            ]
+        );
+    }
 }
