@@ -65,7 +65,8 @@ pub(crate) fn refusal(targets: &Targets, cwd: &Path, home: &Path) -> Option<Stri
             ));
         }
     }
-    let hidden = crate::secrets::resolve(home, &[], &[]);
+    // The hook has no launcher environment: the default kinds and the stores of the configs.
+    let hidden = crate::secrets::resolve(home, &crate::host::HostEnv::default(), &[], &[]);
     for r in &targets.reads {
         let p = abs(r);
         if hidden.iter().any(|h| p.starts_with(h)) {

@@ -35,6 +35,7 @@ struct RawConfig {
     quarantine_new_executables: Option<bool>,
     hidden: Option<Vec<String>>,
     reveal: Option<Spanned<Vec<String>>>,
+    reveal_env: Option<Spanned<Vec<String>>>,
     network: Option<Spanned<crate::net::NetTable>>,
 }
 
@@ -57,6 +58,10 @@ pub struct Config {
     pub hidden: Vec<String>,
     /// Default hidden paths to show after all (system and user files only).
     pub reveal: Vec<PathBuf>,
+    /// Variables withheld as secrets by default to keep in the jail after all (system and user
+    /// files only): a false positive of the name rules, or a credential the agent needs that its
+    /// runtime's row does not name (`secrets::env`).
+    pub reveal_env: Vec<String>,
     /// `[network]`: mode, allow and deny lists (the command line adds to it).
     pub network: crate::net::NetConfig,
     /// The files that were read, in order.
@@ -176,6 +181,12 @@ impl Config {
             }
             self.reveal
                 .extend(reveal.into_inner().iter().map(|p| expand(p, home, base)));
+        }
+        if let Some(reveal) = raw.reveal_env {
+            if scope == Scope::Workspace {
+                return Err(loosening(path, text, reveal.span(), "reveal_env"));
+            }
+            self.reveal_env.extend(reveal.into_inner());
         }
         if let Some(q) = raw.quarantine_new_executables {
             // Stricter is always allowed; the workspace file cannot turn it off once on.
@@ -354,5 +365,20 @@ mod tests {
         .unwrap();
         assert_eq!(c.writable, vec![PathBuf::from("/h/.m2")]);
         assert!(c.allow_ssh_agent);
+    }
+
+    #[test]
+    fn only_you_may_keep_a_secret_variable_in_the_jail() {
+        let c = merge(
+            "reveal_env = [\"GOOGLE_APPLICATION_CREDENTIALS\"]\n",
+            Scope::User,
+        )
+        .unwrap();
+        assert_eq!(c.reveal_env, ["GOOGLE_APPLICATION_CREDENTIALS"]);
+        let err = merge("reveal_env = [\"GITHUB_TOKEN\"]\n", Scope::Workspace).unwrap_err();
+        assert!(
+            err.to_string().contains(":1: `reveal_env` loosens"),
+            "{err}"
+        );
     }
 }

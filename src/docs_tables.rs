@@ -1,7 +1,7 @@
 //! The tables the docs write by hand, held against the code they describe: a row added to the
-//! catalogue (`catalogue`, `catalogue::git`, `runtimes`) or to the network's default list (`net`)
-//! without its row in the docs fails here, and so does a row of the docs that the code no longer
-//! has.
+//! catalogue (`catalogue`, `catalogue::git`, `runtimes`), to the secrets by kind (`secrets`) or to
+//! the network's default list (`net`) without its row in the docs fails here, and so does a row
+//! of the docs that the code no longer has.
 
 use std::collections::BTreeSet;
 
@@ -140,6 +140,53 @@ fn the_agent_state_entry_points_in_the_docs_are_the_runtimes() {
             explained,
             "docs/entry-points.md, agent state: ~/{} is no entry point of a runtime",
             d.0
+        );
+    }
+}
+
+/// docs/config.md's table of secrets by kind names every path hidden by default, every config seen
+/// through a masked view, every variable that moves a credential file and every agent's own key
+/// kept; and every `~/` path it names is one of them.
+#[test]
+fn the_secrets_table_is_the_code() {
+    let rows = table(&doc("config.md"), "Secrets, by kind");
+    let named: BTreeSet<String> = rows
+        .iter()
+        .flat_map(|r| r.iter().flat_map(|c| spans(c)))
+        .map(str::to_string)
+        .collect();
+    let home = |rel: &str| format!("~/{rel}");
+    let mut code: Vec<String> = crate::secrets::DEFAULT_HIDDEN
+        .iter()
+        .map(|r| home(r))
+        .collect();
+    code.extend(crate::secrets::views::VIEWED.iter().map(|(r, _)| home(r)));
+    code.extend([
+        "~/.git-credentials".into(),
+        "~/.config/git/credentials".into(),
+    ]);
+    for name in &code {
+        assert!(named.contains(name), "docs/config.md, secrets: no {name}");
+    }
+    for var in crate::secrets::HIDDEN_BY_VAR {
+        assert!(
+            named.contains(*var) || named.contains(&format!("${var}")),
+            "docs/config.md, secrets: no {var}"
+        );
+    }
+    for key in crate::runtimes::api_keys() {
+        assert!(named.contains(key), "docs/config.md, secrets: no {key}");
+    }
+    for n in named.iter().filter(|n| n.starts_with("~/")) {
+        // git's own config files are read for the stores they name, not hidden; `~/` is expanded.
+        let read_not_hidden = ["~/", "~/.gitconfig"].contains(&n.as_str());
+        let documented_elsewhere = read_not_hidden
+            || n.starts_with("~/.ssh")
+            || n.starts_with("~/.claude")
+            || n.starts_with("~/.codex");
+        assert!(
+            code.contains(n) || documented_elsewhere,
+            "docs/config.md, secrets: {n} is not a path the code hides or views"
         );
     }
 }

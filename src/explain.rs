@@ -283,6 +283,27 @@ pub fn explain(
         .collect();
     let _ = writeln!(out, "\nHidden: {}", some(&hidden, full));
     let _ = writeln!(out, "Unset in the jail: {}", some(&p.unsetenv, full));
+    // Said only when there is something to say (the short view fits a screen).
+    if !plan.withheld_env.is_empty() {
+        let _ = writeln!(
+            out,
+            "Withheld as secrets (by name or value; the agents' own API keys kept): {}",
+            plan.withheld_env.join(", ")
+        );
+    }
+    if !p.views.is_empty() {
+        let views: Vec<String> = p
+            .views
+            .iter()
+            .map(|v| v.path.display().to_string())
+            .collect();
+        let _ = writeln!(
+            out,
+            "Masked views (secret values read as `{}`): {}",
+            crate::secrets::views::MASK,
+            views.join(", ")
+        );
+    }
     for line in crate::net::describe(&p.network) {
         let _ = writeln!(out, "{line}");
     }

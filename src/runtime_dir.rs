@@ -190,6 +190,12 @@ impl SessionDir {
         self.0.join("git")
     }
 
+    /// `views/`: the masked views of configs that hold a secret (`secrets::views`), bound
+    /// read-only over them in the jail; `N` is the view's index in the policy.
+    pub(crate) fn secret_view(&self, n: usize) -> PathBuf {
+        self.0.join("views").join(n.to_string())
+    }
+
     /// `git-base.json`: the git configs as they were at launch, and whose each copy is: never in
     /// the jail.
     pub(crate) fn git_base(&self) -> PathBuf {

@@ -47,6 +47,15 @@ pub(crate) struct Runtime {
     /// when it is launched their placeholders are not made there, and the watcher takes a new one
     /// out at once instead (Claude Code 2.1.332 stops `claude -w` at a `.git` holding `commondir`).
     pub refuses_in_git_dir: &'static [&'static str],
+    /// The environment variables that carry its own API credentials: kept in the jail although
+    /// their names look like secrets (`secrets::env`), since the agent cannot work without them.
+    pub api_keys: &'static [&'static str],
+}
+
+/// Every runtime's `api_keys`: kept whichever command is launched (a shell started in the jail may
+/// start any agent).
+pub(crate) fn api_keys() -> impl Iterator<Item = &'static str> {
+    ALL.iter().flat_map(|r| r.api_keys.iter().copied())
 }
 
 /// Every runtime's `project_work` directories, relative to a project root.

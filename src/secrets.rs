@@ -5,27 +5,91 @@
 //! directory with an empty read-only directory, so `cat`, an editor tool, an MCP server or any
 //! subprocess reads nothing. The agents' own credentials (`~/.claude/.credentials.json`,
 //! `~/.codex/auth.json`) are not in the default list, so they keep working.
+//!
+//! Secrets are found by kind (docs/config.md, "Secrets"): the credential files of cloud, cluster,
+//! registry and package-manager tools at the paths the tools read (`DEFAULT_HIDDEN`, and the paths
+//! their variables name: `HIDDEN_BY_VAR`), git's credential stores as git's config names them
+//! (`stores`), shell and REPL histories, private keys in `~/.ssh` by content; the configs the jail's
+//! tools need as masked views (`views`); the environment by name and value (`env`).
+
+pub(crate) mod env;
+pub(crate) mod stores;
+pub(crate) mod views;
 
 use std::path::{Path, PathBuf};
 
-/// Credentials hidden by default, relative to `$HOME`. `reveal = [...]` in the user or system
+/// Credentials hidden by default, relative to `$HOME`, whole: files no tool in the jail needs to
+/// work (a cloud CLI, a registry's login, a vault token). `reveal = [...]` in the user or system
 /// configuration shows one again.
 pub const DEFAULT_HIDDEN: &[&str] = &[
+    // Cloud and cluster configs.
     ".aws",
     ".azure",
     ".config/gcloud",
     ".kube",
+    ".oci",
+    ".config/doctl",
+    // Registries and package managers (`.npmrc`, `.yarnrc.yml`, pip and Maven are masked views).
     ".docker/config.json",
-    ".config/gh/hosts.yml",
-    ".config/hub",
-    ".git-credentials",
-    ".netrc",
+    ".config/containers/auth.json",
     ".pypirc",
+    ".gem/credentials",
+    ".local/share/gem/credentials",
+    ".config/composer/auth.json",
+    ".composer/auth.json",
     ".cargo/credentials",
     ".cargo/credentials.toml",
     ".terraform.d/credentials.tfrc.json",
+    ".config/helm/repositories.yaml",
+    ".vault-token",
+    // Forges and generic stores (git's own stores: `stores`).
+    ".config/gh/hosts.yml",
+    ".config/hub",
+    ".config/glab-cli/config.yml",
+    ".netrc",
     ".gnupg/private-keys-v1.d",
+    ".password-store",
+    // Shell and REPL histories: tokens typed on a command line (`export X=…`, `curl -H`).
+    ".bash_history",
+    ".zsh_history",
+    ".zhistory",
+    ".histfile",
+    ".sh_history",
+    ".local/share/fish/fish_history",
+    ".python_history",
+    ".node_repl_history",
+    ".psql_history",
+    ".mysql_history",
+    ".sqlite_history",
+    ".rediscli_history",
+    ".irb_history",
+    ".lesshst",
 ];
+
+/// Credential files the tools read where a variable says (each tool's own override of its default
+/// above): hidden at that path too. `KUBECONFIG` is a `:`-separated list.
+pub(crate) const HIDDEN_BY_VAR: &[&str] = &[
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_CONFIG_FILE",
+    "KUBECONFIG",
+    "CLOUDSDK_CONFIG",
+    "AZURE_CONFIG_DIR",
+    "DOCKER_CONFIG",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "HISTFILE",
+    "TF_CLI_CONFIG_FILE",
+];
+
+/// The paths `HIDDEN_BY_VAR` names in `env` (absolute ones only: a relative one depends on where
+/// the tool runs; never `$HOME` or above it, which a stray value could name).
+fn hidden_by_var(home: &Path, env: &crate::host::HostEnv) -> Vec<PathBuf> {
+    HIDDEN_BY_VAR
+        .iter()
+        .filter_map(|v| env.get(v))
+        .flat_map(std::env::split_paths)
+        .filter(|p| p.is_absolute() && !home.starts_with(p))
+        .collect()
+}
 
 /// Private keys under `~/.ssh`, by name (`id_*` without `.pub`, `*.pem`, `*.key`) and by content
 /// (any regular file whose first 4 KiB hold a PEM/OpenSSH/PuTTY private key header, whatever its
@@ -118,10 +182,18 @@ fn glob_root(pattern: &str) -> PathBuf {
     root
 }
 
-/// Every existing path to hide: the defaults (minus `reveal`), literal configured paths, and the
-/// current matches of configured globs (a walk that skips `.git` and `node_modules`).
-pub fn resolve(home: &Path, configured: &[String], reveal: &[PathBuf]) -> Vec<PathBuf> {
+/// Every existing path to hide: the defaults and the kinds found (minus `reveal`), literal
+/// configured paths, and the current matches of configured globs (a walk that skips `.git` and
+/// `node_modules`). `env`: the host's, for git's configs and the tools' own variables.
+pub fn resolve(
+    home: &Path,
+    env: &crate::host::HostEnv,
+    configured: &[String],
+    reveal: &[PathBuf],
+) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = DEFAULT_HIDDEN.iter().map(|r| home.join(r)).collect();
+    out.extend(hidden_by_var(home, env));
+    out.extend(stores::credential_stores(home, env));
     out.extend(ssh_private_keys(home));
     out.retain(|p| !reveal.contains(p));
     out.extend(configured.iter().filter(|p| !is_glob(p)).map(PathBuf::from));
@@ -165,5 +237,27 @@ mod tests {
         assert!(glob_match("/w/**/*.pem", "/w/sub/key.pem"));
         assert!(glob_match("/w/secret?.txt", "/w/secret1.txt"));
         assert_eq!(glob_root("/w/**/.env*"), PathBuf::from("/w"));
+    }
+
+    #[test]
+    fn the_files_the_tools_variables_name_are_hidden_but_never_home_or_above() {
+        let env = crate::host::HostEnv::of(&[
+            (
+                "KUBECONFIG",
+                "/h/clusters/a.yaml:/h/clusters/b.yaml:relative.yaml",
+            ),
+            ("DOCKER_CONFIG", "/h"),
+            ("HISTFILE", "/"),
+            ("AWS_SHARED_CREDENTIALS_FILE", "/srv/aws/creds"),
+        ]);
+        let got = hidden_by_var(Path::new("/h"), &env);
+        assert_eq!(
+            got,
+            [
+                PathBuf::from("/srv/aws/creds"),
+                PathBuf::from("/h/clusters/a.yaml"),
+                PathBuf::from("/h/clusters/b.yaml"),
+            ]
+        );
     }
 }

@@ -58,6 +58,10 @@ pub struct Case {
     /// have, or has one of the workspace's.
     #[serde(default)]
     pub path: Option<String>,
+    /// Variables of the human's environment for everything the case runs (a token they exported):
+    /// what the launcher is started with (`~/` is the scene's home).
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
     /// Seconds the payload may run before its whole process group is killed (default 60).
     #[serde(default = "default_payload_timeout")]
     pub timeout: u64,
@@ -265,6 +269,13 @@ fn scene(case: &Case, bin: &Path, host_env: &HostEnv) -> Result<Scene> {
     // The watch mode the battery was asked for reaches the scene's launcher (the scene's
     // environment is otherwise its own: `CLAUDE_SANDBOX_WATCH=poll claude-sandbox battery`).
     let mut env = env;
+    // `~/` is the scene's home, as in `path`.
+    let scene_home = format!("{}/", home.display());
+    env.extend(
+        case.env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.replace("~/", &scene_home))),
+    );
     if let Some(mode) = host_env.get_str(host::WATCH) {
         env.push((host::WATCH.into(), mode.into()));
     }

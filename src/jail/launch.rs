@@ -107,6 +107,14 @@ pub fn run(opts: &RunOptions, env: &HostEnv) -> Result<i32> {
     for w in &plan.warnings {
         tracing::warn!("{w}");
     }
+    let withheld = &plan.withheld_env;
+    if !withheld.is_empty() && runtime.is_some() {
+        // By name only, one line before the command starts: the value never reaches a terminal.
+        eprintln!(
+            "claude-sandbox: withheld from the jail (secrets by name or value): {}",
+            withheld.join(" ")
+        );
+    }
     let Some(runtime) = runtime else {
         // `--dry-run` prints the jail as bwrap alone would build it: the same mounts, one argv,
         // no gate.

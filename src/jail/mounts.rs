@@ -134,6 +134,8 @@ pub(crate) fn mounts(policy: &Policy, git_copies: &[GitCopy]) -> Vec<Mount> {
     }
     // The jail's own files, in their views (`ownfiles`).
     out.extend(policy.own_files.iter().map(|(copy, p)| bind(copy, p, true)));
+    // Masked views last of the binds: over a config wherever it is bound (`secrets::views`).
+    out.extend(policy.views.iter().map(|v| bind(&v.copy, &v.path, false)));
     out.push(Mount::Unstage);
     let inside_work = |p: &Path| policy.work_in_seals.iter().any(|w| p.starts_with(w));
     out.extend(

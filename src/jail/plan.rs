@@ -23,8 +23,9 @@ mod masks;
 pub(crate) mod readers;
 mod roots;
 mod seals;
+mod secrets;
 mod state;
-use masks::{hidden_dirs, masks};
+use masks::{hidden_dirs, masks, private_dirs};
 use roots::{discover, writable_to_us};
 use seals::{anchors, refused_placeholders, seal, work_in_seals};
 use state::{keep_work_in_views, link_holes, present_runtimes, state_private, views_and_own_files};
@@ -131,6 +132,8 @@ pub struct Plan {
     pub quarantine_new: bool,
     /// Configured `hidden` glob patterns (for the watcher).
     pub hidden_globs: Vec<String>,
+    /// Variables withheld as secrets (`secrets::env`), by name: said at the start and by `explain`.
+    pub withheld_env: Vec<String>,
     /// The workspace's directories, as discovery walked them (for the watcher).
     #[serde(skip)]
     pub workspace_dirs: Vec<PathBuf>,
@@ -321,6 +324,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         // The launcher's proxy settings and their credentials stay outside (`net::upstream`).
         unsetenv.extend(crate::net::upstream::withheld(input.host.vars()));
     }
+    let (withheld_env, views) = secrets::withheld_and_views(input, &home, &mut unsetenv);
     let mut setenv = vec![
         (host::IN_JAIL.into(), "1".into()),
         (host::HOOK_BIN.into(), super::layout::HOOK_BIN.into()),
@@ -386,6 +390,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         network,
         net_dir,
         git_copies: Vec::new(),
+        views,
         seccomp: super::seccomp::Options {
             user_namespaces: input.config.allow_user_namespaces,
         },
@@ -403,6 +408,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
             .filter(|h| crate::secrets::is_glob(h))
             .cloned()
             .collect(),
+        withheld_env,
         workspace_dirs: Vec::new(),
         own_repo,
         git_roots,
@@ -606,18 +612,4 @@ fn home_entries(home: &Path, holes: &[PathBuf]) -> Result<Vec<HomeEntry>> {
         out.push(HomeEntry { name, bind });
     }
     Ok(out)
-}
-
-fn private_dirs(input: &PlanInput) -> Vec<PathBuf> {
-    let mut out = vec![PathBuf::from(super::layout::TMP)];
-    let run_user = input.host.get(host::XDG_RUNTIME_DIR).map_or_else(
-        || PathBuf::from(format!("/run/user/{}", input.uid)),
-        PathBuf::from,
-    );
-    if let Ok(p) = std::fs::canonicalize(&run_user) {
-        if p.is_dir() && p != Path::new("/") && !out.contains(&p) {
-            out.push(p);
-        }
-    }
-    out
 }

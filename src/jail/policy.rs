@@ -58,6 +58,15 @@ pub struct Mask {
     pub why: String,
 }
 
+/// A config seen through a masked view: `copy` (in the session directory, which the jail cannot
+/// see) over `path`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SecretView {
+    pub path: PathBuf,
+    pub copy: PathBuf,
+    pub format: crate::secrets::views::Format,
+}
+
 /// Everything the argv builder needs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Policy {
@@ -89,6 +98,9 @@ pub struct Policy {
     pub run_view: Option<RunView>,
     /// Directories replaced by an empty read-only tmpfs (the runtime directory).
     pub hidden: Vec<PathBuf>,
+    /// Configs the jail reads through a masked view (`secrets::views`): the session's copy, bound
+    /// read-only over each after the writable roots (so one in a writable place is covered too).
+    pub views: Vec<SecretView>,
     /// The claude-sandbox binary, bound read-only at a jail-only path for agent-runtime hooks
     /// (its own path stays masked).
     pub hook_bin: Option<PathBuf>,
@@ -351,6 +363,7 @@ impl Policy {
             network: crate::net::NetPolicy::default(),
             net_dir: None,
             git_copies: Vec::new(),
+            views: Vec::new(),
             seccomp: super::seccomp::Options::default(),
         }
     }

@@ -154,6 +154,12 @@ pub(crate) const CLAUDE: Runtime = Runtime {
     // 2.1.332: "could not confirm that this repository's .git entry belongs to the folder it is
     // in" for any `.git` directory with a `commondir` (2.1.197 does not check).
     refuses_in_git_dir: &["commondir"],
+    // Its API key, a gateway token, and the token `claude setup-token` prints.
+    api_keys: &[
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+    ],
 };
 
 pub(crate) const CODEX: Runtime = Runtime {
@@ -247,6 +253,7 @@ pub(crate) const CODEX: Runtime = Runtime {
     home_views: &[],
     project_work: &[],
     refuses_in_git_dir: &[],
+    api_keys: &["OPENAI_API_KEY", "CODEX_API_KEY"],
 };
 
 pub(crate) const GEMINI: Runtime = Runtime {
@@ -359,6 +366,7 @@ pub(crate) const GEMINI: Runtime = Runtime {
     home_views: &[],
     project_work: &[],
     refuses_in_git_dir: &[],
+    api_keys: &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
 };
 
 pub(crate) const CURSOR: Runtime = Runtime {
@@ -393,6 +401,7 @@ pub(crate) const CURSOR: Runtime = Runtime {
     home_views: &[],
     project_work: &[],
     refuses_in_git_dir: &[],
+    api_keys: &["CURSOR_API_KEY"],
 };
 
 pub(crate) const OPENCODE: Runtime = Runtime {
@@ -471,6 +480,14 @@ pub(crate) const OPENCODE: Runtime = Runtime {
     home_views: &[".config/opencode"],
     project_work: &[],
     refuses_in_git_dir: &[],
+    // The providers it signs in to with a key of the environment.
+    api_keys: &[
+        "OPENCODE_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "OPENAI_API_KEY",
+        "GEMINI_API_KEY",
+        "OPENROUTER_API_KEY",
+    ],
 };
 
 /// pi: no state directory known (its files under `$HOME` are read-only in the jail).
@@ -486,4 +503,10 @@ pub(crate) const PI: Runtime = Runtime {
     home_views: &[],
     project_work: &[],
     refuses_in_git_dir: &[],
+    api_keys: &[
+        "ANTHROPIC_API_KEY",
+        "OPENAI_API_KEY",
+        "GEMINI_API_KEY",
+        "OPENROUTER_API_KEY",
+    ],
 };

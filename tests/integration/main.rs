@@ -27,6 +27,7 @@ mod prompt;
 mod read_only;
 mod review;
 mod secrets;
+mod secrets_kinds;
 mod session_log;
 mod sockets;
 mod statedir;

@@ -47,6 +47,20 @@ impl SessionHome {
             "lock": session.lock, "workspace": plan.policy.workspace,
         });
         home::prepare(&dir, &plan.policy.home, record.to_string().as_bytes())?;
+        // The masked views of configs holding a secret: bound over them by bwrap or the sealer.
+        for v in &plan.policy.views {
+            crate::secrets::views::write_copy(&v.path, v.format, &v.copy).map_err(|e| {
+                Error::io(
+                    format!(
+                        "making the masked view of {} (the launch stops rather than show it \
+                         unmasked; free space in {}, or add the file to `hidden`)",
+                        v.path.display(),
+                        launch.runtime.display()
+                    ),
+                    e,
+                )
+            })?;
+        }
         let made = SessionHome {
             dir,
             home: plan.policy.home.clone(),

@@ -329,3 +329,39 @@ fn a_read_only_workspace_is_bound_read_only_and_nothing_over_it_is_writable() {
     assert!(m.contains(&bind("/w", "/w", false)), "{m:?}");
     assert!(!m.contains(&bind("/w", "/w", true)), "{m:?}");
 }
+
+#[test]
+fn a_masked_view_is_bound_after_every_writable_root_and_before_the_host_tree_goes() {
+    let mut p = Policy::example();
+    let npmrc = p.workspace.join(".npmrc");
+    p.views.push(crate::jail::policy::SecretView {
+        path: npmrc.clone(),
+        copy: "/run/cs/1/s/views/0".into(),
+        format: crate::secrets::views::Format::Ini,
+    });
+    let m = mounts(&p, &[]);
+    let at = |want: &Mount| m.iter().position(|x| x == want).unwrap();
+    let view = at(&Mount::Bind {
+        src: "/run/cs/1/s/views/0".into(),
+        dst: npmrc.clone(),
+        writable: false,
+    });
+    let last_writable = m
+        .iter()
+        .rposition(|x| matches!(x, Mount::Bind { writable: true, .. }))
+        .unwrap();
+    assert!(last_writable < view && view < at(&Mount::Unstage), "{m:?}");
+    // bwrap alone makes the same bind: the copy read-only over the file.
+    let args: Vec<String> = bwrap_args(&p, Fds::default(), Sealing::InBwrap)
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let text = args.join(" ");
+    assert!(
+        text.contains(&format!(
+            "--ro-bind /run/cs/1/s/views/0 {}",
+            npmrc.display()
+        )),
+        "{text}"
+    );
+}

@@ -1,6 +1,6 @@
 //! The escape hatches to mask (sockets listening at launch and known socket paths, privileged
 //! binaries, bwrap and claude-sandbox themselves) and the directories to hide (the runtime
-//! directory, the layer store).
+//! directory, the layer store) or to make private (`/tmp`, `$XDG_RUNTIME_DIR`).
 
 use super::*;
 
@@ -141,7 +141,12 @@ pub(super) fn masks(
     for p in &input.config.masked {
         add(p.clone(), "configured mask".into(), &mut out);
     }
-    for p in crate::secrets::resolve(home, &input.config.hidden, &input.config.reveal) {
+    for p in crate::secrets::resolve(
+        home,
+        &input.host,
+        &input.config.hidden,
+        &input.config.reveal,
+    ) {
         add(
             p,
             "hidden: a secret no tool in the jail needs".into(),
@@ -210,6 +215,21 @@ pub(super) fn hidden_dirs(input: &PlanInput, home: &Path, private: &[PathBuf]) -
         hidden.push(store);
     }
     hidden
+}
+
+/// The private writable tmpfs mounts: `/tmp`, and `$XDG_RUNTIME_DIR` when it exists.
+pub(super) fn private_dirs(input: &PlanInput) -> Vec<PathBuf> {
+    let mut out = vec![PathBuf::from(crate::jail::layout::TMP)];
+    let run_user = input.host.get(host::XDG_RUNTIME_DIR).map_or_else(
+        || PathBuf::from(format!("/run/user/{}", input.uid)),
+        PathBuf::from,
+    );
+    if let Ok(p) = std::fs::canonicalize(&run_user) {
+        if p.is_dir() && p != Path::new("/") && !out.contains(&p) {
+            out.push(p);
+        }
+    }
+    out
 }
 
 #[cfg(test)]
