@@ -1,0 +1,182 @@
+//! The agents' interactive sessions, each in a real terminal (tmux) as a human runs them: they
+//! start, quit, keep what they wrote, and a clean session ends with no high or critical alert.
+//! Logged out (or with a key that reaches no server), so no network is needed.
+
+use crate::common::*;
+use crate::harness::*;
+
+/// A terminal running `claude-sandbox run -- PROGRAM` in the fixture's workspace with its
+/// environment (the default layer store too, inside `~/.local`, as a human has it) and `extra`;
+/// `SESSION-ENDED:<status>` is printed when the launcher exits.
+pub(crate) fn terminal(f: &Fixture, name: &str, program: &str, extra: &[(&str, &str)]) -> Tmux {
+    let mut env: Vec<String> = f
+        .env()
+        .iter()
+        .filter(|(k, _)| k != "PATH" && k != "CLAUDE_SANDBOX_LAYERS_DIR")
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    env.push(format!("PATH={}", agents_path(&f.home.join(".local/bin"))));
+    env.extend(extra.iter().map(|(k, v)| format!("{k}={v}")));
+    let root = f.root.join(name);
+    std::fs::create_dir_all(&root).unwrap();
+    Tmux::start(
+        &root,
+        &format!(
+            "cd {} && env -i TERM=xterm-256color {} {} run -- {program}; echo SESSION-ENDED:$?; sleep 60",
+            f.ws.display(),
+            env.join(" "),
+            bin().display()
+        ),
+    )
+}
+
+/// Wait until the screen has shown something and stopped changing (the agent's first screen,
+/// whatever its words in this release), bounded for a hang.
+fn settled(t: &Tmux) -> String {
+    let t0 = std::time::Instant::now();
+    let mut last = String::new();
+    let mut same_since = std::time::Instant::now();
+    loop {
+        let s = t.screen();
+        if s != last {
+            last = s;
+            same_since = std::time::Instant::now();
+        } else if !last.trim().is_empty() && same_since.elapsed().as_secs() >= 3 {
+            return last;
+        }
+        assert!(
+            t0.elapsed().as_secs() < 90,
+            "the screen never settled:\n{last}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+/// Ctrl-C until the session ends (agents ask for a second one, or cancel a request first), and
+/// its status 0 with nothing refused on the way.
+fn quit(t: &Tmux) {
+    let t0 = std::time::Instant::now();
+    while !t.screen().contains("SESSION-ENDED:") && t0.elapsed().as_secs() < 60 {
+        t.run(&["send-keys", "-t", "t", "C-c"]);
+        std::thread::sleep(std::time::Duration::from_millis(700));
+    }
+    let s = t.wait_for("SESSION-ENDED:", 1);
+    assert!(s.contains("SESSION-ENDED:0"), "{s}");
+    assert!(
+        !s.contains("Read-only file system") && !s.contains("EROFS"),
+        "{s}"
+    );
+}
+
+fn assert_no_high_alert(f: &Fixture) {
+    let out = f.cmd(["alerts", "--json", "--all"]).output().unwrap();
+    let alerts: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let high: Vec<_> = alerts
+        .iter()
+        .filter(|a| matches!(a["severity"].as_str(), Some("high" | "critical")))
+        .collect();
+    assert!(high.is_empty(), "a clean session raised: {high:#?}");
+}
+
+/// One agent's interactive session: it starts, shows its first screen, quits, and nothing high
+/// is alerted; nothing is left in the workspace.
+fn starts_and_quits(program: &'static str, extra: &'static [(&'static str, &'static str)]) {
+    agent_test(program, |_| {
+        let f = Fixture::new();
+        let t = terminal(&f, "terminal", program, extra);
+        let first = settled(&t);
+        assert!(
+            !first.contains("SESSION-ENDED"),
+            "it did not start:\n{first}"
+        );
+        quit(&t);
+        assert_no_high_alert(&f);
+        let left: Vec<_> = std::fs::read_dir(&f.ws)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .filter(|n| n != "README" && n != ".git")
+            .collect();
+        assert!(left.is_empty(), "left in the workspace: {left:?}");
+    });
+}
+
+#[test]
+#[ignore = "needs the real agents (npm): run with --ignored"]
+fn codex_interactive_session_ends_clean() {
+    starts_and_quits("codex", &[]);
+}
+
+#[test]
+#[ignore = "needs the real agents (npm): run with --ignored"]
+fn gemini_interactive_session_ends_clean() {
+    starts_and_quits("gemini", &[]);
+}
+
+#[test]
+#[ignore = "needs the real agents (npm): run with --ignored"]
+fn opencode_interactive_session_ends_clean() {
+    starts_and_quits("opencode", &[]);
+}
+
+/// Claude Code twice at once in one workspace, each in a terminal of its own (tmux), as a human
+/// with two terminals runs it: both start their interactive session (the second gets the same
+/// jail as the first), each prompt typed lands in your `~/.claude/history.jsonl`, and nothing is
+/// alerted or left in the workspace. An API key that reaches no server (the prompt fails to send,
+/// and history is written as it is typed) and a finished onboarding skip the login screens.
+#[test]
+#[ignore = "needs the real agents (npm): run with --ignored"]
+fn claude_code_twice_at_once_under_tmux_both_keep_their_history() {
+    agent_test("claude", |_| {
+        let f = Fixture::new();
+        let key = "sk-ant-api03-claude-sandbox-test-key-that-reaches-no-server-AAAAAAAAAAAA";
+        let state = serde_json::json!({
+            "hasCompletedOnboarding": true,
+            "customApiKeyResponses": {"approved": [&key[key.len() - 20..]], "rejected": []},
+            "projects": {f.ws.to_str().unwrap(): {"hasTrustDialogAccepted": true}},
+        });
+        std::fs::write(f.home.join(".claude.json"), state.to_string()).unwrap();
+        let terminals: Vec<Tmux> = (1..=2)
+            .map(|n| {
+                terminal(
+                    &f,
+                    &format!("terminal{n}"),
+                    "claude",
+                    &[("ANTHROPIC_API_KEY", key)],
+                )
+            })
+            .collect();
+        for (n, t) in terminals.iter().enumerate() {
+            t.wait_for("for shortcuts", 1);
+            t.run(&[
+                "send-keys",
+                "-t",
+                "t",
+                "-l",
+                &format!("hello from terminal {}", n + 1),
+            ]);
+            std::thread::sleep(std::time::Duration::from_secs(1));
+            t.run(&["send-keys", "-t", "t", "Enter"]);
+        }
+        let history = f.home.join(".claude/history.jsonl");
+        std::thread::sleep(std::time::Duration::from_secs(3));
+        for t in &terminals {
+            quit(t);
+        }
+        let lines = std::fs::read_to_string(&history).unwrap_or_default();
+        for n in 1..=2 {
+            assert!(
+                lines.contains(&format!("hello from terminal {n}")),
+                "terminal {n}'s prompt is not in your history:\n{lines}"
+            );
+        }
+        assert_no_high_alert(&f);
+        let left: Vec<_> = std::fs::read_dir(&f.ws)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .filter(|n| n != "README" && n != ".git")
+            .collect();
+        assert!(left.is_empty(), "left in the workspace: {left:?}");
+    });
+}
