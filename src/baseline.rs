@@ -265,8 +265,12 @@ pub(crate) fn path_entries(path_env: &std::ffi::OsStr, cwd: &Path) -> Vec<(PathB
 
 /// The first executable regular file named `name` in PATH entries after `index`.
 pub(crate) fn shadowed(dirs: &[(PathBuf, bool)], index: usize, name: &str) -> Option<PathBuf> {
+    let dir = &dirs.get(index)?.0;
+    // The same directory listed again later (a devcontainer's probe and `~/.profile` both add
+    // `~/.local/bin`) is not a command it shadows: it is itself.
     dirs.iter()
         .skip(index + 1)
+        .filter(|(d, _)| d != dir)
         .map(|(d, _)| d.join(name))
         .find(|p| is_exec_file(p))
 }
@@ -496,5 +500,27 @@ mod tests {
         assert_eq!(json, format!("[\"symlink\",\"{hex}\"]"));
         let back: (Kind, Option<Sha256>) = serde_json::from_str(&json).unwrap();
         assert_eq!(back, (Kind::Symlink, Some(sha)));
+    }
+
+    #[test]
+    fn a_directory_listed_twice_on_path_does_not_shadow_itself() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let (bin, usr) = (tmp.path().join("bin"), tmp.path().join("usr"));
+        for d in [&bin, &usr] {
+            std::fs::create_dir(d).unwrap();
+            let git = d.join("git");
+            std::fs::write(&git, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(&git, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let dirs = vec![(bin.clone(), true), (bin.clone(), true), (usr.clone(), false)];
+        assert_eq!(shadowed(&dirs, 0, "git"), Some(usr.join("git")));
+        let order = vec![bin.clone(), bin.clone(), usr.clone()];
+        assert_eq!(
+            crate::watch::shellpath::shadowed_in(&order, &bin, "git"),
+            Some(usr.join("git"))
+        );
+        std::fs::remove_file(usr.join("git")).unwrap();
+        assert_eq!(shadowed(&dirs, 0, "git"), None);
     }
 }

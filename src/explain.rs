@@ -48,8 +48,10 @@ fn state_note(binds: &[crate::jail::policy::StateBind]) -> String {
 
 /// Writable PATH directories (the watcher's job), existing or not.
 pub fn writable_path_dirs(plan: &Plan, path_env: &std::ffi::OsStr) -> Vec<PathBuf> {
+    let mut seen = std::collections::HashSet::new();
+    // Once each, however often PATH lists it.
     std::env::split_paths(path_env)
-        .filter(|d| d.is_absolute() && plan.jail_can_write(d))
+        .filter(|d| d.is_absolute() && plan.jail_can_write(d) && seen.insert(d.clone()))
         .collect()
 }
 

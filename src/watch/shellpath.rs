@@ -79,8 +79,10 @@ pub(crate) fn future_order(
 pub(crate) fn shadowed_in(order: &[PathBuf], dir: &Path, name: &str) -> Option<PathBuf> {
     use std::os::unix::fs::MetadataExt;
     let at = order.iter().position(|d| d == dir)?;
+    // A later occurrence of the same directory is itself, not a command it shadows.
     order[at + 1..]
         .iter()
+        .filter(|d| *d != dir)
         .map(|d| d.join(name))
         .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.mode() & 0o111 != 0))
 }
