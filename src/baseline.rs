@@ -513,7 +513,11 @@ mod tests {
             std::fs::write(&git, "#!/bin/sh\n").unwrap();
             std::fs::set_permissions(&git, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
-        let dirs = vec![(bin.clone(), true), (bin.clone(), true), (usr.clone(), false)];
+        let dirs = vec![
+            (bin.clone(), true),
+            (bin.clone(), true),
+            (usr.clone(), false),
+        ];
         assert_eq!(shadowed(&dirs, 0, "git"), Some(usr.join("git")));
         let order = vec![bin.clone(), bin.clone(), usr.clone()];
         assert_eq!(

@@ -294,6 +294,9 @@ pub(crate) const GEMINI: Runtime = Runtime {
         }],
         // `tmp/<project>/` holds chats, logs and plans, and `memory/` (the project's memory and
         // the skills it saves there), read by every later session in that project.
+        // `trustedFolders.json` is the jail's own (as every name off the list): sealed, trusting
+        // a folder failed and Gemini CLI 0.61.0 exited (status 52); yours stays as it is, so your
+        // Gemini never trusts what the jail trusted (battery `gemini-trusted-folders`).
         identity: &[
             ("oauth_creds.json", Format::GoogleOauth),
             ("google_accounts.json", Format::GoogleAccounts),
@@ -306,11 +309,6 @@ pub(crate) const GEMINI: Runtime = Runtime {
                 ".gemini/settings.json",
                 EMPTY_JSON,
                 "Gemini CLI: hooks, mcpServers, discoveryCommand",
-            ),
-            ep(
-                ".gemini/trustedFolders.json",
-                EMPTY_JSON,
-                "Gemini CLI: folder trust",
             ),
             ep(
                 ".gemini/trusted_hooks.json",

@@ -31,7 +31,7 @@ pub(crate) fn terminal(f: &Fixture, name: &str, program: &str, extra: &[(&str, &
 }
 
 /// Wait until the screen has shown something and stopped changing (the agent's first screen,
-/// whatever its words in this release), bounded for a hang.
+/// whatever its words in this release), or has kept changing for 20 s (a spinner, a clock).
 fn settled(t: &Tmux) -> String {
     let t0 = std::time::Instant::now();
     let mut last = String::new();
@@ -42,6 +42,9 @@ fn settled(t: &Tmux) -> String {
             last = s;
             same_since = std::time::Instant::now();
         } else if !last.trim().is_empty() && same_since.elapsed().as_secs() >= 3 {
+            return last;
+        }
+        if !last.trim().is_empty() && t0.elapsed().as_secs() >= 20 {
             return last;
         }
         assert!(
@@ -78,17 +81,23 @@ fn assert_no_high_alert(f: &Fixture) {
     assert!(high.is_empty(), "a clean session raised: {high:#?}");
 }
 
-/// One agent's interactive session: it starts, shows its first screen, quits, and nothing high
-/// is alerted; nothing is left in the workspace.
-fn starts_and_quits(program: &'static str, extra: &'static [(&'static str, &'static str)]) {
+/// One agent's interactive session: it starts, shows its first screen, takes `keys` (each after
+/// the screen settled: an answer to its first question) and is still running, quits, and nothing
+/// high is alerted; nothing is left in the workspace.
+fn starts_and_quits(program: &'static str, keys: &'static [&'static str]) {
     agent_test(program, |_| {
         let f = Fixture::new();
-        let t = terminal(&f, "terminal", program, extra);
+        let t = terminal(&f, "terminal", program, &[]);
         let first = settled(&t);
         assert!(
             !first.contains("SESSION-ENDED"),
             "it did not start:\n{first}"
         );
+        for k in keys {
+            t.run(&["send-keys", "-t", "t", k]);
+            let s = settled(&t);
+            assert!(!s.contains("SESSION-ENDED"), "it stopped after {k:?}:\n{s}");
+        }
         quit(&t);
         assert_no_high_alert(&f);
         let left: Vec<_> = std::fs::read_dir(&f.ws)
@@ -110,7 +119,8 @@ fn codex_interactive_session_ends_clean() {
 #[test]
 #[ignore = "needs the real agents (npm): run with --ignored"]
 fn gemini_interactive_session_ends_clean() {
-    starts_and_quits("gemini", &[]);
+    // Its first question: trust this folder (saved in the jail's own `trustedFolders.json`).
+    starts_and_quits("gemini", &["1"]);
 }
 
 #[test]
