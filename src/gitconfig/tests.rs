@@ -5,10 +5,10 @@ use super::*;
 use std::process::Command;
 
 /// `(key, value)` pairs as git lists them (`None`: a bare key).
-type Listed = Vec<(String, Option<Vec<u8>>)>;
+pub(crate) type Listed = Vec<(String, Option<Vec<u8>>)>;
 
 /// What git lists: `Err(())` if it refuses the file, else `(key, value)` in order.
-fn git_list(file: &Path, includes: bool, home: &Path) -> Result<Listed, ()> {
+pub(crate) fn git_list(file: &Path, includes: bool, home: &Path) -> Result<Listed, ()> {
     let mut c = Command::new("git");
     c.args(["config", "-z", "--list"]);
     if includes {
@@ -39,13 +39,13 @@ fn git_list(file: &Path, includes: bool, home: &Path) -> Result<Listed, ()> {
 }
 
 /// git prints the subsection as written and the rest lowercased, as `parse` names keys.
-fn ours(keys: &[Key]) -> Listed {
+pub(crate) fn ours(keys: &[Key]) -> Listed {
     keys.iter()
         .map(|k| (k.name.clone(), k.value.clone()))
         .collect()
 }
 
-const FRAGMENTS: &[&[u8]] = &[
+pub(crate) const FRAGMENTS: &[&[u8]] = &[
     b"\xef\xbb\xbf",
     b"\xef\xbb",
     b"[core]\n",
@@ -258,4 +258,37 @@ fn booleans_are_read_as_git_reads_them() {
         let git = out.status.success().then(|| out.stdout == b"true\n");
         assert_eq!(parse_bool(v), git, "{v:?}");
     }
+}
+
+/// Found by the fuzzer (`fuzz::gitconfig`): an include git cannot read as a file (an empty path,
+/// which is the including file's directory; `~`, the home directory) makes git refuse the whole
+/// config. The reader skipped both as if missing, and so read a file git refuses.
+#[test]
+fn an_include_that_is_a_directory_is_refused_as_git_refuses_it() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    for value in ["", "~", "~/", "."] {
+        let path = t.path().join("config");
+        std::fs::write(
+            &path,
+            format!("[core]\n\tk = v\n[include]\n\tpath = {value}\n"),
+        )
+        .unwrap();
+        assert!(
+            git_list(&path, true, &home).is_err(),
+            "{value:?}: git read it"
+        );
+        let c = read(&[path], Some(&home));
+        assert!(
+            matches!(c.bad().next(), Some((_, Bad::Unreadable(_)))),
+            "{value:?}: {:?}",
+            c.files
+        );
+    }
+    // A missing include, or one below a file, is skipped by both.
+    let path = t.path().join("config");
+    std::fs::write(&path, "[include]\n\tpath = nope\n\tpath = config/x\n").unwrap();
+    assert!(git_list(&path, true, &home).is_ok());
+    assert_eq!(read(&[path], Some(&home)).bad().count(), 0);
 }
