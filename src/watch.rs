@@ -32,7 +32,7 @@ mod act;
 mod deferred;
 mod events;
 mod gitkeys;
-mod gitlinks;
+pub(crate) mod gitlinks;
 mod judge;
 mod register;
 mod repos;
