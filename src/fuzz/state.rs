@@ -165,9 +165,35 @@ fn claude_json() -> BoxedStrategy<Value> {
         .boxed()
 }
 
-/// The jail's copy: either made up whole, or the launch's copy with some keys changed.
+/// A seed (a real file's shape), with generated keys laid over its top level and its projects.
+fn seeded() -> impl Strategy<Value = Value> {
+    let seeds: Vec<Value> = seeds("claude-json")
+        .iter()
+        .map(|b| serde_json::from_slice(b).expect("a seed of claude-json is JSON"))
+        .collect();
+    (proptest::sample::select(seeds), claude_json()).prop_map(|(mut seed, over)| {
+        if let (Value::Object(s), Value::Object(o)) = (&mut seed, over) {
+            for (k, v) in o {
+                match (s.get_mut(&k), v) {
+                    (Some(Value::Object(sp)), Value::Object(op)) if k == "projects" => {
+                        for (p, e) in op {
+                            sp.insert(p, e);
+                        }
+                    }
+                    (_, v) => {
+                        s.insert(k, v);
+                    }
+                }
+            }
+        }
+        seed
+    })
+}
+
+/// The launch's copy, the jail's copy and the human's file now: made up, or grown from the seeds.
 fn base_and_jail() -> impl Strategy<Value = (Value, Value, Value)> {
-    (claude_json(), claude_json(), claude_json())
+    let file = || prop_oneof![claude_json(), seeded()];
+    (file(), file(), file())
 }
 
 #[test]
@@ -197,15 +223,41 @@ fn the_merge_carries_back_the_jails_changes_and_holds_what_is_not_data() {
                 apply(&mut merged, &c.key, c.value.as_ref());
             }
             for c in &found {
-                // The keys of the corpus that are not data (the judge's lists, read independently).
+                // The keys that are not data, written out again from Claude Code's own lists (the
+                // oracle is this list, not the judge's).
                 let guarded = match &c.key {
-                    Key::Global(k) => {
-                        !matches!(k.as_str(), "numStartups" | "tipsHistory" | "projects")
-                    }
+                    Key::Global(k) => matches!(
+                        k.as_str(),
+                        "env"
+                            | "apiKeyHelper"
+                            | "mcpServers"
+                            | "enabledMcpjsonServers"
+                            | "disabledMcpjsonServers"
+                            | "enableAllProjectMcpServers"
+                            | "allowedTools"
+                            | "hasTrustDialogAccepted"
+                            | "installMethod"
+                            | "autoUpdates"
+                            | "autoUpdatesProtectedForNative"
+                            | "autoInstallIdeExtension"
+                            | "remoteControlAtStartup"
+                            | "autoUploadSessions"
+                            | "autoAddRemoteControlDaemonWorker"
+                            | "oauthAccount"
+                            | "primaryApiKey"
+                            | "customApiKeyResponses"
+                    ),
                     Key::Project { project, key } => {
                         matches!(
                             key.as_str(),
-                            "allowedTools" | "mcpServers" | "env" | "hasTrustDialogAccepted"
+                            "env"
+                                | "mcpServers"
+                                | "enabledMcpjsonServers"
+                                | "disabledMcpjsonServers"
+                                | "enableAllProjectMcpServers"
+                                | "allowedTools"
+                                | "hasTrustDialogAccepted"
+                                | "mcpContextUris"
                         ) && !(project == "/w" && key == "hasTrustDialogAccepted")
                     }
                 };
