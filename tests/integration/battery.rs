@@ -39,11 +39,21 @@ fn run_bounded(mut c: Command, limit: Duration, what: &str) -> Option<i32> {
         if t0.elapsed() > limit {
             let pgid = i32::try_from(child.id()).unwrap();
             assert!(pgid > 1);
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(pgid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-            let _ = child.wait();
+            // SIGTERM first: the battery then ends its own case's group and removes its scene
+            // (src/battery/interrupt.rs), which a SIGKILL to this group would not reach.
+            let pgid = nix::unistd::Pid::from_raw(pgid);
+            let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGTERM);
+            let t1 = Instant::now();
+            let mut ended = false;
+            while !ended && t1.elapsed() < Duration::from_secs(5) {
+                std::thread::sleep(Duration::from_millis(50));
+                ended = child.try_wait().unwrap().is_some();
+            }
+            // Only while the leader is unreaped does its pid still name this group.
+            if !ended {
+                let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+                let _ = child.wait();
+            }
             panic!("{what} did not finish within {limit:?}: it hangs");
         }
         std::thread::sleep(Duration::from_millis(50));
