@@ -192,7 +192,8 @@ fn seeded() -> impl Strategy<Value = Value> {
 
 /// The launch's copy, the jail's copy and the human's file now: made up, or grown from the seeds.
 fn base_and_jail() -> impl Strategy<Value = (Value, Value, Value)> {
-    let file = || prop_oneof![claude_json(), seeded()];
+    // Now and then not an object at all (a file the agent replaced with a list, a number).
+    let file = || prop_oneof![4 => claude_json(), 4 => seeded(), 1 => leaf()];
     (file(), file(), file())
 }
 
