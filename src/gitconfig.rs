@@ -147,10 +147,15 @@ impl Parser<'_> {
             }
             let mut key = String::from(c.to_ascii_lowercase() as char);
             let value = self.value(&mut key)?;
-            let name = match &section {
+            let mut name = match &section {
                 Some(s) => format!("{s}.{key}"),
                 None => key,
             };
+            // git hands the name on as a C string: a NUL (only a quoted subsection can hold one)
+            // ends it there. `[core "fsmonitor\0"] x = /evil` is `core.fsmonitor` to git, and runs.
+            if let Some(nul) = name.find('\0') {
+                name.truncate(nul);
+            }
             out.push(Key {
                 name,
                 value,

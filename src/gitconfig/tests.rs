@@ -292,3 +292,51 @@ fn an_include_that_is_a_directory_is_refused_as_git_refuses_it() {
     assert!(git_list(&path, true, &home).is_ok());
     assert_eq!(read(&[path], Some(&home)).bad().count(), 0);
 }
+
+/// Found by the fuzzer (`fuzz::gitconfig`, a long run): git ends a key's name at a NUL, which only a
+/// quoted subsection can hold, so `[core "fsmonitor\0"] x = CMD` is `core.fsmonitor = CMD` to git,
+/// and `git status` runs CMD. The reader named it `core.fsmonitor\0.x`, which no judge matches.
+#[test]
+fn a_nul_in_a_subsection_ends_the_name_as_git_ends_it() {
+    let t = tempfile::tempdir().unwrap();
+    let repo = t.path().join("repo");
+    let out = Command::new("git")
+        .args(["init", "-q"])
+        .arg(&repo)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let ran = t.path().join("ran");
+    let hook = t.path().join("hook.sh");
+    std::fs::write(&hook, format!("#!/bin/sh\ntouch '{}'\n", ran.display())).unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let config = repo.join(".git/config");
+    let mut bytes = std::fs::read(&config).unwrap();
+    bytes.extend_from_slice(
+        format!("[core \"fsmonitor\0\"]\n\tx = {}\n", hook.display()).as_bytes(),
+    );
+    std::fs::write(&config, &bytes).unwrap();
+    // git runs it...
+    let status = Command::new("git")
+        .arg("-C")
+        .arg(&repo)
+        .arg("status")
+        .env("HOME", t.path())
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(status.status.success());
+    assert!(
+        ran.exists(),
+        "git did not run the fsmonitor: the premise changed"
+    );
+    // ...so the reader names it as git does, and lists what git lists.
+    let keys = parse(&bytes).unwrap();
+    let k = keys.last().unwrap();
+    assert_eq!(k.name, "core.fsmonitor");
+    assert_eq!(
+        k.value.as_deref(),
+        Some(hook.as_os_str().as_encoded_bytes())
+    );
+    assert_eq!(git_list(&config, false, t.path()), Ok(ours(&keys)));
+}
