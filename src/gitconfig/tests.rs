@@ -81,6 +81,7 @@ pub(crate) const FRAGMENTS: &[&[u8]] = &[
     b"\tk =    \n",
     b"[sec \"a\\\nb\"]\n",
     b"\tk = v",
+    b"[core \"fsmonitor\x00\"]\n\tx = /evil\n",
 ];
 
 /// A small deterministic generator (no dependency for a test corpus).
