@@ -50,6 +50,10 @@ pub(crate) enum Bad {
     TooDeep,
     #[error("`{0}` without a value (git refuses this too)")]
     NoValue(String),
+    /// There but not readable as a file: a directory (an empty or `~` include path names one), or
+    /// no permission. git skips only a file that does not exist.
+    #[error("cannot be read: {0} (git refuses this too)")]
+    Unreadable(String),
 }
 
 /// Parse one config file's bytes as git does.
@@ -143,10 +147,15 @@ impl Parser<'_> {
             }
             let mut key = String::from(c.to_ascii_lowercase() as char);
             let value = self.value(&mut key)?;
-            let name = match &section {
+            let mut name = match &section {
                 Some(s) => format!("{s}.{key}"),
                 None => key,
             };
+            // git hands the name on as a C string: a NUL (only a quoted subsection can hold one)
+            // ends it there. `[core "fsmonitor\0"] x = /evil` is `core.fsmonitor` to git, and runs.
+            if let Some(nul) = name.find('\0') {
+                name.truncate(nul);
+            }
             out.push(Key {
                 name,
                 value,
@@ -305,7 +314,7 @@ pub(crate) struct File {
 
 #[derive(Debug, Clone)]
 pub(crate) enum Read {
-    /// Not there (or not readable): git skips a missing include silently.
+    /// Not there: git skips a missing include silently.
     Missing,
     Keys(Vec<Key>),
     Bad(Bad),
@@ -446,10 +455,18 @@ pub(crate) fn read(files: &[PathBuf], home: Option<&Path>) -> Config {
 
 fn read_one(path: &Path, depth: usize, home: Option<&Path>, c: &mut Config) {
     let keys = match std::fs::read(path) {
-        Err(_) => {
+        Err(e) => {
+            let missing = matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+            );
             c.files.push(File {
                 path: path.to_path_buf(),
-                read: Read::Missing,
+                read: if missing {
+                    Read::Missing
+                } else {
+                    Read::Bad(Bad::Unreadable(e.to_string()))
+                },
             });
             return;
         }
@@ -485,9 +502,6 @@ fn read_one(path: &Path, depth: usize, home: Option<&Path>, c: &mut Config) {
             });
             continue;
         };
-        if value.is_empty() {
-            continue;
-        }
         if depth + 1 > MAX_INCLUDE_DEPTH {
             c.files.push(File {
                 path: path.to_path_buf(),

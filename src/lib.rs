@@ -20,6 +20,8 @@ pub(crate) mod entrypoints;
 pub(crate) mod error;
 pub(crate) mod escape;
 pub(crate) mod explain;
+#[cfg(test)]
+mod fuzz;
 pub(crate) mod gitconfig;
 pub(crate) mod handback;
 pub(crate) mod held;

@@ -41,7 +41,7 @@ pub(super) fn run_contained(mut c: Command, timeout: Duration, started: impl FnO
                 .map_err(std::io::Error::from)
         });
     }
-    let mut child = match c.spawn() {
+    let mut child = match super::interrupt::spawn(&mut c) {
         Ok(child) => child,
         Err(e) => {
             return Ran {
@@ -69,6 +69,8 @@ pub(super) fn run_contained(mut c: Command, timeout: Duration, started: impl FnO
             tracing::warn!("ending a timed-out battery command: {e}");
         }
     }
+    // Before the reap, while the leader's pid still names only its group.
+    super::interrupt::ended(child.id());
     let status = reap_within(&mut child, GRACE);
     let mut text = output.recv_timeout(GRACE).unwrap_or_else(|_| {
         "(output incomplete: a process the command left behind still holds it)\n".into()

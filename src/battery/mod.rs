@@ -19,6 +19,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 mod child;
+mod interrupt;
 mod tty;
 
 /// One case file.
@@ -215,6 +216,8 @@ fn scene(case: &Case, bin: &Path, host_env: &HostEnv) -> Result<Scene> {
         case.name
     ));
     let _ = std::fs::remove_dir_all(&root);
+    // From its first byte, removed if the battery is interrupted (a half-run scene, even with --keep).
+    interrupt::scene(Some(root.clone()));
     let (home, ws, rt) = (root.join("home"), root.join("ws"), root.join("rt"));
     for d in [
         home.join(".local/bin"),
@@ -387,7 +390,10 @@ pub fn run_case(case: &Case, bin: &Path, unguarded: bool, keep: bool, env: &Host
             }
             s
         }
-        Err(e) => return outcome(Verdict::Skipped, None, format!("cannot set up: {e}")),
+        Err(e) => {
+            interrupt::scene(None);
+            return outcome(Verdict::Skipped, None, format!("cannot set up: {e}"));
+        }
     };
     let result = judge(case, &s, bin, unguarded);
     if !case.cleanup.is_empty() {
@@ -396,6 +402,7 @@ pub fn run_case(case: &Case, bin: &Path, unguarded: bool, keep: bool, env: &Host
     if !keep {
         let _ = std::fs::remove_dir_all(&s.root);
     }
+    interrupt::scene(None);
     let (verdict, latency, detail) = result;
     outcome(verdict, latency, detail)
 }
@@ -536,6 +543,7 @@ pub fn run(opts: &Options, env: &HostEnv) -> Result<i32> {
     }
     let bin = std::env::current_exe().map_err(|e| Error::io("finding claude-sandbox", e))?;
     child::own_session_keyring();
+    interrupt::install().map_err(|e| Error::io("handling the battery's signals", e))?;
     let color = !opts.json && crate::cli::color_on(std::io::stdout());
     let mut out = std::io::stdout().lock();
     if !opts.json {

@@ -5,10 +5,10 @@ use super::*;
 use std::process::Command;
 
 /// `(key, value)` pairs as git lists them (`None`: a bare key).
-type Listed = Vec<(String, Option<Vec<u8>>)>;
+pub(crate) type Listed = Vec<(String, Option<Vec<u8>>)>;
 
 /// What git lists: `Err(())` if it refuses the file, else `(key, value)` in order.
-fn git_list(file: &Path, includes: bool, home: &Path) -> Result<Listed, ()> {
+pub(crate) fn git_list(file: &Path, includes: bool, home: &Path) -> Result<Listed, ()> {
     let mut c = Command::new("git");
     c.args(["config", "-z", "--list"]);
     if includes {
@@ -39,13 +39,13 @@ fn git_list(file: &Path, includes: bool, home: &Path) -> Result<Listed, ()> {
 }
 
 /// git prints the subsection as written and the rest lowercased, as `parse` names keys.
-fn ours(keys: &[Key]) -> Listed {
+pub(crate) fn ours(keys: &[Key]) -> Listed {
     keys.iter()
         .map(|k| (k.name.clone(), k.value.clone()))
         .collect()
 }
 
-const FRAGMENTS: &[&[u8]] = &[
+pub(crate) const FRAGMENTS: &[&[u8]] = &[
     b"\xef\xbb\xbf",
     b"\xef\xbb",
     b"[core]\n",
@@ -81,6 +81,7 @@ const FRAGMENTS: &[&[u8]] = &[
     b"\tk =    \n",
     b"[sec \"a\\\nb\"]\n",
     b"\tk = v",
+    b"[core \"fsmonitor\x00\"]\n\tx = /evil\n",
 ];
 
 /// A small deterministic generator (no dependency for a test corpus).
@@ -258,4 +259,85 @@ fn booleans_are_read_as_git_reads_them() {
         let git = out.status.success().then(|| out.stdout == b"true\n");
         assert_eq!(parse_bool(v), git, "{v:?}");
     }
+}
+
+/// Found by the fuzzer (`fuzz::gitconfig`): an include git cannot read as a file (an empty path,
+/// which is the including file's directory; `~`, the home directory) makes git refuse the whole
+/// config. The reader skipped both as if missing, and so read a file git refuses.
+#[test]
+fn an_include_that_is_a_directory_is_refused_as_git_refuses_it() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    for value in ["", "~", "~/", "."] {
+        let path = t.path().join("config");
+        std::fs::write(
+            &path,
+            format!("[core]\n\tk = v\n[include]\n\tpath = {value}\n"),
+        )
+        .unwrap();
+        assert!(
+            git_list(&path, true, &home).is_err(),
+            "{value:?}: git read it"
+        );
+        let c = read(&[path], Some(&home));
+        assert!(
+            matches!(c.bad().next(), Some((_, Bad::Unreadable(_)))),
+            "{value:?}: {:?}",
+            c.files
+        );
+    }
+    // A missing include, or one below a file, is skipped by both.
+    let path = t.path().join("config");
+    std::fs::write(&path, "[include]\n\tpath = nope\n\tpath = config/x\n").unwrap();
+    assert!(git_list(&path, true, &home).is_ok());
+    assert_eq!(read(&[path], Some(&home)).bad().count(), 0);
+}
+
+/// Found by the fuzzer (`fuzz::gitconfig`, a long run): git ends a key's name at a NUL, which only a
+/// quoted subsection can hold, so `[core "fsmonitor\0"] x = CMD` is `core.fsmonitor = CMD` to git,
+/// and `git status` runs CMD. The reader named it `core.fsmonitor\0.x`, which no judge matches.
+#[test]
+fn a_nul_in_a_subsection_ends_the_name_as_git_ends_it() {
+    let t = tempfile::tempdir().unwrap();
+    let repo = t.path().join("repo");
+    let out = Command::new("git")
+        .args(["init", "-q"])
+        .arg(&repo)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let ran = t.path().join("ran");
+    let hook = t.path().join("hook.sh");
+    std::fs::write(&hook, format!("#!/bin/sh\ntouch '{}'\n", ran.display())).unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let config = repo.join(".git/config");
+    let mut bytes = std::fs::read(&config).unwrap();
+    bytes.extend_from_slice(
+        format!("[core \"fsmonitor\0\"]\n\tx = {}\n", hook.display()).as_bytes(),
+    );
+    std::fs::write(&config, &bytes).unwrap();
+    // git runs it...
+    let status = Command::new("git")
+        .arg("-C")
+        .arg(&repo)
+        .arg("status")
+        .env("HOME", t.path())
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(status.status.success());
+    assert!(
+        ran.exists(),
+        "git did not run the fsmonitor: the premise changed"
+    );
+    // ...so the reader names it as git does, and lists what git lists.
+    let keys = parse(&bytes).unwrap();
+    let k = keys.last().unwrap();
+    assert_eq!(k.name, "core.fsmonitor");
+    assert_eq!(
+        k.value.as_deref(),
+        Some(hook.as_os_str().as_encoded_bytes())
+    );
+    assert_eq!(git_list(&config, false, t.path()), Ok(ours(&keys)));
 }

@@ -547,4 +547,6 @@ pub(crate) fn split_host_port(authority: &str, default: Option<u16>) -> Option<(
 }
 
 #[cfg(test)]
+mod fuzz;
+#[cfg(test)]
 mod tests;

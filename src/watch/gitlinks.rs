@@ -84,7 +84,9 @@ fn index_entries(index: &[u8], hash_len: usize) -> Option<Vec<(u32, Vec<u8>)>> {
             while c & 0x80 != 0 {
                 c = *index.get(p)?;
                 p += 1;
-                strip = ((strip + 1) << 7) | (c & 0x7f) as usize;
+                // Checked: a length past any path is not an index git writes (and must not
+                // overflow into a small one).
+                strip = strip.checked_add(1)?.checked_mul(1 << 7)? | (c & 0x7f) as usize;
             }
             let end = p + index.get(p..)?.iter().position(|&b| b == 0)?;
             let mut path = prev.get(..prev.len().checked_sub(strip)?)?.to_vec();
@@ -266,6 +268,28 @@ mod tests {
             );
         }
         assert!(index_gitlinks(b"DIRX", 20).is_none());
+    }
+
+    /// Found while writing the fuzz target for this parser (a made-up version-4 index): a
+    /// prefix-length varint that reaches `usize::MAX` and goes on overflowed `strip + 1` (a panic
+    /// in a debug build, a wrapped length in a release one). It is `None` now: not an index git
+    /// writes.
+    #[test]
+    fn a_prefix_length_past_any_path_is_not_an_index() {
+        let mut index = b"DIRC".to_vec();
+        index.extend_from_slice(&4u32.to_be_bytes());
+        index.extend_from_slice(&1u32.to_be_bytes());
+        let mut entry = [0u8; 40];
+        entry[24..28].copy_from_slice(&0o160_000u32.to_be_bytes());
+        index.extend_from_slice(&entry);
+        index.extend_from_slice(&[0x11; 20]);
+        index.extend_from_slice(&[0, 4]);
+        // 0, then seven bits at a time up to usize::MAX, and one more.
+        index.extend_from_slice(&[
+            0x80, 0xfe, 0xfe, 0xfe, 0xfe, 0xfe, 0xfe, 0xfe, 0xfe, 0xff, 0x00,
+        ]);
+        index.extend_from_slice(b"sub\0");
+        assert_eq!(index_gitlinks(&index, 20), None);
         assert!(!safe_relative(Path::new("../up")));
         assert!(!safe_relative(Path::new("/abs")));
         assert!(safe_relative(Path::new("node_modules/.x")));

@@ -95,6 +95,7 @@ fn an_exec_capable_key_is_never_live_outside_during_or_after_the_session() {
          git config alias.x '!touch {p}'
          git config --add include.path ../evil
          printf '[core]\\n\\tpager = touch {p}\\n' >> .git/config
+         printf '[core \"fsmonitor\\0\"]\\n\\tx = touch {p}.nul\\n' >> .git/config
          git config user.email agent@example.invalid
          git config --get core.fsmonitor >/dev/null
          touch ready
@@ -140,6 +141,11 @@ fn an_exec_capable_key_is_never_live_outside_during_or_after_the_session() {
             .unwrap();
     }
     assert!(!pwned.exists(), "the human's git ran the jail's key");
+    // `core.fsmonitor` to git, behind a NUL in a subsection (docs/reliability.md).
+    assert!(
+        !f.root.join("pwned.nul").exists(),
+        "the human's git ran the fsmonitor behind a NUL"
+    );
     let alerts = alerts_json(&f);
     assert!(
         alerts.contains("\"held\"") && alerts.contains("core.fsmonitor"),

@@ -384,3 +384,122 @@ fn the_proxy_executed_instead_of_forked_serves_the_same() {
         stderr(&o)
     );
 }
+
+/// In the jail: `n` CONNECT tunnels at once to a server that holds them, all asked before any
+/// answer is read; the answers counted; then all closed and one more request made.
+fn tunnels_script(hold: u16, port: u16) -> String {
+    format!(
+        r#"python3 - <<'PY'
+import os, resource, socket, subprocess, time
+SOCK = "/tmp/.claude-sandbox-net/proxy.sock"
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+want = 1100 if hard == resource.RLIM_INFINITY else min(hard, 1100)
+if soft != resource.RLIM_INFINITY and soft < want:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    soft = want
+n = 1000 if soft == resource.RLIM_INFINITY else min(1000, soft - 64)
+conns = []
+t0 = time.time()
+for i in range(n):
+    s = socket.socket(socket.AF_UNIX); s.connect(SOCK)
+    s.sendall(b"CONNECT allowed.test:{hold} HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+    conns.append(s)
+codes = {{}}
+for s in conns:
+    s.settimeout(20)
+    try:
+        line = s.recv(4096).split(b"\r\n")[0].decode(errors="replace")
+    except OSError as e:
+        line = "error " + type(e).__name__
+    code = line.split(" ")[1] if line.startswith("HTTP/") else line
+    codes[code] = codes.get(code, 0) + 1
+print("tunnels: %d asked, answers %s in %.1f s" % (n, sorted(codes.items()), time.time() - t0), flush=True)
+open("loaded", "w").close()
+time.sleep(3)
+os.unlink("loaded")
+for s in conns:
+    s.close()
+time.sleep(1)
+r = subprocess.run(["curl", "-sS", "-m", "20", "http://allowed.test:{port}/after"], capture_output=True, text=True)
+print("after:", r.stdout, r.stderr, flush=True)
+PY"#
+    )
+}
+
+/// Issue 38, item 4: a thousand connections served at once (not idle ones: each asks for a tunnel
+/// to a loopback server that holds it). The proxy serves its cap and refuses the rest with a
+/// sentence; the launcher holds what it held before; all closed, the next request is served.
+#[test]
+fn a_thousand_tunnels_at_once_are_capped_and_the_launcher_left_alone() {
+    let f = Fixture::new();
+    let srv = Server::start();
+    let hold = holding_server();
+    let script = tunnels_script(hold, srv.port);
+    let mut child = f
+        .cmd(
+            [
+                &["run", "--network", "allowlist"][..],
+                ALLOW,
+                &["--", "bash", "-c", script.as_str()],
+            ]
+            .concat(),
+        )
+        .env("CLAUDE_SANDBOX_TEST_HOSTS", "allowed.test=127.0.0.1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let launcher = child.id();
+    let (mut launcher_max, mut proxy_max, mut sampled) = ((0, 0), (0, 0), 0);
+    let loaded = f.ws.join("loaded");
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() && started.elapsed().as_secs() < 180 {
+        if loaded.exists() {
+            sampled += 1;
+            if let Some((fds, th)) = fds_and_threads(launcher) {
+                launcher_max = (launcher_max.0.max(fds), launcher_max.1.max(th));
+            }
+            if let Some((fds, th)) = proxy_of(launcher).and_then(fds_and_threads) {
+                proxy_max = (proxy_max.0.max(fds), proxy_max.1.max(th));
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let o = child.wait_with_output().unwrap();
+    let out = ok(&o);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("tunnels: "))
+        .unwrap_or_else(|| panic!("{out}"));
+    eprintln!(
+        "{line}; launcher at most {} fds / {} threads; proxy at most {} fds / {} threads ({sampled} samples)",
+        launcher_max.0, launcher_max.1, proxy_max.0, proxy_max.1
+    );
+    let asked: usize = line["tunnels: ".len()..]
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(asked >= 900, "{line}");
+    // The cap (256, or fewer if the proxy's descriptor limit is lower) served, every other one
+    // refused with a 503, none left unanswered.
+    let count = |code: &str| -> usize {
+        line.split(&format!("('{code}', "))
+            .nth(1)
+            .and_then(|r| r.split(')').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    let (served, busy) = (count("200"), count("503"));
+    assert!(served > 0 && served <= 256, "{line}");
+    assert_eq!(served + busy, asked, "{line}");
+    assert!(sampled > 5, "the load was never sampled: {out}");
+    assert!(
+        launcher_max.0 < 64 && launcher_max.1 < 16,
+        "{launcher_max:?}"
+    );
+    // A thread and two descriptors per tunnel, the pending ones, and a margin.
+    assert!(proxy_max.1 <= served + 8, "{proxy_max:?}");
+    assert!(proxy_max.0 <= 3 * 256 + 64, "{proxy_max:?}");
+    assert!(out.contains("after: outside:/after"), "{out}");
+}

@@ -32,6 +32,8 @@ pub(super) enum BadRequest {
     Encoding,
     #[error("the request's chunked body is malformed")]
     Chunk,
+    #[error("the request's Connection header names its own Content-Length or Transfer-Encoding")]
+    HopFraming,
 }
 
 /// A request head, split.
@@ -142,8 +144,22 @@ impl Request<'_> {
         Ok(Target::Absolute { host, port, path })
     }
 
-    /// The body's framing (RFC 9112 §6): one reading only, or a refusal.
+    /// The body's framing (RFC 9112 §6): one reading only, or a refusal. A request whose
+    /// `Connection` names its framing header is refused: `forward` drops what `Connection` names,
+    /// so the server would read no body where the proxy sends one, and take the body for the next
+    /// request (through an upstream proxy, to any host).
     pub(super) fn framing(&self) -> Result<Framing, BadRequest> {
+        if self
+            .values("connection")
+            .flat_map(|v| v.split(','))
+            .map(str::trim)
+            .any(|t| {
+                t.eq_ignore_ascii_case("content-length")
+                    || t.eq_ignore_ascii_case("transfer-encoding")
+            })
+        {
+            return Err(BadRequest::HopFraming);
+        }
         let codings: Vec<String> = self
             .values("transfer-encoding")
             .flat_map(|v| v.split(','))
@@ -334,7 +350,13 @@ impl Chunked {
                             let size = line.split(|b| *b == b';').next().unwrap_or_default();
                             let size = std::str::from_utf8(size)
                                 .ok()
-                                .filter(|s| !s.is_empty() && s.len() <= 16)
+                                // Hex digits only (RFC 9112 §7.1): `from_str_radix` also takes
+                                // a sign, which a server refuses or reads otherwise.
+                                .filter(|s| {
+                                    !s.is_empty()
+                                        && s.len() <= 16
+                                        && s.bytes().all(|b| b.is_ascii_hexdigit())
+                                })
                                 .and_then(|s| u64::from_str_radix(s, 16).ok())
                                 .ok_or(BadRequest::Chunk)?;
                             if size == 0 {

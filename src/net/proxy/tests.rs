@@ -179,6 +179,40 @@ fn a_body_has_one_framing_or_the_request_is_refused() {
     }
 }
 
+/// Found by the fuzzer (`net::proxy::fuzz`): `Connection` naming the framing header made `forward`
+/// drop it, so the server read no body where the proxy sent one and took the body for a second
+/// request (through an upstream proxy, an absolute URL to any host).
+#[test]
+fn a_request_whose_connection_names_its_framing_is_refused() {
+    let framing = |h: &str| http::parse(&req(h)).unwrap().framing();
+    for bad in [
+        "POST http://a/ HTTP/1.1\nContent-Length: 41\nConnection: content-length\n\n",
+        "POST http://a/ HTTP/1.1\nTransfer-Encoding: chunked\nConnection: keep-alive, Transfer-Encoding\n\n",
+        // Named with no such header: refused all the same (nothing to gain from it).
+        "GET http://a/ HTTP/1.1\nConnection: CONTENT-LENGTH\n\n",
+    ] {
+        assert_eq!(framing(bad), Err(BadRequest::HopFraming), "{bad}");
+    }
+}
+
+/// Found by the fuzzer (`net::proxy::fuzz`): a chunk size with a sign (`+1`) was read as 1, where a
+/// server refuses it or reads the body otherwise: the two ends disagree on where the body ends.
+#[test]
+fn a_chunk_size_is_hex_digits_only() {
+    for bad in [
+        "+1\r\na\r\n0\r\n\r\n",
+        "-0\r\n\r\n",
+        " 1\r\na\r\n0\r\n\r\n",
+        "0x1\r\na\r\n0\r\n\r\n",
+    ] {
+        let mut body = http::Body::new(Framing::Chunked);
+        assert_eq!(body.take(bad.as_bytes()), Err(BadRequest::Chunk), "{bad:?}");
+    }
+    let mut body = http::Body::new(Framing::Chunked);
+    let good = b"01;x=y\r\na\r\n0\r\n\r\n";
+    assert_eq!(body.take(good), Ok((good.len(), true)));
+}
+
 #[test]
 fn the_head_sent_on_names_the_checked_authority_and_closes() {
     let head = req(
