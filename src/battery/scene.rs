@@ -169,4 +169,3 @@ pub(super) fn requirement_missing(req: &str) -> Option<String> {
         }
     }
 }
-

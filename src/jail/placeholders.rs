@@ -57,20 +57,32 @@ fn with_registry<T>(runtime: &Path, f: impl FnOnce(&mut Registry) -> Result<T>) 
     if read.as_ref() == Some(&bytes) {
         return Ok(out); // unchanged (the common sweep): no new file
     }
-    let mut tmp = path.clone().into_os_string();
+    save(&path, &bytes)?;
+    Ok(out)
+}
+
+/// Write the registry by a temporary file and a rename (a reader sees the old or the new one).
+fn save(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut tmp = path.to_path_buf().into_os_string();
     tmp.push(format!(".{}", std::process::id()));
     std::fs::write(&tmp, bytes)
-        .and_then(|()| std::fs::rename(&tmp, &path))
-        .map_err(|e| Error::io("saving the placeholder registry", e))?;
-    Ok(out)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| Error::io("saving the placeholder registry", e))
 }
 
 /// Register the session, clean what dead sessions left, and create the placeholders it needs.
 /// Fails closed: if one cannot be created, the ones made so far are removed and the launch stops.
+///
+/// Written ahead: the session and every placeholder it is about to make are in the registry on
+/// disk (as made-to-be, no inode yet) before the first is made, so a launcher killed among them
+/// leaves nothing the next `run` does not know of (`still_ours` takes a made-to-be one for ours
+/// while it is exactly what we make: an empty directory, or a file of our content).
 pub fn acquire(runtime: &Path, session: &SessionId, wanted: &[Placeholder]) -> Result<()> {
+    let path = crate::runtime_dir::RuntimeDir::new(runtime).placeholders();
     with_registry(runtime, |reg| {
         prune(reg);
         reg.sessions.push(session.clone());
+        let mut to_make = Vec::new();
         for p in wanted {
             if let Some(e) = reg.entries.iter_mut().find(|e| e.path == p.path) {
                 if still_ours(e) {
@@ -78,22 +90,39 @@ pub fn acquire(runtime: &Path, session: &SessionId, wanted: &[Placeholder]) -> R
                     continue;
                 }
             }
+            reg.entries.retain(|e| e.path != p.path);
+            reg.entries.push(Entry {
+                path: p.path.clone(),
+                content: match p.stub {
+                    Stub::Dir => None,
+                    Stub::File(c) => Some(c.to_string()),
+                },
+                dev: 0,
+                ino: 0,
+                holders: vec![session.id.clone()],
+            });
+            to_make.push(p);
+        }
+        if !to_make.is_empty() {
+            save(
+                &path,
+                &serde_json::to_vec_pretty(&*reg).expect("registry serialises"),
+            )?;
+        }
+        for p in to_make {
             match create(p) {
-                Ok((dev, ino)) => reg.entries.push(Entry {
-                    path: p.path.clone(),
-                    content: match p.stub {
-                        Stub::Dir => None,
-                        Stub::File(c) => Some(c.to_string()),
-                    },
-                    dev,
-                    ino,
-                    holders: vec![session.id.clone()],
-                }),
+                Ok((dev, ino)) => {
+                    if let Some(e) = reg.entries.iter_mut().find(|e| e.path == p.path) {
+                        (e.dev, e.ino) = (dev, ino);
+                    }
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     // Appeared since planning (another session, or the human): sealed as it is.
+                    reg.entries.retain(|e| e.path != p.path);
                 }
                 Err(e) => {
                     let msg = format!("cannot create placeholder {}: {e}", p.path.display());
+                    reg.entries.retain(|e| !(e.path == p.path && e.ino == 0));
                     release_in(reg, &session.id);
                     return Err(Error::Jail(msg));
                 }
@@ -221,11 +250,20 @@ fn still_ours(e: &Entry) -> bool {
     let Ok(m) = std::fs::symlink_metadata(&e.path) else {
         return false;
     };
-    if m.dev() != e.dev || m.ino() != e.ino {
+    // Made-to-be (`acquire` was stopped between writing it down and making it): ours while it is
+    // exactly what we make.
+    let made_to_be = e.dev == 0 && e.ino == 0;
+    if !made_to_be && (m.dev() != e.dev || m.ino() != e.ino) {
         return false;
     }
     match &e.content {
         None => m.is_dir(),
+        // Made-to-be, it may have been stopped between making the file and writing all of it.
+        Some(c) if made_to_be => {
+            m.is_file()
+                && m.len() <= c.len() as u64
+                && std::fs::read(&e.path).is_ok_and(|b| c.as_bytes().starts_with(&b))
+        }
         Some(c) => {
             m.is_file()
                 && m.len() == c.len() as u64

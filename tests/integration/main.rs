@@ -10,6 +10,7 @@ mod cli_texts;
 mod common;
 mod concurrent;
 mod entry_points;
+mod faults;
 mod gitconfig;
 mod hardlinks;
 mod hooks;

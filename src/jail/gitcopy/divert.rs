@@ -80,22 +80,86 @@ fn registry_lock(dir: &Path) -> std::io::Result<std::fs::File> {
 
 /// git's own lock file for `file` (`<file>.lock`, made exclusively), held while it lives: the
 /// human's git, which takes the same lock to save, fails loudly meanwhile instead of losing a change.
+/// It says whose it is (`LOCK_MARK`, the launcher's pid and start time), so that one a killed
+/// launcher left is taken for what it is and removed, instead of stopping every later session and
+/// the human's own `git config` ("File exists") for good.
 struct GitLock(PathBuf);
+
+/// The first bytes of a `GitLock` (git writes a whole config there, which never starts so).
+const LOCK_MARK: &str = "\0claude-sandbox lock ";
+
+/// Whether `lock` is a `GitLock` whose launcher is gone.
+fn left_by_a_dead_launcher(lock: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(lock) else {
+        return false;
+    };
+    let Some(rest) = text.strip_prefix(LOCK_MARK) else {
+        return false;
+    };
+    let mut fields = rest.split_whitespace().map(str::parse::<u64>);
+    match (fields.next(), fields.next()) {
+        (Some(Ok(pid)), Some(Ok(start))) => !SessionId {
+            id: String::new(),
+            pid: u32::try_from(pid).unwrap_or(0),
+            start,
+            lock: None,
+        }
+        .alive(),
+        _ => false,
+    }
+}
+
+/// The marks (`<lock>.claude-sandbox.<pid>`) launchers that died left beside `lock` (this one's
+/// own pid included: it is about to write it anew).
+fn remove_dead_marks(lock: &Path) {
+    let (Some(dir), Some(name)) = (lock.parent(), lock.file_name()) else {
+        return;
+    };
+    let prefix = format!("{}.claude-sandbox.", name.to_string_lossy());
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let n = e.file_name();
+        let Some(pid) = n.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
+            continue;
+        };
+        let mine = pid == std::process::id().to_string();
+        if mine || !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
 
 impl GitLock {
     fn take(file: &Path) -> std::io::Result<GitLock> {
+        use std::io::Write;
         let mut name = file.as_os_str().to_owned();
         name.push(".lock");
         let path = PathBuf::from(name);
         let t0 = Instant::now();
-        loop {
-            let made = std::fs::OpenOptions::new()
+        let me = SessionId::current();
+        // Written whole under a name of its own, then linked into place (a link fails where the
+        // lock exists): the lock never exists without its mark, whenever this launcher dies.
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(format!(".claude-sandbox.{}", me.pid));
+        let tmp = PathBuf::from(tmp);
+        remove_dead_marks(&path);
+        {
+            let mut f = std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .mode(0o600)
-                .open(&path);
-            match made {
-                Ok(_) => return Ok(GitLock(path)),
+                .open(&tmp)?;
+            writeln!(f, "{LOCK_MARK}{} {}", me.pid, me.start)?;
+        }
+        let made = loop {
+            match std::fs::hard_link(&tmp, &path) {
+                Ok(()) => break Ok(GitLock(path)),
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::AlreadyExists
+                        && left_by_a_dead_launcher(&path) =>
+                {
+                    tracing::info!(lock = %path.display(), "removing a lock a killed launcher left");
+                    let _ = std::fs::remove_file(&path);
+                }
                 Err(e)
                     if e.kind() == std::io::ErrorKind::AlreadyExists
                         && t0.elapsed() < LOCK_WAIT =>
@@ -103,13 +167,15 @@ impl GitLock {
                     std::thread::sleep(Duration::from_millis(5));
                 }
                 Err(e) => {
-                    return Err(other(format!(
+                    break Err(other(format!(
                         "{}: {e} (git is writing it)",
                         path.display()
                     )))
                 }
             }
-        }
+        };
+        let _ = std::fs::remove_file(&tmp);
+        made
     }
 }
 
