@@ -160,6 +160,11 @@ pub struct Plan {
     /// The measured agent-state directories' top level at launch (`statesweep`).
     #[serde(skip)]
     pub state_listings: Vec<super::statesweep::Listing>,
+    /// The `.env` files an `.envrc` exports, as they were at launch (`launch::dotenv`).
+    #[serde(skip)]
+    pub dotenv: Vec<super::launch::dotenv::Before>,
+    /// The directories an `.envrc` puts on PATH: first on the human's shell's PATH there.
+    pub envrc_path_dirs: Vec<PathBuf>,
 }
 
 impl Plan {
@@ -418,6 +423,8 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         holes,
         unread: Vec::new(),
         existing_entry_points: std::collections::HashSet::new(),
+        dotenv: Vec::new(),
+        envrc_path_dirs: Vec::new(),
     })
 }
 
@@ -523,6 +530,8 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
     plan.worktree_listings = super::worktrees::listings(&discovery.repos, &writable_roots);
     plan.repos = discovery.repos;
     plan.workspace_dirs = discovery.dirs;
+    plan.dotenv = super::launch::dotenv::before(&discovery.dotenv, &writable_roots);
+    plan.envrc_path_dirs = discovery.path_adds;
 }
 
 fn canonical(p: &Path) -> Result<PathBuf> {

@@ -1,0 +1,205 @@
+//! The `.env` files an allowed `.envrc` exports (`dotenv`, `dotenv_if_exists`): held when the
+//! session changed them.
+//!
+//! Guards against data made code: direnv exports every line of such a file into the human's shell,
+//! and `GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_0=core.fsmonitor`, `BASH_ENV`, `LD_PRELOAD` or `PATH` make
+//! the next `git status` or `bash` run what the agent chose. Not sealed like the sourced files:
+//! `.env` is written every day by tools and agents (`cp .env.example .env`, a key added for the
+//! task), and a read-only file or a placeholder directory there would break that work inside the
+//! jail. So the jail writes it freely; at the session's end a changed or new one is held for
+//! `claude-sandbox review` (the session's bytes), and the human's bytes as of launch are put back
+//! (a new one is moved out). Accepting puts the session's version in place byte for byte. Until
+//! the session ends a direnv of the human's in that directory reloads it (the window this kind
+//! accepts, as `launch::created` does for new names).
+
+use crate::alerts::{at_session_end, AlertKind};
+use crate::jail::plan::Plan;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Larger `.env` files are not snapshot: they are alerted when changed, not restored.
+const MAX_BYTES: u64 = 1 << 20;
+
+/// One `.env` file as it was at launch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Before {
+    pub path: PathBuf,
+    /// The regular file there (`None`: there was none).
+    pub file: Option<Snapshot>,
+}
+
+/// A regular file's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Snapshot {
+    /// Its bytes (`None`: larger than `MAX_BYTES`, judged by its change time).
+    bytes: Option<Vec<u8>>,
+    mode: u32,
+    ctime_ns: i64,
+}
+
+/// The launch's snapshot of the `.env` files that lie where the jail can write.
+pub(crate) fn before(paths: &[PathBuf], roots: &[PathBuf]) -> Vec<Before> {
+    paths
+        .iter()
+        .filter(|p| roots.iter().any(|r| p.starts_with(r)))
+        .map(|p| Before {
+            path: p.clone(),
+            file: snapshot(p),
+        })
+        .collect()
+}
+
+/// The regular file at `path`, if there is one (a symlink is none: direnv would follow it, and
+/// it is judged as "not a regular file" at the end).
+fn snapshot(path: &Path) -> Option<Snapshot> {
+    let m = std::fs::symlink_metadata(path)
+        .ok()
+        .filter(std::fs::Metadata::is_file)?;
+    let bytes = (m.len() <= MAX_BYTES)
+        .then(|| std::fs::read(path).ok())
+        .flatten();
+    Some(Snapshot {
+        bytes,
+        mode: m.mode() & 0o7777,
+        ctime_ns: m.ctime() * 1_000_000_000 + m.ctime_nsec(),
+    })
+}
+
+/// Whether the file changed: by bytes, or by change time where either side was too large.
+fn changed(was: Option<&Snapshot>, is: Option<&Snapshot>) -> bool {
+    match (was, is) {
+        (None, None) => false,
+        (Some(w), Some(i)) => match (&w.bytes, &i.bytes) {
+            (Some(a), Some(b)) => a != b,
+            _ => w.ctime_ns != i.ctime_ns,
+        },
+        _ => true,
+    }
+}
+
+/// At the session's end: hold what changed, put the launch's bytes back.
+pub(super) fn finish(plan: &Plan, session_dir: &Path) {
+    for b in &plan.dotenv {
+        let now = snapshot(&b.path);
+        let other = now.is_none() && std::fs::symlink_metadata(&b.path).is_ok();
+        if !changed(b.file.as_ref(), now.as_ref()) && !other {
+            continue;
+        }
+        let shown = crate::escape::visible_path(&b.path);
+        let alert = |why: &str| {
+            let detail = format!(
+                "{shown} (exported by an allowed .envrc's dotenv) {why}: review it before direnv \
+                 loads it"
+            );
+            at_session_end(session_dir, AlertKind::EntryPointCreated, &b.path, &detail);
+        };
+        match (now, &b.file) {
+            // Removed: nothing of the session's is left to load.
+            (None, _) if !other => {}
+            (
+                Some(Snapshot {
+                    bytes: Some(bytes),
+                    mode,
+                    ..
+                }),
+                None,
+            ) => {
+                hold(&b.path, &bytes, mode, None, session_dir);
+            }
+            (
+                Some(Snapshot {
+                    bytes: Some(bytes),
+                    mode,
+                    ..
+                }),
+                Some(Snapshot {
+                    bytes: Some(old),
+                    mode: old_mode,
+                    ..
+                }),
+            ) => hold(&b.path, &bytes, mode, Some((old, *old_mode)), session_dir),
+            _ => alert("was changed during the session and is not a small regular file"),
+        }
+    }
+}
+
+/// Hold the session's bytes and put the launch's back (none: move the file out).
+fn hold(path: &Path, bytes: &[u8], mode: u32, old: Option<(&Vec<u8>, u32)>, session_dir: &Path) {
+    let shown = crate::escape::visible_path(path);
+    let item = crate::held::Item {
+        id: String::new(),
+        time: String::new(),
+        session: String::new(),
+        consequence: crate::handback::Consequence::Program,
+        why: "exported into your shell by an allowed .envrc (dotenv): variables such as \
+              GIT_CONFIG_*, BASH_ENV, LD_PRELOAD or PATH run programs"
+            .into(),
+        target: path.to_path_buf(),
+        what: path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned(),
+        change: crate::held::Change::File {
+            sha256: crate::quarantine::sha256_bytes(bytes),
+            mode: mode & 0o777,
+            before: old.map(|(b, _)| crate::quarantine::sha256_bytes(b)),
+        },
+    };
+    let id = match crate::held::hold_at_session_end(session_dir, item, Some(bytes)) {
+        Ok(id) => id,
+        Err(e) => {
+            let detail = format!(
+                "{shown} (exported by an allowed .envrc) was changed during the session and \
+                 could not be held ({e}): review it before direnv loads it"
+            );
+            at_session_end(session_dir, AlertKind::EntryPointCreated, path, &detail);
+            return;
+        }
+    };
+    let put_back = match old {
+        Some((b, m)) => std::fs::write(path, b)
+            .and_then(|()| std::fs::set_permissions(path, std::fs::Permissions::from_mode(m))),
+        None => std::fs::remove_file(path),
+    };
+    match put_back {
+        Ok(()) => crate::logfile::note(&format!(
+            "{shown} was changed during the session: held for `claude-sandbox review` ({id}); \
+             yours is back as it was"
+        )),
+        Err(e) => crate::logfile::note(&format!(
+            "{shown}: held ({id}) but yours could not be put back: {e}"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snap(bytes: Option<&[u8]>, ctime_ns: i64) -> Snapshot {
+        Snapshot {
+            bytes: bytes.map(<[u8]>::to_vec),
+            mode: 0o644,
+            ctime_ns,
+        }
+    }
+
+    #[test]
+    fn a_change_is_told_by_bytes_and_by_ctime_only_where_a_side_was_too_large() {
+        let a = snap(Some(b"A=1\n"), 1);
+        assert!(!changed(None, None));
+        assert!(changed(None, Some(&a)), "made in the session");
+        assert!(changed(Some(&a), None), "removed");
+        assert!(
+            !changed(Some(&a), Some(&snap(Some(b"A=1\n"), 2))),
+            "touched only"
+        );
+        assert!(
+            changed(Some(&a), Some(&snap(Some(b"A=2\n"), 1))),
+            "same ctime, new bytes"
+        );
+        assert!(!changed(Some(&snap(None, 5)), Some(&snap(None, 5))));
+        assert!(changed(Some(&snap(None, 5)), Some(&snap(Some(b"x"), 6))));
+    }
+}
