@@ -160,9 +160,10 @@ pub struct Plan {
     /// The measured agent-state directories' top level at launch (`statesweep`).
     #[serde(skip)]
     pub state_listings: Vec<super::statesweep::Listing>,
-    /// The `.env` files an `.envrc` exports, as they were at launch (`launch::dotenv`).
+    /// Files whose edits are held, as they were at launch (`launch::edited`): the `.env` files an
+    /// `.envrc` exports, the existing catalogued names held when changed.
     #[serde(skip)]
-    pub dotenv: Vec<super::launch::dotenv::Before>,
+    pub edited: Vec<super::launch::edited::Before>,
     /// The directories an `.envrc` puts on PATH: first on the human's shell's PATH there.
     pub envrc_path_dirs: Vec<PathBuf>,
 }
@@ -423,7 +424,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         holes,
         unread: Vec::new(),
         existing_entry_points: std::collections::HashSet::new(),
-        dotenv: Vec::new(),
+        edited: Vec::new(),
         envrc_path_dirs: Vec::new(),
     })
 }
@@ -472,7 +473,7 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
         .filter(|f| std::fs::symlink_metadata(&f.path).is_ok())
         .map(|f| f.path.clone())
         .collect();
-    readers::drop_held(&mut findings);
+    let edits_held = readers::drop_held(&mut findings);
     plan.unread = readers::unread(&mut findings, &ws, &search);
     for extra in &extras {
         plan.unread
@@ -530,7 +531,7 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
     plan.worktree_listings = super::worktrees::listings(&discovery.repos, &writable_roots);
     plan.repos = discovery.repos;
     plan.workspace_dirs = discovery.dirs;
-    plan.dotenv = super::launch::dotenv::before(&discovery.dotenv, &writable_roots);
+    plan.edited = super::launch::edited::at_launch(&discovery.dotenv, &edits_held, &writable_roots);
     plan.envrc_path_dirs = discovery.path_adds;
 }
 

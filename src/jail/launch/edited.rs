@@ -1,16 +1,21 @@
-//! The `.env` files an allowed `.envrc` exports (`dotenv`, `dotenv_if_exists`): held when the
-//! session changed them.
+//! Files the jail edits freely that are held when the session changed them: the `.env` files an
+//! allowed `.envrc` exports (`dotenv`, `dotenv_if_exists`), and the catalogued names whose edits
+//! are held (`catalogue::Catalogued::edits_held`: `.pre-commit-config.yaml`) unless they are the
+//! work.
 //!
-//! Guards against data made code: direnv exports every line of such a file into the human's shell,
-//! and `GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_0=core.fsmonitor`, `BASH_ENV`, `LD_PRELOAD` or `PATH` make
-//! the next `git status` or `bash` run what the agent chose. Not sealed like the sourced files:
-//! `.env` is written every day by tools and agents (`cp .env.example .env`, a key added for the
-//! task), and a read-only file or a placeholder directory there would break that work inside the
-//! jail. So the jail writes it freely; at the session's end a changed or new one is held for
-//! `claude-sandbox review` (the session's bytes), and the human's bytes as of launch are put back
-//! (a new one is moved out). Accepting puts the session's version in place byte for byte. Until
-//! the session ends a direnv of the human's in that directory reloads it (the window this kind
-//! accepts, as `launch::created` does for new names).
+//! Guards against data made code, without breaking the work that writes it. direnv exports every
+//! line of such a `.env` into the human's shell at the next prompt, and
+//! `GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_0=core.fsmonitor`, `BASH_ENV`, `LD_PRELOAD` or `PATH` make the
+//! next `git status` or `bash` run what the agent chose — before any review, so a changed `.env` is
+//! held whether or not git tracks it. pre-commit runs its config at the human's next commit, after
+//! `git diff` showed a tracked one: that is the work; an untracked or ignored one is held. Not
+//! sealed, because both are written every day by tools and agents (`cp .env.example .env`, a key
+//! for the task, a hook the task adds), and a read-only file or a placeholder there breaks that
+//! work inside the jail. At the session's end a held one goes to `claude-sandbox review` with the
+//! session's bytes and the human's bytes as of launch are put back (a new `.env` is moved out;
+//! a new catalogued name is `launch::created`'s). Accepting puts the session's version in place
+//! byte for byte. Until the session ends the human's tool there reads the jail's version (the
+//! window this kind accepts, as `launch::created` does for new names).
 
 use crate::alerts::{at_session_end, AlertKind};
 use crate::jail::plan::Plan;
@@ -20,12 +25,34 @@ use std::path::{Path, PathBuf};
 /// Larger `.env` files are not snapshot: they are alerted when changed, not restored.
 const MAX_BYTES: u64 = 1 << 20;
 
-/// One `.env` file as it was at launch.
+/// One file as it was at launch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Before {
     pub path: PathBuf,
     /// The regular file there (`None`: there was none).
     pub file: Option<Snapshot>,
+    pub kind: Edited,
+}
+
+/// Why a file's edits are held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Edited {
+    /// Exported by an allowed `.envrc`: held even when tracked (direnv loads it before a review).
+    Dotenv,
+    /// A catalogued name (`Catalogued::edits_held`): a tracked one is the work.
+    Catalogued,
+}
+
+impl Edited {
+    fn why(self) -> &'static str {
+        match self {
+            Edited::Dotenv => {
+                "exported into your shell by an allowed .envrc (dotenv): variables such as \
+                 GIT_CONFIG_*, BASH_ENV, LD_PRELOAD or PATH run programs"
+            }
+            Edited::Catalogued => "its commands run at your next commit (pre-commit)",
+        }
+    }
 }
 
 /// A regular file's state.
@@ -37,14 +64,26 @@ pub(crate) struct Snapshot {
     ctime_ns: i64,
 }
 
-/// The launch's snapshot of the `.env` files that lie where the jail can write.
-pub(crate) fn before(paths: &[PathBuf], roots: &[PathBuf]) -> Vec<Before> {
+/// The launch's snapshot of the `.env` files `.envrc` files export and of the existing catalogued
+/// names held when changed, where the jail can write.
+pub(crate) fn at_launch(
+    dotenv: &[PathBuf],
+    catalogued: &[PathBuf],
+    roots: &[PathBuf],
+) -> Vec<Before> {
+    let mut out = before(dotenv, roots, Edited::Dotenv);
+    out.extend(before(catalogued, roots, Edited::Catalogued));
+    out
+}
+
+fn before(paths: &[PathBuf], roots: &[PathBuf], kind: Edited) -> Vec<Before> {
     paths
         .iter()
         .filter(|p| roots.iter().any(|r| p.starts_with(r)))
         .map(|p| Before {
             path: p.clone(),
             file: snapshot(p),
+            kind,
         })
         .collect()
 }
@@ -79,18 +118,23 @@ fn changed(was: Option<&Snapshot>, is: Option<&Snapshot>) -> bool {
 
 /// At the session's end: hold what changed, put the launch's bytes back.
 pub(super) fn finish(plan: &Plan, session_dir: &Path) {
-    for b in &plan.dotenv {
+    let mut index = super::created::Indexes::new(&plan.repos);
+    for b in &plan.edited {
         let now = snapshot(&b.path);
         let other = now.is_none() && std::fs::symlink_metadata(&b.path).is_ok();
         if !changed(b.file.as_ref(), now.as_ref()) && !other {
             continue;
         }
         let shown = crate::escape::visible_path(&b.path);
+        if b.kind == Edited::Catalogued && index.tracked(&b.path) {
+            crate::logfile::note(&format!(
+                "{shown} was changed during the session and its repository tracks it: review it \
+                 with the work (`git diff`) before your next commit runs it"
+            ));
+            continue;
+        }
         let alert = |why: &str| {
-            let detail = format!(
-                "{shown} (exported by an allowed .envrc's dotenv) {why}: review it before direnv \
-                 loads it"
-            );
+            let detail = format!("{shown} ({}) {why}: review it", b.kind.why());
             at_session_end(session_dir, AlertKind::EntryPointCreated, &b.path, &detail);
         };
         match (now, &b.file) {
@@ -104,7 +148,7 @@ pub(super) fn finish(plan: &Plan, session_dir: &Path) {
                 }),
                 None,
             ) => {
-                hold(&b.path, &bytes, mode, None, session_dir);
+                hold(b, &bytes, mode, None, session_dir);
             }
             (
                 Some(Snapshot {
@@ -117,23 +161,22 @@ pub(super) fn finish(plan: &Plan, session_dir: &Path) {
                     mode: old_mode,
                     ..
                 }),
-            ) => hold(&b.path, &bytes, mode, Some((old, *old_mode)), session_dir),
+            ) => hold(b, &bytes, mode, Some((old, *old_mode)), session_dir),
             _ => alert("was changed during the session and is not a small regular file"),
         }
     }
 }
 
 /// Hold the session's bytes and put the launch's back (none: move the file out).
-fn hold(path: &Path, bytes: &[u8], mode: u32, old: Option<(&Vec<u8>, u32)>, session_dir: &Path) {
+fn hold(b: &Before, bytes: &[u8], mode: u32, old: Option<(&Vec<u8>, u32)>, session_dir: &Path) {
+    let path = b.path.as_path();
     let shown = crate::escape::visible_path(path);
     let item = crate::held::Item {
         id: String::new(),
         time: String::new(),
         session: String::new(),
         consequence: crate::handback::Consequence::Program,
-        why: "exported into your shell by an allowed .envrc (dotenv): variables such as \
-              GIT_CONFIG_*, BASH_ENV, LD_PRELOAD or PATH run programs"
-            .into(),
+        why: b.kind.why().into(),
         target: path.to_path_buf(),
         what: path
             .file_name()
@@ -150,8 +193,9 @@ fn hold(path: &Path, bytes: &[u8], mode: u32, old: Option<(&Vec<u8>, u32)>, sess
         Ok(id) => id,
         Err(e) => {
             let detail = format!(
-                "{shown} (exported by an allowed .envrc) was changed during the session and \
-                 could not be held ({e}): review it before direnv loads it"
+                "{shown} ({}) was changed during the session and could not be held ({e}): \
+                 review it",
+                b.kind.why()
             );
             at_session_end(session_dir, AlertKind::EntryPointCreated, path, &detail);
             return;
