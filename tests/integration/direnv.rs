@@ -120,3 +120,22 @@ fn a_directory_an_envrc_puts_on_path_is_watched_and_a_planted_git_is_quarantined
     let text = String::from_utf8_lossy(&alerts.stdout);
     assert!(text.contains("path-shadow"), "{text}");
 }
+
+/// Putting yours back replaces the name, never writes through it: a `.env` the session made a hard
+/// link to another file (`README`) leaves that file as it was.
+#[test]
+fn putting_a_dotenv_back_never_writes_through_a_hard_link() {
+    let f = Fixture::new();
+    write(&f, ".envrc", "dotenv\n");
+    write(&f, ".env", "A=1\n");
+    let out = f.jail("rm .env && ln README .env && echo LINKED");
+    assert!(stdout(&out).contains("LINKED"), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("README")).unwrap(),
+        "hello\n",
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read_to_string(f.ws.join(".env")).unwrap(), "A=1\n");
+    assert_eq!(held_count(&f), 1);
+}

@@ -19,7 +19,7 @@
 
 use crate::alerts::{at_session_end, AlertKind};
 use crate::jail::plan::Plan;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// Larger `.env` files are not snapshot: they are alerted when changed, not restored.
@@ -126,6 +126,21 @@ pub(super) fn finish(plan: &Plan, session_dir: &Path) {
             continue;
         }
         let shown = crate::escape::visible_path(&b.path);
+        // A directory on the way replaced by a symlink: the name now leads elsewhere, where
+        // nothing is written in your name.
+        let moved = b
+            .path
+            .parent()
+            .is_some_and(|d| std::fs::canonicalize(d).map_or(true, |c| c != d));
+        if moved {
+            let detail = format!(
+                "{shown} ({}): a directory on its way was replaced during the session, so it was \
+                 neither held nor put back: review it",
+                b.kind.why()
+            );
+            at_session_end(session_dir, AlertKind::EntryPointCreated, &b.path, &detail);
+            continue;
+        }
         if b.kind == Edited::Catalogued && index.tracked(&b.path) {
             crate::logfile::note(&format!(
                 "{shown} was changed during the session and its repository tracks it: review it \
@@ -201,10 +216,11 @@ fn hold(b: &Before, bytes: &[u8], mode: u32, old: Option<(&Vec<u8>, u32)>, sessi
             return;
         }
     };
+    // A new file renamed over the name, never a write through it: the session may have made the
+    // name a hard link to a file of yours.
     let put_back = match old {
-        Some((b, m)) => std::fs::write(path, b)
-            .and_then(|()| std::fs::set_permissions(path, std::fs::Permissions::from_mode(m))),
-        None => std::fs::remove_file(path),
+        Some((b, m)) => crate::held::write_atomic(path, b, m).map_err(|e| e.to_string()),
+        None => std::fs::remove_file(path).map_err(|e| e.to_string()),
     };
     match put_back {
         Ok(()) => crate::logfile::note(&format!(
