@@ -398,6 +398,7 @@ pub fn dedup(findings: Vec<Finding>) -> Vec<Finding> {
 
 pub(crate) mod envrc;
 mod includes;
+mod mise;
 mod own;
 mod state;
 pub(crate) use own::{own_repository, OwnRepo};

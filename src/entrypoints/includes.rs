@@ -19,7 +19,8 @@ const MAX_FILES: usize = 256;
 const MAX_BYTES: u64 = 1 << 20;
 
 impl Discovery {
-    /// Follow the includes of every regular `.envrc` found so far (and of what they source).
+    /// Follow the includes of every regular `.envrc` and `mise.toml` found so far (and of the
+    /// shell code they source, read as an `.envrc`: direnv's stdlib is defined there too).
     pub(super) fn follow_envrc_includes(&mut self, home: Option<&Path>) {
         let mut queue: Vec<PathBuf> = self
             .findings
@@ -27,6 +28,23 @@ impl Discovery {
             .filter(|f| f.path.file_name().is_some_and(|n| n == ".envrc"))
             .map(|f| f.path.clone())
             .collect();
+        let mise: Vec<PathBuf> = (self.findings.iter())
+            .filter(|f| {
+                f.path
+                    .file_name()
+                    .is_some_and(|n| n == "mise.toml" || n == ".mise.toml")
+            })
+            .map(|f| f.path.clone())
+            .collect();
+        for config in mise {
+            let Some(text) = read_small(&config).and_then(|b| String::from_utf8(b).ok()) else {
+                continue;
+            };
+            let dir = config.parent().unwrap_or(Path::new("/"));
+            for inc in super::mise::parse(&text, dir) {
+                self.include(&config, dir, inc, &mut queue);
+            }
+        }
         let mut seen = std::collections::HashSet::new();
         while let Some(rc) = queue.pop() {
             if seen.len() >= MAX_FILES {
@@ -69,7 +87,7 @@ impl Discovery {
                 return;
             }
         };
-        let runs = |what: &str| format!("direnv: {what} by the allowed {}", rc.display());
+        let runs = |what: &str| format!("{what} by {}", rc.display());
         match inc.kind {
             Kind::Source => {
                 let p = if p.is_dir() { p.join(".envrc") } else { p };

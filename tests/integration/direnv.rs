@@ -139,3 +139,43 @@ fn putting_a_dotenv_back_never_writes_through_a_hard_link() {
     assert_eq!(std::fs::read_to_string(f.ws.join(".env")).unwrap(), "A=1\n");
     assert_eq!(held_count(&f), 1);
 }
+
+/// A `mise.toml`'s `[env]` directives are followed the same way: `_.source` sealed, `_.file` held
+/// when changed, `_.path` watched.
+#[test]
+fn what_a_mise_toml_loads_on_cd_is_followed_as_an_envrcs_is() {
+    let f = Fixture::new();
+    write(
+        &f,
+        "mise.toml",
+        "[env]\n_.source = './env.sh'\n_.file = '.env.mise'\n_.path = ['{{config_root}}/tools']\n",
+    );
+    write(&f, "env.sh", "export A=1\n");
+    write(&f, ".env.mise", "A=1\n");
+    std::fs::write(f.root.join("evil"), "#!/bin/sh\necho evil\n").unwrap();
+    std::fs::set_permissions(f.root.join("evil"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = f.jail(&format!(
+        "echo id >> env.sh && echo ESCAPED; echo B=2 >> .env.mise && echo EDITED; \
+         mkdir -p tools && cp {} tools/git; sleep 0.5",
+        f.root.join("evil").display()
+    ));
+    let (so, se) = (stdout(&out), stderr(&out));
+    assert!(
+        !so.contains("ESCAPED") && so.contains("EDITED"),
+        "{so}\n{se}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("env.sh")).unwrap(),
+        "export A=1\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join(".env.mise")).unwrap(),
+        "A=1\n",
+        "{se}"
+    );
+    assert!(
+        std::fs::symlink_metadata(f.ws.join("tools/git")).is_err(),
+        "{se}"
+    );
+    assert_eq!(held_count(&f), 1, "{se}");
+}

@@ -47,8 +47,8 @@ impl Edited {
     fn why(self) -> &'static str {
         match self {
             Edited::Dotenv => {
-                "exported into your shell by an allowed .envrc (dotenv): variables such as \
-                 GIT_CONFIG_*, BASH_ENV, LD_PRELOAD or PATH run programs"
+                "exported into your shell by an allowed .envrc (dotenv) or a mise.toml (_.file): \
+                 variables such as GIT_CONFIG_*, BASH_ENV, LD_PRELOAD or PATH run programs"
             }
             Edited::Catalogued => "its commands run at your next commit (pre-commit)",
         }
