@@ -1,6 +1,6 @@
 //! What the `.envrc` files discovery found include, followed as git's `include.path` is: the
 //! shell code they source is sealed like the `.envrc` itself, the `.env` files they export are
-//! named for the session's end (held when changed: `jail::launch::dotenv`), the directories they
+//! named for the session's end (held when changed: `jail::launch::edited`), the directories they
 //! put on PATH are named for the watcher.
 //!
 //! Guards against an allowed `.envrc` that stays byte for byte the same (so direnv never asks
