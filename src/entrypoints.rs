@@ -17,8 +17,9 @@
 //! - the agent-state directories' own entry points (`~/.claude/settings.json`, `~/.codex/config.toml`...),
 //!   every existing entry of a measured runtime's state directory that is not on its writable
 //!   allowlist, and the scripts its settings name (`state`);
-//! - what each `.envrc` and `mise.toml` includes (`includes`): files it sources (sealed), `.env` files it exports
-//!   and directories it puts on PATH (named for the session's end and the watcher).
+//! - what each `.envrc` and `mise.toml` includes (`includes`): files it sources (sealed), `.env`
+//!   files it exports and directories it puts on PATH (named for the session's end and the
+//!   watcher).
 
 use crate::catalogue::{git, Catalogued, Stub, TOOLS};
 use std::collections::BTreeMap;

@@ -5,9 +5,9 @@
 //!
 //! Guards against data made code, without breaking the work that writes it. direnv exports every
 //! line of such a `.env` into the human's shell at the next prompt, and
-//! `GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_0=core.fsmonitor`, `BASH_ENV`, `LD_PRELOAD` or `PATH` make the
-//! next `git status` or `bash` run what the agent chose — before any review, so a changed `.env` is
-//! held whether or not git tracks it. pre-commit runs its config at the human's next commit, after
+//! `GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_0=core.fsmonitor`, `BASH_ENV`, `LD_PRELOAD` or `PATH` make
+//! the next `git status` or `bash` run what the agent chose — before any review, so a changed
+//! `.env` is held whether or not git tracks it. pre-commit runs its config at the human's next commit, after
 //! `git diff` showed a tracked one: that is the work; an untracked or ignored one is held. Not
 //! sealed, because both are written every day by tools and agents (`cp .env.example .env`, a key
 //! for the task, a hook the task adds), and a read-only file or a placeholder there breaks that
