@@ -49,6 +49,11 @@ pub struct Catalogued {
     /// committed by `git add -A`). One created during the session is held at its end for the
     /// review (moved aside; accepting it puts it back byte for byte).
     pub held: bool,
+    /// Also not sealed where it exists: the jail edits it, and a change is held at the session's
+    /// end unless it is the work (its repository tracks it: `git diff` shows it). For a file an
+    /// agent edits as part of everyday work and that runs only on a deliberate act of the human
+    /// (`git commit`), not on `cd` (`jail::launch::edited`).
+    pub edits_held: bool,
 }
 
 const LEFTHOOK: &[&str] = &["lefthook"];
@@ -67,6 +72,7 @@ pub(crate) const fn dir(name: &'static str, runs: &'static str) -> Catalogued {
         jail_env: None,
         jail_env_below: None,
         held: false,
+        edits_held: false,
     }
 }
 
@@ -92,6 +98,7 @@ pub(crate) const fn read_by(
         jail_env: None,
         jail_env_below: None,
         held: false,
+        edits_held: false,
     }
 }
 
@@ -182,11 +189,17 @@ pub(crate) const TOOLS: &[Catalogued] = &[
     read_by("lefthook.yml", LEFTHOOK, "lefthook: hook commands"),
     read_by(".lefthook.yml", LEFTHOOK, "lefthook: hook commands"),
     read_by("lefthook-local.yml", LEFTHOOK, "lefthook: hook commands"),
-    read_by(
-        ".pre-commit-config.yaml",
-        &["pre-commit", "prek"],
-        "pre-commit/prek: `repo: local` entry commands on commit",
-    ),
+    // An agent adds a project's hook as part of its task; it runs at the human's next commit,
+    // after `git diff` showed it (docs/entry-points.md, "pre-commit and mise").
+    Catalogued {
+        held: true,
+        edits_held: true,
+        ..read_by(
+            ".pre-commit-config.yaml",
+            &["pre-commit", "prek"],
+            "pre-commit/prek: `repo: local` entry commands on commit",
+        )
+    },
     read_by("hk.pkl", &["hk"], "hk: hook commands"),
     read_by(
         ".exrc",

@@ -16,7 +16,10 @@
 //!   worktree, a submodule, a workspace below a repository's root: `own`), sealed the same way;
 //! - the agent-state directories' own entry points (`~/.claude/settings.json`, `~/.codex/config.toml`...),
 //!   every existing entry of a measured runtime's state directory that is not on its writable
-//!   allowlist, and the scripts its settings name (`state`).
+//!   allowlist, and the scripts its settings name (`state`);
+//! - what each `.envrc` and `mise.toml` includes (`includes`): files it sources (sealed), `.env`
+//!   files it exports and directories it puts on PATH (named for the session's end and the
+//!   watcher).
 
 use crate::catalogue::{git, Catalogued, Stub, TOOLS};
 use std::collections::BTreeMap;
@@ -54,6 +57,10 @@ pub struct Discovery {
     /// Every directory walked (not `.git`, not `node_modules`): the watcher watches these for new
     /// repositories without walking the workspace again.
     pub dirs: Vec<PathBuf>,
+    /// The `.env` files an `.envrc` exports (`dotenv`), existing or not (`includes`).
+    pub dotenv: Vec<PathBuf>,
+    /// The directories an `.envrc` puts on PATH (`PATH_add`), existing or not (`includes`).
+    pub path_adds: Vec<PathBuf>,
 }
 
 impl Discovery {
@@ -213,6 +220,7 @@ pub fn discover_workspace(ws: &Path, home: Option<&Path>) -> Discovery {
     // Not watched for new repositories either (see `walk`).
     let generated: std::collections::HashSet<PathBuf> = generated.into_iter().collect();
     d.dirs.retain(|dir| !generated.contains(dir));
+    d.follow_envrc_includes(home);
     d.add_git_dirs(git_dirs, home);
     d
 }
@@ -228,6 +236,8 @@ impl Discovery {
         }
         self.warnings.extend(other.warnings);
         self.dirs.extend(other.dirs);
+        self.dotenv.extend(other.dotenv);
+        self.path_adds.extend(other.path_adds);
     }
 
     /// Add the repositories of these git directories (and of their common directories, modules and
@@ -387,6 +397,9 @@ pub fn dedup(findings: Vec<Finding>) -> Vec<Finding> {
     by_path.into_values().collect()
 }
 
+pub(crate) mod envrc;
+mod includes;
+mod mise;
 mod own;
 mod state;
 pub(crate) use own::{own_repository, OwnRepo};

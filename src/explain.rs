@@ -94,14 +94,15 @@ pub fn explain(
     opts.command = vec!["true".into()];
     let (input, config) = plan_input(&opts, "explain", env)?;
     let plan = plan(&input)?;
-    // The conventional user bin directories are watched whether or not PATH has them yet.
+    // The conventional user bin directories, and those an `.envrc` adds, are watched whether or
+    // not PATH has them yet (`watch::shellpath`).
     let home = &plan.policy.home;
     let npm =
         crate::watch::shellpath::npm_prefix(home, input.host.get(crate::host::NPM_CONFIG_PREFIX));
     let conventional = crate::watch::shellpath::conventional(home, npm.as_deref());
     let judged = std::env::join_paths(
-        conventional
-            .into_iter()
+        (plan.envrc_path_dirs.iter().cloned())
+            .chain(conventional)
             .chain(std::env::split_paths(&input.path_env)),
     )
     .unwrap_or_else(|_| input.path_env.clone());

@@ -103,7 +103,7 @@ fn io(what: String) -> impl FnOnce(std::io::Error) -> Error {
 }
 
 /// Write `bytes` to `path` through a new temporary file, synced, then renamed over it.
-fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("/"));
     let tmp = dir.join(format!(
         ".{}.claude-sandbox.{}",

@@ -83,6 +83,9 @@ pub struct WatchConfig {
     /// The host's environment: `$HOME` (git's `~/`, the human's future shells), their shell and
     /// npm prefix (`shellpath`).
     pub host: HostEnv,
+    /// The directories an allowed `.envrc` puts on PATH (`PATH_add bin`): first on the human's
+    /// shell's PATH in that directory, so watched as PATH directories (`shellpath`).
+    pub envrc_path_dirs: Vec<PathBuf>,
 }
 
 /// A directory's identity and change time. Any entry created, removed or renamed in it moves its
@@ -498,6 +501,8 @@ pub(crate) fn foreground(workspace: Option<PathBuf>, env: &HostEnv) -> crate::Re
         resolve_delay: RESOLVE_DELAY,
         writable_roots: None,
         host: env.clone(),
+        // Not planned here: `claude-sandbox run` follows the `.envrc` files.
+        envrc_path_dirs: Vec::new(),
     };
     let mut watcher = Watcher::new(cfg, &base);
     for (dir, mode) in watcher.modes() {

@@ -61,6 +61,7 @@ pub(super) fn start_watcher(
         writable_roots: Some(vec![scene.to_path_buf()]),
         // The watcher of a launch reads the launcher's: this process's.
         host: claude_sandbox::host::HostEnv::capture(),
+        envrc_path_dirs: Vec::new(),
     };
     Running::start(cfg, &base).unwrap()
 }

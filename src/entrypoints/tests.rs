@@ -71,3 +71,28 @@ fn per_directory_names_are_unique() {
     names.dedup();
     assert_eq!(names.len(), n);
 }
+
+/// An `.envrc`'s includes are followed at any depth and through what it sources: sourced files
+/// (a directory means its `.envrc`) and every parent's file of a `source_up` are findings, the
+/// `.env` files and PATH directories are named, a chain of sources is read once per file.
+#[test]
+fn envrc_includes_are_followed_through_sourced_files() {
+    let t = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(t.path()).unwrap();
+    std::fs::create_dir_all(ws.join("a/b")).unwrap();
+    std::fs::create_dir_all(ws.join("lib")).unwrap();
+    std::fs::write(ws.join(".envrc"), "source_env lib\nsource_env .envrc\n").unwrap();
+    std::fs::write(
+        ws.join("lib/.envrc"),
+        "dotenv ../.env.shared\nPATH_add ../bin\n",
+    )
+    .unwrap();
+    std::fs::write(ws.join("a/b/.envrc"), "source_up .envrc.up\ndotenv\n").unwrap();
+    let d = discover_workspace(&ws, None);
+    let found = |p: &str| d.findings.iter().any(|f| f.path == ws.join(p));
+    for p in ["lib/.envrc", "a/.envrc.up", ".envrc.up"] {
+        assert!(found(p), "{p} not sealed: {:#?}", d.findings);
+    }
+    assert_eq!(d.dotenv, vec![ws.join(".env.shared"), ws.join("a/b/.env")]);
+    assert_eq!(d.path_adds, vec![ws.join("bin")]);
+}

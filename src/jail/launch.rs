@@ -30,6 +30,7 @@ use supervise::{Gate, Jail};
 use watcher::Record;
 
 mod created;
+pub(crate) mod edited;
 mod hangup;
 mod input;
 mod session;

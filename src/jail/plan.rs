@@ -160,6 +160,12 @@ pub struct Plan {
     /// The measured agent-state directories' top level at launch (`statesweep`).
     #[serde(skip)]
     pub state_listings: Vec<super::statesweep::Listing>,
+    /// Files whose edits are held, as they were at launch (`launch::edited`): the `.env` files an
+    /// `.envrc` exports, the existing catalogued names held when changed.
+    #[serde(skip)]
+    pub edited: Vec<super::launch::edited::Before>,
+    /// The directories an `.envrc` puts on PATH: first on the human's shell's PATH there.
+    pub envrc_path_dirs: Vec<PathBuf>,
 }
 
 impl Plan {
@@ -418,6 +424,8 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         holes,
         unread: Vec::new(),
         existing_entry_points: std::collections::HashSet::new(),
+        edited: Vec::new(),
+        envrc_path_dirs: Vec::new(),
     })
 }
 
@@ -465,7 +473,7 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
         .filter(|f| std::fs::symlink_metadata(&f.path).is_ok())
         .map(|f| f.path.clone())
         .collect();
-    readers::drop_held(&mut findings);
+    let edits_held = readers::drop_held(&mut findings);
     plan.unread = readers::unread(&mut findings, &ws, &search);
     for extra in &extras {
         plan.unread
@@ -523,6 +531,8 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
     plan.worktree_listings = super::worktrees::listings(&discovery.repos, &writable_roots);
     plan.repos = discovery.repos;
     plan.workspace_dirs = discovery.dirs;
+    plan.edited = super::launch::edited::at_launch(&discovery.dotenv, &edits_held, &writable_roots);
+    plan.envrc_path_dirs = discovery.path_adds;
 }
 
 fn canonical(p: &Path) -> Result<PathBuf> {

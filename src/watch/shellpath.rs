@@ -189,9 +189,12 @@ impl super::Watcher {
             return;
         };
         let npm = npm_prefix(&home, env.get(host::NPM_CONFIG_PREFIX));
-        let conv = conventional(&home, npm.as_deref());
-        self.future.order = future_order(&conv, &[], &self.path_dirs);
-        for d in conv {
+        // An `.envrc`'s PATH directories come first in its directory: direnv prepends them.
+        let first: Vec<PathBuf> = (self.cfg.envrc_path_dirs.iter().cloned())
+            .chain(conventional(&home, npm.as_deref()))
+            .collect();
+        self.future.order = future_order(&first, &[], &self.path_dirs);
+        for d in first {
             self.add_future_dir(&d, super::Resolve::Quiet);
         }
     }
@@ -245,7 +248,7 @@ impl super::Watcher {
         self.future.login = None;
         let Some(Some(login)) = got else { return };
         tracing::info!(path = ?login, "the login shell's PATH");
-        self.future.order = future_order(&[], &login, &self.future.order);
+        self.future.order = future_order(&self.cfg.envrc_path_dirs, &login, &self.future.order);
         for d in login {
             self.add_future_dir(&d, super::Resolve::Ctime);
         }

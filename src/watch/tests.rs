@@ -16,6 +16,7 @@ fn config(ws: &Path, runtime: PathBuf) -> WatchConfig {
         resolve_delay: RESOLVE_DELAY,
         writable_roots: Some(vec![ws.to_path_buf()]),
         host: HostEnv::default(),
+        envrc_path_dirs: Vec::new(),
     }
 }
 

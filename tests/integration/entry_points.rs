@@ -449,3 +449,48 @@ fn new_entry_points_below_the_root_are_held_at_the_end_and_committed_ones_are_th
         "script-shell=/tmp/x\n"
     );
 }
+
+/// `.pre-commit-config.yaml` is edited in the jail (an agent adds the project's hook as part of
+/// its task): a tracked one changed is the work (`git diff` shows it before your next commit runs
+/// it), noted and left; an untracked one changed is held for the review with yours put back, and
+/// a new one is held as any new name is. Accepting puts the session's bytes in place.
+#[test]
+fn pre_commit_configs_are_edited_inside_and_held_unless_they_are_the_work() {
+    let f = Fixture::new();
+    let hooks = "repos: []\n";
+    std::fs::write(f.ws.join(".pre-commit-config.yaml"), hooks).unwrap();
+    f.git(&f.ws, &["add", ".pre-commit-config.yaml"]);
+    f.git(&f.ws, &["commit", "-qm", "pre-commit"]);
+    std::fs::create_dir_all(f.ws.join("tools")).unwrap();
+    std::fs::write(f.ws.join("tools/.pre-commit-config.yaml"), hooks).unwrap();
+    let added = "- repo: local\n  hooks:\n  - id: fmt\n    entry: cargo fmt\n";
+    let out = f.jail(&format!(
+        "printf 'repos:\\n{a}' > .pre-commit-config.yaml && \
+         printf 'repos:\\n{a}' > tools/.pre-commit-config.yaml && \
+         mkdir -p web && printf 'repos:\\n{a}' > web/.pre-commit-config.yaml && echo WORKED",
+        a = added.replace('\n', "\\n")
+    ));
+    let (so, se) = (stdout(&out), stderr(&out));
+    assert!(so.contains("WORKED"), "{so}\n{se}");
+    let edited = format!("repos:\n{added}");
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join(".pre-commit-config.yaml")).unwrap(),
+        edited,
+        "the tracked one is the work: {se}"
+    );
+    assert!(se.contains("its repository tracks it"), "{se}");
+    let tools = f.ws.join("tools/.pre-commit-config.yaml");
+    assert_eq!(std::fs::read_to_string(&tools).unwrap(), hooks, "{se}");
+    assert!(!f.ws.join("web/.pre-commit-config.yaml").exists(), "{se}");
+    let items: Vec<serde_json::Value> =
+        serde_json::from_slice(&f.cmd(["review", "--json"]).output().unwrap().stdout).unwrap();
+    assert_eq!(items.len(), 2, "{items:#?}");
+    let id = items
+        .iter()
+        .find(|i| i["target"] == tools.to_str().unwrap())
+        .and_then(|i| i["id"].as_str())
+        .unwrap_or_else(|| panic!("{items:#?}"));
+    let accepted = f.cmd(["review", "accept", id]).output().unwrap();
+    assert!(accepted.status.success(), "{}", stderr(&accepted));
+    assert_eq!(std::fs::read_to_string(&tools).unwrap(), edited);
+}

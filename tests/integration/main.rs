@@ -9,6 +9,7 @@ mod cli_texts;
 #[path = "../common/mod.rs"]
 mod common;
 mod concurrent;
+mod direnv;
 mod entry_points;
 mod faults;
 mod gitconfig;

@@ -135,20 +135,20 @@ fn hold(path: &Path, runs: &str, session_dir: &Path) {
 }
 
 /// The index of each repository, read once: whether a path is staged or committed there.
-struct Indexes<'a> {
+pub(super) struct Indexes<'a> {
     repos: &'a [crate::entrypoints::Repo],
     read: HashMap<PathBuf, Option<HashSet<Vec<u8>>>>,
 }
 
 impl<'a> Indexes<'a> {
-    fn new(repos: &'a [crate::entrypoints::Repo]) -> Self {
+    pub(super) fn new(repos: &'a [crate::entrypoints::Repo]) -> Self {
         Indexes {
             repos,
             read: HashMap::new(),
         }
     }
 
-    fn tracked(&mut self, file: &Path) -> bool {
+    pub(super) fn tracked(&mut self, file: &Path) -> bool {
         let Some(repo) = self
             .repos
             .iter()

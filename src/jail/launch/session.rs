@@ -289,6 +289,7 @@ pub(super) fn end_session(
                 crate::logfile::note(&format!("the baseline's record was not kept: {e}"));
             }
             super::created::finish(plan, &session_dir);
+            super::edited::finish(plan, &session_dir);
             session_home.finish()
         });
         let closing = running.map(watch::Running::finish);

@@ -45,6 +45,7 @@ pub(super) fn start_watcher(
         resolve_delay: launch.knobs.resolve_delay,
         writable_roots: Some(plan.writable_roots()),
         host: host.clone(),
+        envrc_path_dirs: plan.envrc_path_dirs.clone(),
     };
     let t0 = std::time::Instant::now();
     let running =

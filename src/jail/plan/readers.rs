@@ -56,15 +56,27 @@ pub(crate) fn major(name: &str, dirs: &[PathBuf]) -> Option<u64> {
 }
 
 /// Take the missing entry points of a kind that never gets a placeholder (`Catalogued::held`) out
-/// of `findings`: the session's end holds one that was made (`launch::created`).
-pub(crate) fn drop_held(findings: &mut Vec<Finding>) {
+/// of `findings`: the session's end holds one that was made (`launch::created`). Existing ones of
+/// a kind whose edits are held (`Catalogued::edits_held`) are taken out too, and returned: the
+/// session's end judges their changes (`launch::edited`).
+pub(crate) fn drop_held(findings: &mut Vec<Finding>) -> Vec<PathBuf> {
+    let mut edited = Vec::new();
     findings.retain(|f| {
-        let held = f
+        let Some(c) = f
             .path
             .file_name()
-            .is_some_and(|n| per_directory().any(|c| c.held && OsStr::new(c.name) == n));
-        !held || std::fs::symlink_metadata(&f.path).is_ok()
+            .and_then(|n| per_directory().find(|c| c.held && OsStr::new(c.name) == n))
+        else {
+            return true;
+        };
+        let exists = std::fs::symlink_metadata(&f.path).is_ok();
+        if exists && c.edits_held {
+            edited.push(f.path.clone());
+            return false;
+        }
+        exists
     });
+    edited
 }
 
 /// Split off the findings for missing workspace-root names that nothing installed reads. Returns
