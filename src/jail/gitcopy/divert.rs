@@ -109,10 +109,11 @@ fn left_by_a_dead_launcher(lock: &Path) -> bool {
     }
 }
 
-/// The marks (`<lock>.claude-sandbox.<pid>`) launchers that died left beside `lock` (this one's
-/// own pid included: it is about to write it anew).
-fn remove_dead_marks(lock: &Path) {
-    let (Some(dir), Some(name)) = (lock.parent(), lock.file_name()) else {
+/// The temporary names (`<file>.claude-sandbox.<pid>`: a lock's mark, a diversion's symlink)
+/// launchers that died left beside `file`, this one's own pid included (it is about to make it
+/// anew). A launcher killed between making one and renaming or removing it left it for good.
+fn remove_dead_temps(file: &Path) {
+    let (Some(dir), Some(name)) = (file.parent(), file.file_name()) else {
         return;
     };
     let prefix = format!("{}.claude-sandbox.", name.to_string_lossy());
@@ -121,6 +122,9 @@ fn remove_dead_marks(lock: &Path) {
         let Some(pid) = n.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
             continue;
         };
+        if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
         let mine = pid == std::process::id().to_string();
         if mine || !Path::new("/proc").join(pid).exists() {
             let _ = std::fs::remove_file(e.path());
@@ -141,7 +145,7 @@ impl GitLock {
         let mut tmp = path.as_os_str().to_owned();
         tmp.push(format!(".claude-sandbox.{}", me.pid));
         let tmp = PathBuf::from(tmp);
-        remove_dead_marks(&path);
+        remove_dead_temps(&path);
         {
             let mut f = std::fs::OpenOptions::new()
                 .write(true)
@@ -322,8 +326,8 @@ pub(crate) fn divert(config: &Path, session: &SessionId) -> std::io::Result<()> 
         let registry = registry_lock(&dir)?;
         let _git = GitLock::take(config)?;
         std::fs::hard_link(config, dir.join("config"))?;
+        remove_dead_temps(config);
         let tmp = config.with_file_name(format!("config.claude-sandbox.{}", std::process::id()));
-        let _ = std::fs::remove_file(&tmp);
         std::os::unix::fs::symlink(link(), &tmp)?;
         if let Err(e) = std::fs::rename(&tmp, config) {
             let _ = std::fs::remove_file(&tmp);
