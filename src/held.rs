@@ -85,6 +85,37 @@ pub(crate) struct Item {
     pub change: Change,
 }
 
+impl Item {
+    /// A file to write as `target` (`bytes`, `mode`), where `before` was there when it was held
+    /// (none: nothing); `id`, `time` and `session` are filled in by `hold_at_session_end`.
+    pub(crate) fn file(
+        target: &Path,
+        consequence: Consequence,
+        why: String,
+        (bytes, mode): (&[u8], u32),
+        before: Option<&[u8]>,
+    ) -> Item {
+        Item {
+            id: String::new(),
+            time: String::new(),
+            session: String::new(),
+            consequence,
+            why,
+            target: target.to_path_buf(),
+            what: target
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned(),
+            change: Change::File {
+                sha256: crate::quarantine::sha256_bytes(bytes),
+                mode: mode & 0o777,
+                before: before.map(crate::quarantine::sha256_bytes),
+            },
+        }
+    }
+}
+
 /// A decision on an item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -71,6 +71,17 @@ fn quit(t: &Tmux) {
     );
 }
 
+/// Nothing but what the fixture made (README, `.git`) is in the workspace.
+fn assert_nothing_left(f: &Fixture) {
+    let left: Vec<_> = std::fs::read_dir(&f.ws)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n != "README" && n != ".git")
+        .collect();
+    assert!(left.is_empty(), "left in the workspace: {left:?}");
+}
+
 fn assert_no_high_alert(f: &Fixture) {
     let out = f.cmd(["alerts", "--json", "--all"]).output().unwrap();
     let alerts: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
@@ -100,13 +111,7 @@ fn starts_and_quits(program: &'static str, keys: &'static [&'static str]) {
         }
         quit(&t);
         assert_no_high_alert(&f);
-        let left: Vec<_> = std::fs::read_dir(&f.ws)
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name())
-            .filter(|n| n != "README" && n != ".git")
-            .collect();
-        assert!(left.is_empty(), "left in the workspace: {left:?}");
+        assert_nothing_left(&f);
     });
 }
 
@@ -181,12 +186,6 @@ fn claude_code_twice_at_once_under_tmux_both_keep_their_history() {
             );
         }
         assert_no_high_alert(&f);
-        let left: Vec<_> = std::fs::read_dir(&f.ws)
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name())
-            .filter(|n| n != "README" && n != ".git")
-            .collect();
-        assert!(left.is_empty(), "left in the workspace: {left:?}");
+        assert_nothing_left(&f);
     });
 }

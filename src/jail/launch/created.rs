@@ -100,24 +100,13 @@ fn hold(path: &Path, runs: &str, session_dir: &Path) {
             return;
         }
     };
-    let item = crate::held::Item {
-        id: String::new(),
-        time: String::new(),
-        session: String::new(),
-        consequence: crate::handback::Consequence::Program,
-        why: format!("made during the session; {runs}"),
-        target: path.to_path_buf(),
-        what: path
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned(),
-        change: crate::held::Change::File {
-            sha256: crate::quarantine::sha256_bytes(&bytes),
-            mode: meta.mode() & 0o777,
-            before: None,
-        },
-    };
+    let item = crate::held::Item::file(
+        path,
+        crate::handback::Consequence::Program,
+        format!("made during the session; {runs}"),
+        (&bytes, meta.mode()),
+        None,
+    );
     match crate::held::hold_at_session_end(session_dir, item, Some(&bytes)) {
         Ok(id) => match std::fs::remove_file(path) {
             Ok(()) => crate::logfile::note(&format!(

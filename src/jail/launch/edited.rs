@@ -186,24 +186,13 @@ pub(super) fn finish(plan: &Plan, session_dir: &Path) {
 fn hold(b: &Before, bytes: &[u8], mode: u32, old: Option<(&Vec<u8>, u32)>, session_dir: &Path) {
     let path = b.path.as_path();
     let shown = crate::escape::visible_path(path);
-    let item = crate::held::Item {
-        id: String::new(),
-        time: String::new(),
-        session: String::new(),
-        consequence: crate::handback::Consequence::Program,
-        why: b.kind.why().into(),
-        target: path.to_path_buf(),
-        what: path
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned(),
-        change: crate::held::Change::File {
-            sha256: crate::quarantine::sha256_bytes(bytes),
-            mode: mode & 0o777,
-            before: old.map(|(b, _)| crate::quarantine::sha256_bytes(b)),
-        },
-    };
+    let item = crate::held::Item::file(
+        path,
+        crate::handback::Consequence::Program,
+        b.kind.why().into(),
+        (bytes, mode),
+        old.map(|(b, _)| b.as_slice()),
+    );
     let id = match crate::held::hold_at_session_end(session_dir, item, Some(bytes)) {
         Ok(id) => id,
         Err(e) => {

@@ -150,20 +150,14 @@ fn hand_back(
     }
     if let Some(format) = sd.identity_of(name) {
         if let identity::Same::No(why) = identity::same(format, human.as_deref(), &jail) {
-            let item = crate::held::Item {
-                id: String::new(),
-                time: String::new(),
-                session: String::new(),
-                consequence: crate::handback::Consequence::Identity,
+            let mut item = crate::held::Item::file(
+                to,
+                crate::handback::Consequence::Identity,
                 why,
-                target: to.to_path_buf(),
-                what: name.to_string(),
-                change: crate::held::Change::File {
-                    sha256: crate::quarantine::sha256_bytes(&jail),
-                    mode: meta.mode() & 0o777,
-                    before: human.as_deref().map(crate::quarantine::sha256_bytes),
-                },
-            };
+                (&jail, meta.mode()),
+                human.as_deref(),
+            );
+            item.what = name.to_string();
             return crate::held::hold_at_session_end(session_dir, item, Some(&jail))
                 .map(|_| ())
                 .map_err(|e| NotCarried::NotHeld(e.to_string()));
