@@ -443,6 +443,23 @@ pub fn tool_or_say(test: &str, program: &str, ci_user_lacks_it: bool) -> bool {
     false
 }
 
+/// Whether the system's pip runs (`/usr/bin/python3 -m pip`: what the jail's `pip install --user`
+/// uses); says loudly when not, and fails under CI, which installs python3-pip.
+pub fn pip_or_say(test: &str) -> bool {
+    let pip = Command::new("/usr/bin/python3")
+        .args(["-m", "pip", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !pip {
+        assert!(
+            std::env::var_os("CLAUDE_SANDBOX_CI").is_none(),
+            "{test}: pip is missing, and .ci/run installs python3-pip"
+        );
+        eprintln!("\n*** {test}: NOT RUN here — apt-get install python3-pip ***\n");
+    }
+    pip
+}
+
 /// A launcher that is killed (and its jail with it: `--die-with-parent`) if the test fails before it
 /// ends, so that no jail outlives its fixture.
 #[allow(dead_code)]

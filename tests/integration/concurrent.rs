@@ -8,7 +8,7 @@
 
 use crate::common::*;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
@@ -61,21 +61,6 @@ fn left_behind(f: &Fixture, workspaces: &[&Path], keep: &[&str]) -> Vec<String> 
         left.push(format!("registry: {reg}"));
     }
     left
-}
-
-fn pip_or_say(test: &str) -> bool {
-    let pip = Command::new("/usr/bin/python3")
-        .args(["-m", "pip", "--version"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !pip {
-        assert!(
-            std::env::var_os("CLAUDE_SANDBOX_CI").is_none(),
-            "{test}: pip is missing, and .ci/run installs python3-pip"
-        );
-        eprintln!("\n*** {test}: NOT RUN here — apt-get install python3-pip ***\n");
-    }
-    pip
 }
 
 /// What a jailed command must never see on its terminal: a log line of the launcher or a

@@ -129,29 +129,13 @@ fn without_an_overlay_your_local_is_read_only_never_writable_through() {
     assert_eq!(tree(&f.home), before);
 }
 
-fn pip_here() -> bool {
-    let pip = Command::new("/usr/bin/python3")
-        .args(["-m", "pip", "--version"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !pip {
-        // python3-pip: .ci/run installs it.
-        assert!(
-            std::env::var_os("CLAUDE_SANDBOX_CI").is_none(),
-            "pip is missing, and .ci/run installs python3-pip"
-        );
-        eprintln!("\n*** pip_install_user…: NOT RUN here — apt-get install python3-pip ***\n");
-    }
-    pip
-}
-
 /// The install issue 33 met: a console script that shadows a system command (`pip install --user
 /// pytest` brings `pygmentize`; here `tac`, which coreutils always has). It installs whole, runs
 /// inside and in the next session, never reaches your `~/.local/bin`, and raises no alert; `adopt`
 /// refuses it for the shadow until `--force`, then brings the script with its package.
 #[test]
 fn pip_install_user_of_a_shadowing_script_works_inside_and_adopt_brings_it_whole() {
-    if !pip_here() {
+    if !pip_or_say("pip_install_user") {
         return;
     }
     let f = Fixture::new();

@@ -132,6 +132,21 @@ fn remove_dead_temps(file: &Path) {
     }
 }
 
+/// The `GitLock` of `file` a killed launcher left, removed (under the git directory's serial
+/// lock). Whichever step it died in, the next launcher to touch the diversion clears it: one
+/// killed after its rename left the config diverted, and a session joining a diversion takes no
+/// lock of the config (`divert`), so only this would find it.
+fn remove_dead_lock(file: &Path) {
+    let mut name = file.as_os_str().to_owned();
+    name.push(".lock");
+    let lock = PathBuf::from(name);
+    if left_by_a_dead_launcher(&lock) {
+        tracing::info!(lock = %lock.display(), "removing a lock a killed launcher left");
+        let _ = std::fs::remove_file(&lock);
+    }
+    remove_dead_temps(&lock);
+}
+
 impl GitLock {
     fn take(file: &Path) -> std::io::Result<GitLock> {
         use std::io::Write;
@@ -305,6 +320,7 @@ fn git_dir_lock(config: &Path) -> std::io::Result<std::fs::File> {
 /// Divert `config` (unless it is already, for another live session) and register `session`.
 pub(crate) fn divert(config: &Path, session: &SessionId) -> std::io::Result<()> {
     let _serial = git_dir_lock(config)?;
+    remove_dead_lock(config);
     let dir = dir(config);
     if !is_diverted(config) {
         match std::fs::symlink_metadata(&dir) {
@@ -357,6 +373,7 @@ pub(crate) fn release(config: &Path, session: &str) -> Result<(), super::GitCopy
         return Ok(());
     }
     let _serial = git_dir_lock(config).map_err(show)?;
+    remove_dead_lock(config);
     if !is_real_dir(&dir) {
         return Ok(()); // released by another launcher meanwhile
     }
