@@ -77,7 +77,16 @@ fn save(path: &Path, bytes: &[u8]) -> Result<()> {
 /// disk (as made-to-be, no inode yet) before the first is made, so a launcher killed among them
 /// leaves nothing the next `run` does not know of (`still_ours` takes a made-to-be one for ours
 /// while it is exactly what we make: an empty directory, or a file of our content).
-pub fn acquire(runtime: &Path, session: &SessionId, wanted: &[Placeholder]) -> Result<()> {
+///
+/// `sealed`: the paths this session seals. One that is another session's placeholder (made after
+/// this session read the registry, before its walk found it as if it were yours) is held by this
+/// session too, so that the other's end does not pull it away from under this one's seal.
+pub fn acquire(
+    runtime: &Path,
+    session: &SessionId,
+    wanted: &[Placeholder],
+    sealed: &[PathBuf],
+) -> Result<()> {
     let path = crate::runtime_dir::RuntimeDir::new(runtime).placeholders();
     with_registry(runtime, |reg| {
         prune(reg);
@@ -102,6 +111,12 @@ pub fn acquire(runtime: &Path, session: &SessionId, wanted: &[Placeholder]) -> R
                 holders: vec![session.id.clone()],
             });
             to_make.push(p);
+        }
+        let sealed: std::collections::HashSet<&PathBuf> = sealed.iter().collect();
+        for e in &mut reg.entries {
+            if sealed.contains(&e.path) && !e.holders.contains(&session.id) && still_ours(e) {
+                e.holders.push(session.id.clone());
+            }
         }
         if !to_make.is_empty() {
             save(

@@ -135,9 +135,9 @@ impl Drop for Unopened {
 }
 
 /// Make `which` placeholders, timed.
-fn make_placeholders(launch: &Launch, which: &[Placeholder]) -> Result<()> {
+fn make_placeholders(launch: &Launch, which: &[Placeholder], sealed: &[PathBuf]) -> Result<()> {
     let t0 = std::time::Instant::now();
-    let made = placeholders::acquire(launch.runtime, launch.session, which);
+    let made = placeholders::acquire(launch.runtime, launch.session, which, sealed);
     tracing::debug!(
         ms = t0.elapsed().as_secs_f64() * 1e3,
         n = which.len(),
@@ -201,11 +201,11 @@ impl BeforeGate<'_> {
                 })
             });
             let sealing = scope.spawn(|| -> (Result<Held>, Option<Vec<_>>) {
-                let made = if for_sealer.is_empty() {
-                    Ok(())
-                } else {
-                    make_placeholders(launch, for_sealer)
-                };
+                // Always: another session's placeholders this one sealed as it found them (made
+                // between this session's look at the registry and its walk) are held by it too.
+                let sealed: Vec<PathBuf> =
+                    plan.policy.sealed.iter().map(|s| s.path.clone()).collect();
+                let made = make_placeholders(launch, for_sealer, &sealed);
                 // Joined before anything fails: the copies' diversions are withdrawn with them.
                 let Ok(copied) = copying.map(std::thread::ScopedJoinHandle::join).transpose()
                 else {
@@ -255,7 +255,7 @@ pub(super) fn placeholders_before_bwrap<'a>(
         .cloned()
         .collect();
     if !for_bwrap.is_empty() {
-        make_placeholders(launch, &for_bwrap)?;
+        make_placeholders(launch, &for_bwrap, &[])?;
     }
     let held = HeldPlaceholders {
         runtime: launch.runtime,
