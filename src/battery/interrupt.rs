@@ -74,7 +74,7 @@ fn stop(sig: i32) -> ! {
 fn remove(dir: &Path) {
     let t0 = Instant::now();
     while dir.exists() && t0.elapsed() < REMOVE_FOR {
-        let _ = std::fs::remove_dir_all(dir);
+        super::remove_scene(dir);
         if dir.exists() {
             std::thread::sleep(Duration::from_millis(50));
         }

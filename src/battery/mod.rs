@@ -235,7 +235,7 @@ pub fn run_case(case: &Case, bin: &Path, unguarded: bool, keep: bool, env: &Host
         let _ = sh(&case.cleanup, &s, Duration::from_secs(10));
     }
     if !keep {
-        let _ = std::fs::remove_dir_all(&s.root);
+        remove_scene(&s.root);
     }
     interrupt::scene(None);
     let (verdict, latency, detail) = result;
@@ -447,6 +447,21 @@ pub fn run(opts: &Options, env: &HostEnv) -> Result<i32> {
 }
 
 /// Guarded: blocked or neutralised pass. Unguarded: the attack must have worked.
+/// Remove a scene. A session killed mid-way leaves its layers' overlayfs work directories
+/// (`work/work`, mode 000), which an ordinary user cannot descend to remove: its directories are
+/// opened up first when the plain removal fails (the scene is the battery's own).
+fn remove_scene(root: &Path) {
+    if std::fs::remove_dir_all(root).is_ok() || !root.exists() {
+        return;
+    }
+    for e in walkdir::WalkDir::new(root).follow_links(false).into_iter().flatten() {
+        if e.file_type().is_dir() {
+            let _ = std::fs::set_permissions(e.path(), std::fs::Permissions::from_mode(0o700));
+        }
+    }
+    let _ = std::fs::remove_dir_all(root);
+}
+
 fn passed(v: Verdict, unguarded: bool) -> bool {
     if unguarded {
         v == Verdict::Missed
