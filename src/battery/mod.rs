@@ -454,7 +454,11 @@ fn remove_scene(root: &Path) {
     if std::fs::remove_dir_all(root).is_ok() || !root.exists() {
         return;
     }
-    for e in walkdir::WalkDir::new(root).follow_links(false).into_iter().flatten() {
+    for e in walkdir::WalkDir::new(root)
+        .follow_links(false)
+        .into_iter()
+        .flatten()
+    {
         if e.file_type().is_dir() {
             let _ = std::fs::set_permissions(e.path(), std::fs::Permissions::from_mode(0o700));
         }
