@@ -193,7 +193,10 @@ impl Store {
         write_atomic(&self.record(&item.id), &text, 0o600)
     }
 
-    /// Every item, with its decision (none: it waits), oldest first. Unreadable records are skipped.
+    /// Every item, with its decision (none: it waits), oldest first; items held in the same
+    /// millisecond (one file's keys at one session's end) by file and key, so the listing reads in
+    /// the file's order rather than the ids' (which are unique, not ordered). Unreadable records
+    /// are skipped.
     pub(crate) fn list(&self) -> Vec<(Item, Option<Decision>)> {
         let Ok(rd) = std::fs::read_dir(&self.dir) else {
             return Vec::new();
@@ -207,7 +210,9 @@ impl Store {
                 Some((item, decision))
             })
             .collect();
-        out.sort_by(|a, b| (&a.0.time, &a.0.id).cmp(&(&b.0.time, &b.0.id)));
+        out.sort_by(|(a, _), (b, _)| {
+            (&a.time, &a.target, &a.what, &a.id).cmp(&(&b.time, &b.target, &b.what, &b.id))
+        });
         out
     }
 

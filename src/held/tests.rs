@@ -128,3 +128,33 @@ fn bytes_that_are_not_utf8_round_trip_through_the_record() {
     assert_eq!(serde_json::from_str::<Bytes>(&text).unwrap(), b);
     assert!(serde_json::from_str::<Bytes>("\"0\"").is_err());
 }
+
+/// Ids are unique, not ordered: one file's keys held in the same millisecond list in the file's
+/// order (CI's review test once took the second key for the first).
+#[test]
+fn items_held_at_one_moment_list_by_file_and_key_not_by_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::new(dir.path());
+    let target = dir.path().join("config");
+    let at = crate::alerts::now_rfc3339();
+    for (id, key) in [
+        ("hb", "alias.x00"),
+        ("ha", "alias.x01"),
+        ("hc", "alias.x02"),
+    ] {
+        let mut i = item(
+            id,
+            &target,
+            Change::File {
+                sha256: String::new(),
+                mode: 0o600,
+                before: None,
+            },
+        );
+        i.what = key.into();
+        i.time.clone_from(&at);
+        store.hold(&i, None).unwrap();
+    }
+    let whats: Vec<_> = store.list().into_iter().map(|(i, _)| i.what).collect();
+    assert_eq!(whats, ["alias.x00", "alias.x01", "alias.x02"]);
+}

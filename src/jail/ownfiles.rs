@@ -81,14 +81,36 @@ pub(crate) fn prepare(files: &[(PathBuf, PathBuf)]) -> crate::error::Result<()> 
                 std::io::Read::read_to_end(&mut f, &mut v).map(|_| v)
             })
             .unwrap_or_else(|_| b"{}\n".to_vec());
-        let mut f = std::fs::OpenOptions::new()
+        // Made whole under a temporary name and linked in: a second session starting at the same
+        // moment either finds the finished copy or loses the link race (`EEXIST`) and takes the
+        // winner's; neither binds a half-written file.
+        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let tmp = copy.with_file_name(format!(
+            ".{}.new.{}.{}",
+            copy.file_name()
+                .map_or_else(|| "file".into(), |n| n.to_string_lossy()),
+            std::process::id(),
+            SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_file(&tmp);
+        let made = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW)
-            .open(copy)
-            .map_err(err)?;
-        std::io::Write::write_all(&mut f, &start).map_err(err)?;
+            .open(&tmp)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, &start))
+            .and_then(|()| match std::fs::hard_link(&tmp, copy) {
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+                r => r,
+            });
+        let _ = std::fs::remove_file(&tmp);
+        made.map_err(err)?;
+        match std::fs::symlink_metadata(copy) {
+            Ok(m) if m.is_file() => {}
+            Ok(_) => return Err(err(std::io::Error::other("not a regular file"))),
+            Err(e) => return Err(err(e)),
+        }
     }
     Ok(())
 }
@@ -119,5 +141,33 @@ mod tests {
             ".claude/settings.local.json",
         );
         assert_ne!(&other, copy);
+    }
+
+    /// Two sessions of one workspace starting at the same moment (CI's twice-at-once Claude Code
+    /// test as an ordinary user met `EEXIST` here): every launcher ends with the one whole copy.
+    #[test]
+    fn sessions_making_the_copy_at_once_all_get_the_one_copy() {
+        for _ in 0..20 {
+            let t = tempfile::tempdir().unwrap();
+            let (store, ws) = (t.path().join("store"), t.path().join("ws"));
+            std::fs::create_dir_all(ws.join(".claude")).unwrap();
+            std::fs::write(ws.join(".claude/settings.local.json"), "{\"yours\":1}\n").unwrap();
+            let files = plan(&store, &ws, &[ws.join(".claude")]);
+            let results: Vec<_> = std::thread::scope(|s| {
+                let hs: Vec<_> = (0..4).map(|_| s.spawn(|| prepare(&files))).collect();
+                hs.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            assert!(results.iter().all(Result::is_ok), "{results:?}");
+            assert_eq!(
+                std::fs::read_to_string(&files[0].0).unwrap(),
+                "{\"yours\":1}\n"
+            );
+            let left: Vec<_> = std::fs::read_dir(files[0].0.parent().unwrap())
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name())
+                .collect();
+            assert_eq!(left.len(), 1, "{left:?}");
+        }
     }
 }

@@ -138,7 +138,12 @@ fn on_a_pipe_the_review_is_a_listing_and_scripts_decide_by_id() {
     };
     assert_eq!(git("alias.x00"), "");
     // A rejected item can still be taken; accepted, it is set as the jail wrote it.
-    ok(&f.cmd(["review", "accept", &ids[0]]).output().unwrap());
+    let x00 = items
+        .iter()
+        .find(|i| i["what"].as_str().unwrap().starts_with("alias.x00 "))
+        .map(|i| i["id"].as_str().unwrap().to_string())
+        .unwrap_or_else(|| panic!("alias.x00 is held: {items:?}"));
+    ok(&f.cmd(["review", "accept", &x00]).output().unwrap());
     assert_eq!(git("alias.x00"), "!sh -c evil0");
     // A wrong id is a usage error, and says where to look.
     let out = f.cmd(["review", "accept", "h0"]).output().unwrap();
