@@ -45,6 +45,7 @@ pub(crate) fn plan(store: &Path, ws: &Path, views: &[PathBuf]) -> Vec<(PathBuf, 
 /// `{}` when you have none). Fails closed: a copy that cannot be made stops the launch.
 pub(crate) fn prepare(files: &[(PathBuf, PathBuf)]) -> crate::error::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     for (copy, yours) in files {
         let err = |e: std::io::Error| {
             crate::error::Error::io(
@@ -84,7 +85,6 @@ pub(crate) fn prepare(files: &[(PathBuf, PathBuf)]) -> crate::error::Result<()> 
         // Made whole under a temporary name and linked in: a second session starting at the same
         // moment either finds the finished copy or loses the link race (`EEXIST`) and takes the
         // winner's; neither binds a half-written file.
-        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let tmp = copy.with_file_name(format!(
             ".{}.new.{}.{}",
             copy.file_name()
