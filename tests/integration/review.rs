@@ -141,8 +141,10 @@ fn on_a_pipe_the_review_is_a_listing_and_scripts_decide_by_id() {
     let x00 = items
         .iter()
         .find(|i| i["what"].as_str().unwrap().starts_with("alias.x00 "))
-        .map(|i| i["id"].as_str().unwrap().to_string())
-        .unwrap_or_else(|| panic!("alias.x00 is held: {items:?}"));
+        .map_or_else(
+            || panic!("alias.x00 is held: {items:?}"),
+            |i| i["id"].as_str().unwrap().to_string(),
+        );
     ok(&f.cmd(["review", "accept", &x00]).output().unwrap());
     assert_eq!(git("alias.x00"), "!sh -c evil0");
     // A wrong id is a usage error, and says where to look.
