@@ -175,8 +175,14 @@ impl Store {
             .custom_flags(libc::O_NOFOLLOW)
             .open(file)
             .map_err(|e| Error::io(format!("opening {}", file.display()), e))?;
-        f.write_all(format!("{line}\n").as_bytes())
-            .map_err(|e| Error::io(format!("writing {}", file.display()), e))
+        // A line cut short by a full disk is taken back: the next one must not be glued to it.
+        let len = f.metadata().map(|m| m.len());
+        f.write_all(format!("{line}\n").as_bytes()).map_err(|e| {
+            if let Ok(len) = len {
+                let _ = f.set_len(len);
+            }
+            Error::io(format!("writing {}", file.display()), e)
+        })
     }
 
     /// Append an alert unless one with the same fingerprint exists. Returns whether it was added.
@@ -191,10 +197,14 @@ impl Store {
             return Ok(false);
         }
         let line = serde_json::to_string(alert).expect("alert serialises");
-        Self::append_line(&self.dir.alerts_log(), &line)?;
         let marker = self.dir.alerts_pending();
-        std::fs::write(&marker, alert.id.as_bytes())
-            .map_err(|e| Error::io("touching the alert marker", e))?;
+        crate::runtime_dir::reserve::write_with_reserve(self.dir.root(), || {
+            Self::append_line(&self.dir.alerts_log(), &line)
+        })?;
+        crate::runtime_dir::reserve::write_with_reserve(self.dir.root(), || {
+            std::fs::write(&marker, alert.id.as_bytes())
+                .map_err(|e| Error::io("touching the alert marker", e))
+        })?;
         Ok(true)
     }
 

@@ -44,6 +44,15 @@ pub enum Error {
     HeldConflict { id: String, target: PathBuf },
     #[error("{0}: not applied: {1}")]
     HeldApply(String, String),
+    /// A plant moved or renamed out of reach whose record could not be written (a full disk past
+    /// the reserve): nothing is lost, but only this message knows where the bytes are.
+    #[error("{} is out of reach as {}, but its quarantine record could not be written ({cause}), so `claude-sandbox restore` does not know it: free space in the runtime directory; to put it back by hand: `mv {2} {3} && chmod {mode:o} {3}`", original.display(), stored_at.display(), crate::jail::args::shell_quote(stored_at.as_os_str()), crate::jail::args::shell_quote(original.as_os_str()))]
+    QuarantineUnrecorded {
+        original: PathBuf,
+        stored_at: PathBuf,
+        mode: u32,
+        cause: String,
+    },
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -66,16 +75,18 @@ impl Error {
             | Error::Jail(_)
             | Error::RuntimeDir { .. }
             | Error::HeldApply(..)
+            | Error::QuarantineUnrecorded { .. }
             | Error::Io { .. } => EXIT_JAIL,
         }
     }
 
-    /// Wrap an I/O error with what was being done.
+    /// Wrap an I/O error with what was being done; a full filesystem says the fix.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        Error::Io {
-            context: context.into(),
-            source,
+        let mut context = context.into();
+        if crate::runtime_dir::reserve::is_full(&source) {
+            context.push_str(" (the filesystem is full: free space on it)");
         }
+        Error::Io { context, source }
     }
 
     /// A failure on a path the human named: one that does not exist is a usage mistake (`missing`

@@ -186,11 +186,17 @@ impl Store {
     /// Keep `item` (and `payload`, for a file) until the human decides.
     pub(crate) fn hold(&self, item: &Item, payload: Option<&[u8]>) -> Result<()> {
         self.ensure()?;
+        let runtime = self.dir.parent().unwrap_or(&self.dir);
+        let keep = |path: &Path, bytes: &[u8]| {
+            crate::runtime_dir::reserve::write_with_reserve(runtime, || {
+                write_atomic(path, bytes, 0o600)
+            })
+        };
         if let Some(p) = payload {
-            write_atomic(&self.payload_path(&item.id), p, 0o600)?;
+            keep(&self.payload_path(&item.id), p)?;
         }
         let text = serde_json::to_vec_pretty(item).expect("an item serialises");
-        write_atomic(&self.record(&item.id), &text, 0o600)
+        keep(&self.record(&item.id), &text)
     }
 
     /// Every item, with its decision (none: it waits), oldest first; items held in the same

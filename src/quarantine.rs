@@ -286,7 +286,16 @@ pub fn quarantine(
             ))
         }
     }
-    save(runtime, &record)?;
+    // Past this point the bytes are out of reach: a record that cannot be written must not read as
+    // "still there" (the watcher would look again, find nothing, and no one would know where it is).
+    if let Err(e) = save(runtime, &record) {
+        return Err(Error::QuarantineUnrecorded {
+            original: record.original,
+            stored_at: record.stored_at,
+            mode: record.mode,
+            cause: e.to_string(),
+        });
+    }
     Ok(Some(record))
 }
 
@@ -316,12 +325,17 @@ fn same_inode(dir: &OwnedFd, name: &OsStr, r: &Record) -> bool {
 fn save(runtime: &Path, r: &Record) -> Result<()> {
     let path = qdir(runtime).join(format!("{}.json", r.id));
     let tmp = path.with_extension("json.tmp");
-    std::fs::write(
-        &tmp,
-        serde_json::to_vec_pretty(r).expect("record serialises"),
-    )
-    .and_then(|()| std::fs::rename(&tmp, &path))
-    .map_err(|e| Error::io("saving the quarantine record", e))
+    crate::runtime_dir::reserve::write_with_reserve(runtime, || {
+        std::fs::write(
+            &tmp,
+            serde_json::to_vec_pretty(r).expect("record serialises"),
+        )
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            Error::io("saving the quarantine record", e)
+        })
+    })
 }
 
 pub fn load(runtime: &Path, id: &str) -> Result<Record> {

@@ -9,6 +9,8 @@
 
 use crate::error::{Error, Result};
 use crate::host::{self, HostEnv, RUNTIME_DIR};
+
+pub(crate) mod reserve;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -123,6 +125,11 @@ impl RuntimeDir {
     /// `placeholders.json`: the placeholder registry.
     pub(crate) fn placeholders(&self) -> PathBuf {
         self.root.join("placeholders.json")
+    }
+
+    /// `reserve`: space kept back for the records when the filesystem fills (`reserve`).
+    pub(crate) fn reserve(&self) -> PathBuf {
+        self.root.join("reserve")
     }
 
     /// `claude-sandbox.log`: the sessions' diagnostics while the command owns the terminal.
@@ -306,6 +313,7 @@ mod tests {
             rt.alerts_pending(),
             rt.alerts_shown(),
             rt.placeholders(),
+            rt.reserve(),
             rt.log(),
         ];
         let names: Vec<&str> = names.iter().map(|p| p.to_str().unwrap()).collect();
@@ -324,6 +332,7 @@ mod tests {
                 "/rt/alerts.new",
                 "/rt/alerts.shown",
                 "/rt/placeholders.json",
+                "/rt/reserve",
                 "/rt/claude-sandbox.log",
             ]
         );

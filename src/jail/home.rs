@@ -34,7 +34,7 @@ pub fn prepare(session_dir: &Path, home: &Path, session_json: &[u8]) -> Result<P
         .create(&session_home)
         .map_err(|e| Error::io(format!("creating {}", session_home.display()), e))?;
     std::fs::write(session.record(), session_json)
-        .map_err(|e| Error::io("writing the session record", e))?;
+        .map_err(|e| Error::io(format!("writing {}", session.record().display()), e))?;
     let real = home.join(NAME);
     // Only a regular file is copied in (a symlinked `~/.claude.json` is left alone, in and out).
     match read_regular(&real) {

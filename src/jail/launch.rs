@@ -67,6 +67,7 @@ pub fn run(opts: &RunOptions, env: &HostEnv) -> Result<i32> {
         None
     } else {
         let runtime = crate::runtime_dir::ensure(&input.runtime_dir)?;
+        crate::runtime_dir::reserve::keep(&crate::runtime_dir::RuntimeDir::new(&runtime));
         // Held to the end: what says this session is alive (`liveness`), to every other launcher.
         _lock = Some(
             super::liveness::SessionLock::take(&runtime, &mut session)

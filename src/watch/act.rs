@@ -206,6 +206,22 @@ pub(crate) fn carry_out(
                 Outcome::Left
             }
             Ok(None) => Outcome::Left,
+            Err(e @ crate::Error::QuarantineUnrecorded { .. }) => {
+                let f = Finding {
+                    severity: Severity::Critical,
+                    detail: format!("{}; {e}", f.detail),
+                    ..f
+                };
+                sink.alert(file_alert(
+                    session,
+                    f,
+                    &path,
+                    Action::Quarantined,
+                    None,
+                    entry,
+                ));
+                Outcome::Left
+            }
             Err(e) => {
                 let f = Finding {
                     severity: Severity::Critical,

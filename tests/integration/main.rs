@@ -10,6 +10,7 @@ mod cli_texts;
 mod common;
 mod concurrent;
 mod direnv;
+mod disks;
 mod entry_points;
 mod faults;
 mod gitconfig;
