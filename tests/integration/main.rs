@@ -32,6 +32,7 @@ mod review;
 mod secrets;
 mod secrets_kinds;
 mod session_log;
+mod soak;
 mod sockets;
 mod statedir;
 mod watcher;
