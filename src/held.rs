@@ -141,19 +141,24 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
         path.file_name().unwrap_or_default().to_string_lossy(),
         std::process::id()
     ));
-    let _ = std::fs::remove_file(&tmp);
+    write_atomic_via(path, &tmp, bytes, mode)
+}
+
+/// `write_atomic` through the temporary name `tmp` (a session's, `crate::tempname`).
+pub(crate) fn write_atomic_via(path: &Path, tmp: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+    let _ = std::fs::remove_file(tmp);
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(mode)
         .custom_flags(libc::O_NOFOLLOW)
-        .open(&tmp)
+        .open(tmp)
         .map_err(io(format!("creating {}", tmp.display())))?;
     f.write_all(bytes)
         .and_then(|()| f.sync_all())
         .map_err(io(format!("writing {}", tmp.display())))?;
-    let _ = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode));
-    std::fs::rename(&tmp, path).map_err(io(format!("replacing {}", path.display())))
+    let _ = std::fs::set_permissions(tmp, std::fs::Permissions::from_mode(mode));
+    std::fs::rename(tmp, path).map_err(io(format!("replacing {}", path.display())))
 }
 
 impl Store {

@@ -202,15 +202,11 @@ pub(crate) fn merge_back(
         held += 1;
     }
     let text = serde_json::to_vec_pretty(&human).expect("a JSON value serialises");
-    let dir = real.parent().unwrap_or(Path::new("/"));
     let io = |what: &str, path: &Path| {
         let context = format!("{what} {}", path.display());
         move |source| MergeError::Io { context, source }
     };
-    let tmp = dir.join(format!(
-        ".claude.json.claude-sandbox.{}",
-        std::process::id()
-    ));
+    let tmp = crate::tempname::beside(real, session_dir);
     {
         use std::io::Write;
         use std::os::unix::fs::OpenOptionsExt;

@@ -9,9 +9,11 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// What one session does: commit (the workspace's own repository), write a key git would run (held
-/// at the end), and leave its config copy to be merged back.
+/// at the end), leave its config copy to be merged back, and change `~/.claude.json` (carried back
+/// at the end by a temporary file and a rename).
 const SESSION: &str = "echo more >> README && git commit -qam more && \
-                       git config core.fsmonitor 'touch planted' && git config user.name Jailed";
+                       git config core.fsmonitor 'touch planted' && git config user.name Jailed && \
+                       echo \"{\\\"numStartups\\\": $RANDOM}\" > ~/.claude.json";
 
 /// The kills, spread over a session's length and a little past it (uniform, fixed seed).
 const KILLS: usize = 200;
@@ -59,6 +61,19 @@ fn broken(f: &Fixture) -> Vec<String> {
             out.push(format!(".git/{} left", e.file_name().to_string_lossy()));
         }
     }
+    // The carry-back's temporary names beside your files (`crate::tempname`).
+    for e in walkdir::WalkDir::new(&f.home).into_iter().flatten() {
+        if e.file_name().to_string_lossy().contains(".claude-sandbox.") {
+            out.push(format!("{} left", e.path().display()));
+        }
+    }
+    if serde_json::from_slice::<serde_json::Value>(
+        &std::fs::read(f.home.join(".claude.json")).unwrap_or_default(),
+    )
+    .is_err()
+    {
+        out.push("~/.claude.json is not whole".into());
+    }
     out
 }
 
@@ -75,8 +90,11 @@ fn debug_first(f: &Fixture, problem: &str, next: &std::process::Output) {
         .map(|e| e.file_name())
         .collect();
     let lock = std::fs::read(f.ws.join(".git/config.lock")).unwrap_or_default();
+    let registry = std::fs::read_to_string(f.rt.join("placeholders.json")).unwrap_or_default();
+    let log = std::fs::read_to_string(f.rt.join("claude-sandbox.log")).unwrap_or_default();
+    let log: Vec<&str> = log.lines().rev().take(12).collect();
     eprintln!(
-        "FIRST: {problem}\n  .git/claude-sandbox: {ls:?}\n  config.lock: {:?}\n  next: {}",
+        "FIRST: {problem}\n  .git/claude-sandbox: {ls:?}\n  config.lock: {:?}\n  next: {}\n  registry: {registry}\n  log (last first): {log:#?}",
         String::from_utf8_lossy(&lock),
         stderr(next)
     );
@@ -85,6 +103,7 @@ fn debug_first(f: &Fixture, problem: &str, next: &std::process::Output) {
 #[test]
 fn killed_at_any_moment_the_next_run_finishes_it_and_nothing_is_lost() {
     let f = Fixture::new();
+    std::fs::write(f.home.join(".claude.json"), "{\"numStartups\": 1}\n").unwrap();
     let mounts = mountinfo_lines();
     // Whole sessions, to spread the kills over their length (the median of five after the
     // first, which makes the layers).

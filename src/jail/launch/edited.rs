@@ -208,7 +208,10 @@ fn hold(b: &Before, bytes: &[u8], mode: u32, old: Option<(&Vec<u8>, u32)>, sessi
     // A new file renamed over the name, never a write through it: the session may have made the
     // name a hard link to a file of yours.
     let put_back = match old {
-        Some((b, m)) => crate::held::write_atomic(path, b, m).map_err(|e| e.to_string()),
+        Some((b, m)) => {
+            crate::held::write_atomic_via(path, &crate::tempname::beside(path, session_dir), b, m)
+                .map_err(|e| e.to_string())
+        }
         None => std::fs::remove_file(path).map_err(|e| e.to_string()),
     };
     match put_back {

@@ -11,8 +11,6 @@
 use super::{Copied, DirRecord, Record, Stamp, MAX_COPY};
 use crate::handback::identity;
 use crate::runtimes::{self, Allowed, StateDir};
-use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
@@ -163,17 +161,13 @@ fn hand_back(
                 .map_err(|e| NotCarried::NotHeld(e.to_string()));
         }
     }
-    replace(to, &jail, meta.mode() & 0o777)
+    replace(session_dir, to, &jail, meta.mode() & 0o777)
 }
 
 /// Write `bytes` over `to` by a temporary file beside it and a rename.
-fn replace(to: &Path, bytes: &[u8], mode: u32) -> Result<(), NotCarried> {
+fn replace(session_dir: &Path, to: &Path, bytes: &[u8], mode: u32) -> Result<(), NotCarried> {
     use std::io::Write;
-    let dir = to.parent().unwrap_or(Path::new("/"));
-    let mut tmp_name = b".".to_vec();
-    tmp_name.extend_from_slice(to.file_name().unwrap_or_default().as_bytes());
-    tmp_name.extend_from_slice(format!(".claude-sandbox.{}", std::process::id()).as_bytes());
-    let tmp = dir.join(OsStr::from_bytes(&tmp_name));
+    let tmp = crate::tempname::beside(to, session_dir);
     let _ = std::fs::remove_file(&tmp);
     let mut f = std::fs::OpenOptions::new()
         .write(true)
