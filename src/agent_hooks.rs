@@ -128,7 +128,8 @@ fn state_sealed(p: &Path, home: &Path) -> Option<String> {
             .iter()
             .find(|e| p.starts_with(home.join(e.rel)))
         {
-            return Some(e.runs.to_string());
+            // The jail's own copy (`jail::ownfiles`): writing it changes nothing of yours.
+            return e.sealed().then(|| e.runs.to_string());
         }
         let first = rel.components().next()?.as_os_str().to_string_lossy();
         if sd.access(&first) == Access::ReadOnly {

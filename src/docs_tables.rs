@@ -123,7 +123,14 @@ fn the_agent_state_entry_points_in_the_docs_are_the_runtimes() {
     };
     let code: Vec<(String, String)> = crate::runtimes::state_dirs()
         .flat_map(|sd| sd.entry_points)
-        .map(|e| (e.rel.to_string(), placeholder(e.stub)))
+        .map(|e| {
+            let how = if e.jails_own {
+                "(the jail's own copy)".to_string()
+            } else {
+                placeholder(e.stub)
+            };
+            (e.rel.to_string(), how)
+        })
         .collect();
     for e in &code {
         assert!(

@@ -169,8 +169,20 @@ pub(crate) enum Writable {
 pub(crate) struct StateEntry {
     /// Relative to `$HOME`.
     pub rel: &'static str,
+    /// Its placeholder where it is missing; for a `jails_own` file, what the jail's copy starts as.
     pub stub: Stub,
     pub runs: &'static str,
+    /// The agent saves its own choices here (an auth method, folder trust: measured, with how it
+    /// saves, in `runtimes::agents`): in the jail a copy of the jail's own, seeded from yours
+    /// (`jail::ownfiles`), so the save works and is kept while yours is never written.
+    pub jails_own: bool,
+}
+
+impl StateEntry {
+    /// Whether the jail has its own copy of this entry point (`jails_own`) rather than a seal.
+    pub(crate) fn sealed(&self) -> bool {
+        !self.jails_own
+    }
 }
 
 mod agents;

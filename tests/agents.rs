@@ -14,6 +14,8 @@
 mod common;
 #[path = "agents/harness.rs"]
 mod harness;
+#[path = "agents/own_settings.rs"]
+mod own_settings;
 #[path = "agents/tui.rs"]
 mod tui;
 use common::*;
@@ -160,7 +162,9 @@ fn codex_starts_and_saves_its_state() {
             "codex wrote no state in {}",
             own.display()
         );
-        // Its config stays sealed.
+        // Its config is the jail's own copy: written there, never yours (`own_settings`). (With
+        // no `~/.codex` of yours a shell's jail has none: nothing is added to your home's top.)
+        std::fs::create_dir_all(f.home.join(".codex")).unwrap();
         let out = with_agents(
             &f,
             &[
@@ -171,7 +175,8 @@ fn codex_starts_and_saves_its_state() {
                 "echo 'notify = [\"sh\"]' > ~/.codex/config.toml && echo WROTE; true",
             ],
         );
-        assert!(!stdout(&out).contains("WROTE"));
+        assert!(stdout(&out).contains("WROTE"), "{}", text(&out));
+        assert!(!f.home.join(".codex/config.toml").exists());
     });
 }
 

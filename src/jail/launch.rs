@@ -133,7 +133,7 @@ pub fn run(opts: &RunOptions, env: &HostEnv) -> Result<i32> {
     let _layers = super::layers::prepare(&store, &mut plan.policy.layers)?;
     let installed =
         super::layers::installed::Installed::before(&plan.policy.home, &plan.policy.layers);
-    super::ownfiles::prepare(&plan.policy.own_files)?;
+    super::ownfiles::prepare(&store, &plan.policy.own_files)?;
     let pending = seals_pending.then_some(PendingSeals {
         input: &input,
         command: cmd,
@@ -305,7 +305,8 @@ impl PendingSeals<'_> {
         .map_err(|_| Error::Jail("the hard-link scan panicked".into()))?;
         super::hardlinks::record(plan, &links, &self.input.runtime_dir, self.session);
         // The jail's own files planned with the seals: their copies before the sealer binds them.
-        super::ownfiles::prepare(&plan.policy.own_files)?;
+        let store = super::layers::store_dir(&self.input.home, &self.input.host);
+        super::ownfiles::prepare(&store, &plan.policy.own_files)?;
         for w in &plan.warnings[shown..] {
             tracing::warn!("{w}");
         }

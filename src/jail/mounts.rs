@@ -219,7 +219,8 @@ pub(crate) fn state_dir(out: &mut Vec<Mount>, real: &Path, own: &Path, binds: &[
             How::ReadOnly => out.push(bind(&yours, &jail, false)),
             How::Stub(_) => out.push(bind(&own.join(&b.name), &jail, false)),
             How::Store(dir) => out.push(bind(dir, &jail, true)),
-            How::Copied | How::Symlink(_) | How::MountPoint => {}
+            // A file of the jail's own directory, writable with it.
+            How::Copied | How::Symlink(_) | How::MountPoint | How::Own(_) => {}
         }
     }
 }

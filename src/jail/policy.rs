@@ -177,6 +177,9 @@ pub(crate) enum How {
     MountPoint,
     /// The jail's own persistent store (`runtimes::JailStore`), bound writable from here.
     Store(PathBuf),
+    /// An entry point the agent saves its choices in (`runtimes::StateEntry::jails_own`): a copy
+    /// of the jail's own seeded from yours (`ownfiles`), with its record in this layer store.
+    Own(PathBuf),
 }
 
 /// One top-level name of the jail's own state directory.

@@ -91,6 +91,7 @@ pub(crate) fn own_top_levels(
             &listing(&real),
             &named_top_names(home, sd),
             store_path(home, env, sd).as_deref(),
+            &super::layers::store_dir(home, env),
         );
         if let Some(js) = &sd.jail_store {
             setenv.push((js.env.into(), real.join(js.name).to_string_lossy().into()));
@@ -103,12 +104,14 @@ pub(crate) fn own_top_levels(
 }
 
 /// The jail's top level for `sd`, given the human's listing and the top-level names the sealed
-/// settings name as scripts. Pure. What is not listed here is the jail's own directory's.
+/// settings name as scripts (`store`: its jail store; `layers`: the layer store). Pure. What is
+/// not listed here is the jail's own directory's.
 pub(crate) fn classify(
     sd: &StateDir,
     seen: &[(OsString, Kind)],
     named: &[OsString],
     store: Option<&Path>,
+    layers: &Path,
 ) -> Vec<StateBind> {
     let mut out = Vec::new();
     let mut push = |name: &OsStr, how: How| {
@@ -119,6 +122,12 @@ pub(crate) fn classify(
             });
         }
     };
+    // The entry points the agent saves its choices in: the jail's own copies, whatever yours is.
+    for e in sd.entry_points.iter().filter(|e| e.jails_own) {
+        if let Some(top) = top_name(sd, e.rel) {
+            push(OsStr::new(top), How::Own(layers.to_path_buf()));
+        }
+    }
     if let (Some(js), Some(dir)) = (&sd.jail_store, store) {
         push(OsStr::new(js.name), How::Store(dir.to_path_buf()));
     }

@@ -5,7 +5,23 @@ use crate::catalogue::{dir, held, Stub};
 use crate::handback::identity::Format;
 
 const fn ep(rel: &'static str, stub: Stub, runs: &'static str) -> StateEntry {
-    StateEntry { rel, stub, runs }
+    StateEntry {
+        rel,
+        stub,
+        runs,
+        jails_own: false,
+    }
+}
+
+/// An entry point the agent saves its choices in: the jail's own copy, seeded from yours
+/// (`StateEntry::jails_own`); `seed` is what the copy starts as when you have none.
+const fn own(rel: &'static str, seed: Stub, runs: &'static str) -> StateEntry {
+    StateEntry {
+        rel,
+        stub: seed,
+        runs,
+        jails_own: true,
+    }
 }
 
 /// Every runtime.
@@ -207,7 +223,10 @@ pub(crate) const CODEX: Runtime = Runtime {
             fresh: &["memories_*"],
         }),
         entry_points: &[
-            ep(
+            // Codex saves folder trust (`[projects."/path"] trust_level`, the TUI's first question)
+            // and `codex features enable` here, by `.tmpXXXXXX` beside it and rename (0.171.0,
+            // strace): sealed, the trust could not be saved and was asked every session.
+            own(
                 ".codex/config.toml",
                 EMPTY,
                 "Codex CLI: mcp_servers, notify, project trust",
@@ -305,7 +324,10 @@ pub(crate) const GEMINI: Runtime = Runtime {
         ],
         jail_store: None,
         entry_points: &[
-            ep(
+            // Gemini CLI saves the auth method chosen (`security.auth.selectedType`) and other
+            // choices here, in place (`O_WRONLY|O_CREAT|O_TRUNC`, 0.61.0, strace): sealed, the
+            // choice could not be saved and was asked every session.
+            own(
                 ".gemini/settings.json",
                 EMPTY_JSON,
                 "Gemini CLI: hooks, mcpServers, discoveryCommand",
@@ -320,9 +342,11 @@ pub(crate) const GEMINI: Runtime = Runtime {
                 EMPTY,
                 "Gemini CLI: GEMINI_CLI_TRUST_WORKSPACE, environment",
             ),
+            // A directory, not an empty file, where you have none: 0.61.0 counts an empty file as
+            // "1 GEMINI.md file" loaded, and skips a directory at that name (`EISDIR`) as absent.
             ep(
                 ".gemini/GEMINI.md",
-                EMPTY,
+                Stub::Dir,
                 "Gemini CLI: the user's instructions and memory, read by every session",
             ),
             ep(

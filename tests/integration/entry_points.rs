@@ -223,7 +223,6 @@ fn agent_settings_in_writable_state_dirs_are_sealed_but_state_is_writable() {
         mv ~/.claude/settings.json ~/.claude/s.old
         echo '{}' > ~/.claude/settings.local.json
         mkdir -p ~/.claude/commands/x
-        echo 'notify = ["sh"]' > ~/.codex/config.toml
         echo '{}' > ~/.codex/hooks.json
         mv ~/.claude ~/.claude.old
         "#,
@@ -232,6 +231,9 @@ fn agent_settings_in_writable_state_dirs_are_sealed_but_state_is_writable() {
     // Agent state is writable, and the jail's own: there for its next session, never yours.
     assert!(!f.home.join(".claude/todos").exists());
     assert_eq!(stdout(&f.jail("cat ~/.claude/todos/s")), "state\n");
+    // Codex's `config.toml` is the jail's own copy (`own_settings`): written there, never yours.
+    ok(&f.jail("echo 'notify = [\"sh\"]' > ~/.codex/config.toml"));
+    assert!(!f.home.join(".codex/config.toml").exists());
 }
 
 /// A tool the agent puts in `~/.local/bin` is the jail's: it runs in the next session, your

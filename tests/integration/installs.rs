@@ -291,3 +291,57 @@ fn a_plant_in_cargo_bin_stays_in_the_jails_layer() {
     let alerts = stdout(&f.cmd(["alerts"]).output().unwrap());
     assert!(!alerts.contains(".cargo/bin/ls"), "{alerts}");
 }
+
+/// `pipx install` and `uv tool install` (issue 33's quality bar): the tool's virtual environment
+/// (`~/.local/pipx` or `~/.local/share/pipx`, `~/.local/share/uv/tools`) and its link in
+/// `~/.local/bin` are the jail's layer, so the tool works inside and in the next session, never
+/// reaches your home, and raises no alert. From a local wheel with no network (`--network none`).
+fn tool_installer_works_inside_and_next_time(test: &str, program: &str, install: &str) {
+    if !tool_or_say(test, program, false) {
+        return;
+    }
+    let f = Fixture::new();
+    let whl = wheel_script(&f.root, "hello_cs", "hello from a tool", Some("hello-cs"));
+    let before = tree(&f.home);
+    let jail = |script: &str| {
+        f.cmd(["run", "--network", "none", "--", "bash", "-c", script])
+            .output()
+            .unwrap()
+    };
+    let run = jail(&format!(
+        "{install} {} >/dev/null 2>&1; ~/.local/bin/hello-cs",
+        whl.display()
+    ));
+    assert_eq!(ok(&run), "hello from a tool\n", "{test}");
+    assert!(
+        stderr(&run).contains("~/.local/bin this session: hello-cs ("),
+        "{test}: {}",
+        stderr(&run)
+    );
+    assert_eq!(tree(&f.home), before, "{test}: the jail changed your home");
+    assert_eq!(
+        ok(&jail("~/.local/bin/hello-cs")),
+        "hello from a tool\n",
+        "{test}"
+    );
+    let alerts = stdout(&f.cmd(["alerts", "--json"]).output().unwrap());
+    assert_eq!(alerts.trim(), "[]", "{test}: {alerts}");
+}
+
+#[test]
+fn pipx_install_works_inside_and_in_the_next_session() {
+    tool_installer_works_inside_and_next_time(
+        "pipx_install_works_inside",
+        "pipx",
+        "pipx install --pip-args=--no-index",
+    );
+}
+
+#[test]
+fn uv_tool_install_works_inside_and_in_the_next_session() {
+    tool_installer_works_inside_and_next_time(
+        "uv_tool_install_works_inside",
+        "uv",
+        "uv tool install --offline",
+    );
+}

@@ -26,6 +26,7 @@ mod network;
 mod network_allow;
 mod network_limits;
 mod network_upstream;
+mod own_settings;
 mod prompt;
 mod read_only;
 mod review;

@@ -1,5 +1,6 @@
 //! The jail's own agent state directories (`jail::statedir`), tried in a real jail: a settings file
-//! your own agent saves by rename during the session never becomes writable in the jail; what the
+//! your own agent saves by rename during the session never becomes writable in the jail (sealed,
+//! or the jail's own copy: `own_settings`); what the
 //! agent writes (a new name, transcripts, memory) is never yours, during the session or after it,
 //! and is there for the jail's next session; credentials of your account and the history come back,
 //! yours win where you changed them; Codex's `SQLite` stores are the jail's own, its memories one
@@ -64,10 +65,15 @@ fn rename_outside(seal: Option<&str>) {
     let script = r#"touch ready
         n=0
         while [ ! -e go ]; do
-          for s in ~/.claude/settings.json ~/.codex/config.toml ~/.gemini/settings.json; do
-            echo '{"hooks":"AGENTMARK"}' > "$s" 2>/dev/null && n=$((n+1))
-            echo 'AGENTMARK' >> "$s" 2>/dev/null && n=$((n+1))
-            mv -f "$s" "$s.gone" 2>/dev/null && n=$((n+1))
+          s=~/.claude/settings.json
+          echo '{"hooks":"AGENTMARK"}' > "$s" 2>/dev/null && n=$((n+1))
+          echo 'AGENTMARK' >> "$s" 2>/dev/null && n=$((n+1))
+          mv -f "$s" "$s.gone" 2>/dev/null && n=$((n+1))
+          # Codex's and Gemini CLI's are the jail's own copies: the writes land there, never in yours.
+          for s in ~/.codex/config.toml ~/.gemini/settings.json; do
+            echo '{"hooks":"AGENTMARK"}' > "$s"
+            echo 'AGENTMARK' >> "$s"
+            mv -f "$s" "$s.gone"
           done
         done
         echo "agent writes that landed: $n""#;

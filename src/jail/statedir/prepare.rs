@@ -197,6 +197,29 @@ fn make_one(
             dir_at(&mine)?;
             r.made.push(b.name.clone());
         }
+        How::Own(layers) => {
+            // What the jail left under a kind that is no file is kept aside, not lost, and the
+            // copy made anew: a launch never fails on what a session made there.
+            set_aside_unless(&mine, std::fs::Metadata::is_file)?;
+            let empty = sd
+                .entry_points
+                .iter()
+                .find(|e| e.jails_own && super::top_name(sd, e.rel) == b.name.to_str())
+                .map_or("", |e| match e.stub {
+                    Stub::File(text) => text,
+                    Stub::Dir => "",
+                });
+            crate::jail::ownfiles::make(
+                layers,
+                &crate::jail::ownfiles::OwnFile {
+                    copy: &mine,
+                    yours: &yours,
+                    empty: empty.as_bytes(),
+                    follow: true,
+                },
+            )?;
+            r.made.push(b.name.clone());
+        }
         How::Store(dir) => {
             mkdir(dir)?;
             empty_fresh(sd, dir)?;

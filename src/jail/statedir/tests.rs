@@ -1,5 +1,5 @@
 use super::*;
-use crate::runtimes::{CLAUDE, CODEX};
+use crate::runtimes::{CLAUDE, CODEX, GEMINI};
 
 fn names(binds: &[StateBind]) -> Vec<(String, How)> {
     binds
@@ -37,6 +37,7 @@ fn of_yours_the_jail_reads_config_shares_histories_and_copies_the_allowlisted_fi
         &seen,
         &[OsString::from("statusline.sh"), OsString::from("gone.sh")],
         None,
+        Path::new("/layers"),
     );
     // Transcripts and other agent state: the jail's own, yours not in the jail.
     for own in [
@@ -91,7 +92,7 @@ fn codex_gets_its_own_sqlite_store_and_a_view_of_its_skills() {
         (OsString::from("tmp"), Kind::Dir),
     ];
     let store = Path::new("/s/codex-sqlite");
-    let binds = classify(sd, &seen, &[], Some(store));
+    let binds = classify(sd, &seen, &[], Some(store), Path::new("/layers"));
     assert_eq!(
         how(&binds, ".claude-sandbox-sqlite"),
         Some(How::Store(store.into()))
@@ -103,6 +104,24 @@ fn codex_gets_its_own_sqlite_store_and_a_view_of_its_skills() {
     // Its live helper directories (`tmp/arg0/*`, on the PATH of your Codex): the session's own,
     // never carried back to yours.
     assert_eq!(how(&binds, "tmp"), Some(How::MountPoint));
+    // Its config (folder trust), yours missing here: the jail's own copy all the same.
+    assert_eq!(how(&binds, "config.toml"), Some(How::Own("/layers".into())));
+}
+
+#[test]
+fn gemini_settings_are_the_jails_own_copy_and_its_missing_instructions_a_directory() {
+    let sd = &GEMINI.state[0];
+    let seen = vec![(OsString::from("settings.json"), Kind::File { size: 10 })];
+    let binds = classify(sd, &seen, &[], None, Path::new("/layers"));
+    assert_eq!(
+        how(&binds, "settings.json"),
+        Some(How::Own("/layers".into()))
+    );
+    assert_eq!(how(&binds, "GEMINI.md"), Some(How::Stub(Stub::Dir)));
+    assert_eq!(
+        how(&binds, "trusted_hooks.json"),
+        Some(How::Stub(Stub::File("{}\n")))
+    );
 }
 
 #[test]
@@ -190,7 +209,13 @@ impl Scene {
             .to_path_buf();
         std::fs::create_dir_all(&session).unwrap();
         let real = self.home.join(".claude");
-        let binds = classify(sd, &listing(&real), &[], None);
+        let binds = classify(
+            sd,
+            &listing(&real),
+            &[],
+            None,
+            &self.own.parent().unwrap().join("layers"),
+        );
         prepare(&session, &self.home, &[(sd, &self.own, &binds)]).unwrap();
         jail(&self.own);
         finish(&session)
