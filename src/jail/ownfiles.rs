@@ -157,7 +157,6 @@ fn replace(to: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// the one whole copy (neither binds a half-written file, nor one the other replaced).
 pub(crate) fn make(store: &Path, f: &OwnFile) -> std::io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    use std::os::unix::io::AsRawFd;
     let mkdir = |d: &Path| {
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -178,10 +177,7 @@ pub(crate) fn make(store: &Path, f: &OwnFile) -> std::io::Result<()> {
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
         .open(records.join(".lock"))?;
-    // SAFETY: flock on a descriptor this function owns; released when `lock` is dropped.
-    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)?;
     let yours = read_yours(f);
     let made_from = {
         use sha2::Digest;
