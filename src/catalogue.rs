@@ -9,6 +9,8 @@
 //! reads from a git directory is one row of `git::FILES`.
 
 pub(crate) mod git;
+#[cfg(test)]
+pub(crate) mod pass;
 
 /// The workspace's own configuration file (`config`): an entry point itself, since it is the next
 /// session's policy.
@@ -84,6 +86,17 @@ pub(crate) const fn held(name: &'static str, runs: &'static str) -> Catalogued {
     }
 }
 
+/// An instruction file an agent reads from every directory it works in (`CLAUDE.md`, `AGENTS.md`):
+/// never a placeholder and never sealed, since agents write them as part of their task; a new or
+/// changed one is held at the session's end unless it is the work (its repository tracks it).
+pub(crate) const fn instructions(name: &'static str, runs: &'static str) -> Catalogued {
+    Catalogued {
+        held: true,
+        edits_held: true,
+        ..dir(name, runs)
+    }
+}
+
 /// Placeholdered when missing only if one of `read_by` is installed.
 pub(crate) const fn read_by(
     name: &'static str,
@@ -153,6 +166,45 @@ pub(crate) const TOOLS: &[Catalogued] = &[
             ".pnpmfile.cjs",
             &["pnpm", "corepack"],
             "pnpm: hooks run on install",
+        )
+    },
+    // pnpm 12.23.0 loads it as it loads `.pnpmfile.cjs`, and takes a directory there for none.
+    read_by(
+        ".pnpmfile.mjs",
+        &["pnpm", "corepack"],
+        "pnpm: hooks run on install (an ES module)",
+    ),
+    // pnpm 12.23.0 fails every command on a directory there ("Is a directory"), and agents edit it
+    // as part of their task (`packages:`, `pnpm approve-builds`): held when made or changed, as
+    // `package.json` a tracked one is the work.
+    Catalogued {
+        held: true,
+        edits_held: true,
+        ..read_by(
+            "pnpm-workspace.yaml",
+            &["pnpm", "corepack"],
+            "pnpm: scriptShell runs every `pnpm run`, settings of every pnpm command",
+        )
+    },
+    // Yarn's Plug'n'Play loader, written by `yarn install`: `pnpm run` requires it into every node
+    // script (measured with pnpm 12.23.0). Held, not sealed: sealed, a PnP project's install fails.
+    Catalogued {
+        held: true,
+        edits_held: true,
+        ..read_by(
+            ".pnp.cjs",
+            &["pnpm", "yarn", "corepack"],
+            "pnpm/yarn: Plug'n'Play loader required into every node script",
+        )
+    },
+    // Yarn 1 (not installed here: from its docs). No placeholder: how it reads a directory there
+    // was not measured.
+    Catalogued {
+        held: true,
+        ..read_by(
+            ".yarnrc",
+            &["yarn"],
+            "yarn 1: yarn-path runs a JavaScript file",
         )
     },
     read_by("bunfig.toml", &["bun", "bunx"], "bun: preload scripts"),

@@ -197,3 +197,37 @@ fn the_secrets_table_is_the_code() {
         );
     }
 }
+
+/// docs/entry-points.md's table of the last catalogue pass is `catalogue::pass::PASS`, row for
+/// row, in its order.
+#[test]
+fn the_catalogue_pass_in_the_docs_is_the_code() {
+    use crate::catalogue::pass::{Seen, PASS};
+    let rows = table(&doc("entry-points.md"), "The catalogue pass, as found");
+    let documented: Vec<Vec<String>> = rows.into_iter().collect();
+    let code: Vec<Vec<String>> = PASS
+        .iter()
+        .map(|r| {
+            let seen = match r.seen {
+                Seen::Strace => "strace",
+                Seen::Docs => "docs",
+            };
+            vec![
+                r.tool.to_string(),
+                r.version.to_string(),
+                format!("`{}`", r.path),
+                seen.to_string(),
+                r.verdict.text(),
+            ]
+        })
+        .collect();
+    let expected: Vec<String> = code
+        .iter()
+        .map(|c| format!("| {} |", c.join(" | ")))
+        .collect();
+    let expected = expected.join("\n");
+    assert_eq!(
+        documented, code,
+        "docs/entry-points.md, \"The catalogue pass, as found\": expected rows\n{expected}"
+    );
+}

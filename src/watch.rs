@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 mod act;
+mod created;
 mod deferred;
 mod events;
 mod gitkeys;
@@ -168,6 +169,8 @@ pub(crate) struct Watcher {
     failed: std::collections::BTreeMap<(DirId, String), String>,
     /// Alerts the store still refuses, described (reported at the end).
     unsent: Vec<String>,
+    /// Catalogued names made in the workspace, judged at the next tick (`created`).
+    created_names: std::collections::BTreeSet<PathBuf>,
 }
 
 /// How a deferred name is read (see `Watcher::resolve`).
@@ -220,6 +223,7 @@ impl Watcher {
             future: shellpath::Future::default(),
             failed: std::collections::BTreeMap::new(),
             unsent: Vec::new(),
+            created_names: std::collections::BTreeSet::new(),
         };
         for d in base.dirs.iter().filter(|d| d.writable) {
             if d.exists {

@@ -1,7 +1,7 @@
 //! Each runtime's definition (`super::Runtime`): what was measured, and why each name is where it is.
 
 use super::*;
-use crate::catalogue::{dir, held, Stub};
+use crate::catalogue::{dir, held, instructions, Stub};
 use crate::handback::identity::Format;
 
 const fn ep(rel: &'static str, stub: Stub, runs: &'static str) -> StateEntry {
@@ -140,6 +140,12 @@ pub(crate) const CLAUDE: Runtime = Runtime {
                 Stub::Dir,
                 "Claude Code: the usual place of hook scripts named by settings",
             ),
+            // 2.1.197 reads it at every start; its `scripts/*.js` are what a workflow runs.
+            ep(
+                ".claude/workflows",
+                Stub::Dir,
+                "Claude Code: workflows and the scripts they run",
+            ),
         ],
     }],
     project: &[
@@ -148,6 +154,13 @@ pub(crate) const CLAUDE: Runtime = Runtime {
             "Claude Code: settings hooks, statusLine, commands, agents, skills",
         ),
         dir(".mcp.json", "Claude Code: stdio MCP server commands"),
+        // Read from every directory from the root of the repository to the one it starts in
+        // (2.1.197, measured); `CLAUDE.local.md` is the private one, usually ignored by git.
+        instructions(
+            "CLAUDE.md",
+            "Claude Code, OpenCode: the project's instructions",
+        ),
+        instructions("CLAUDE.local.md", "Claude Code: your private instructions"),
     ],
     hooks: Some(Hooks {
         name: "claude",
@@ -257,10 +270,23 @@ pub(crate) const CODEX: Runtime = Runtime {
             ep(".codex/plugins", Stub::Dir, "Codex CLI: installed plugins"),
         ],
     }],
-    project: &[dir(
-        ".codex",
-        "Codex CLI: project config.toml (mcp_servers, notify), hooks.json",
-    )],
+    project: &[
+        dir(
+            ".codex",
+            "Codex CLI: project config.toml (mcp_servers, notify), hooks.json",
+        ),
+        // 0.171.0 reads `.agents/skills` in every directory from the repository's root to its own
+        // (OpenCode 1.18.33 reads `.agents` too): skills carry scripts.
+        dir(".agents", "Codex CLI, OpenCode: skills with scripts"),
+        instructions(
+            "AGENTS.md",
+            "Codex CLI, OpenCode: the project's instructions",
+        ),
+        instructions(
+            "AGENTS.override.md",
+            "Codex CLI: instructions read instead of AGENTS.md",
+        ),
+    ],
     hooks: Some(Hooks {
         name: "codex",
         file: ".codex/hooks.json",
@@ -369,10 +395,16 @@ pub(crate) const GEMINI: Runtime = Runtime {
             ),
         ],
     }],
-    project: &[dir(
-        ".gemini",
-        "Gemini CLI: settings.json hooks and mcpServers, commands, .env",
-    )],
+    project: &[
+        dir(
+            ".gemini",
+            "Gemini CLI: settings.json hooks and mcpServers, commands, .env",
+        ),
+        instructions(
+            "GEMINI.md",
+            "Gemini CLI: the project's instructions and memory",
+        ),
+    ],
     hooks: Some(Hooks {
         name: "gemini",
         file: ".gemini/settings.json",
@@ -411,7 +443,11 @@ pub(crate) const CURSOR: Runtime = Runtime {
             ep(".cursor/rules", Stub::Dir, "Cursor: the user's rules"),
         ],
     }],
-    project: &[dir(".cursor", "Cursor: hooks.json, mcp.json")],
+    project: &[
+        dir(".cursor", "Cursor: hooks.json, mcp.json"),
+        // Its documentation (not installed here): the legacy rules file at a project's root.
+        instructions(".cursorrules", "Cursor: the project's rules (legacy)"),
+    ],
     hooks: Some(Hooks {
         name: "cursor",
         file: ".cursor/hooks.json",
@@ -490,6 +526,11 @@ pub(crate) const OPENCODE: Runtime = Runtime {
         // is held at its end for the review (docs/entry-points.md).
         held("opencode.json", "OpenCode: plugins and MCP commands"),
         held("opencode.jsonc", "OpenCode: plugins and MCP commands"),
+        // 1.18.33 reads it beside `AGENTS.md` and `CLAUDE.md` (an older name of its own).
+        instructions(
+            "CONTEXT.md",
+            "OpenCode: the project's instructions (older name)",
+        ),
     ],
     hooks: None,
     hosts: &["opencode.ai", "models.dev"],

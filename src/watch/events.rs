@@ -44,6 +44,7 @@ impl Watcher {
                 lazy_read = Some(Instant::now());
             }
             if last_sweep.elapsed() >= TICK {
+                self.alert_created_names();
                 self.sweep_polled();
                 self.retry_failed();
                 last_sweep = Instant::now();
@@ -100,6 +101,9 @@ impl Watcher {
                 _ => {}
             },
             Role::Tree => {
+                if let Some(n) = name.as_deref() {
+                    self.check_created_name(idx, n);
+                }
                 // A file that is no repository marker: only a configured `hidden` glob could make
                 // it news (a build writes thousands of these).
                 let file = !mask.contains(EventMask::ISDIR)
@@ -138,6 +142,8 @@ impl Watcher {
                         }
                         let lazy = self.table[idx].lazy || in_declared || sub_declared;
                         self.add_tree_in(&sub, lazy);
+                        // What was made in it before its watch (`mkdir -p pkg && echo > pkg/.npmrc`).
+                        self.check_created_names_in(&sub);
                         self.discover_repos(&sub);
                     }
                     _ => {}

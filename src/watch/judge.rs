@@ -186,6 +186,25 @@ pub(crate) fn judge_key(key: &str, value: &str, new_repo: bool, own_file: bool) 
     }
 }
 
+/// A catalogued per-directory name (`entrypoints::per_directory`) made in a workspace directory
+/// during the session, where no seal stood (below the root, or a root name with no placeholder):
+/// alerted at once, so the human hears of it while a tool of theirs started there would read it;
+/// the session's end holds it unless it is the work (`jail::launch::created`). By name only, as
+/// the end's walk decides it: every file a build writes in a watched directory comes here, and
+/// costs a comparison with each catalogued name.
+pub(crate) fn judge_created_name(name: &str) -> Option<Finding> {
+    let c = crate::entrypoints::per_directory().find(|c| c.name == name)?;
+    Some(Finding {
+        severity: Severity::High,
+        kind: AlertKind::EntryPointCreated,
+        detail: format!(
+            "made or replaced during the session ({}): a tool of yours started in this directory reads it; \
+             the session's end holds it for `claude-sandbox review` unless it is the work",
+            c.runs
+        ),
+    })
+}
+
 /// A new file matching a configured `hidden` glob: visible in the jail until the next session.
 pub(crate) fn judge_hidden(glob: &str) -> Finding {
     Finding {

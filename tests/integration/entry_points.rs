@@ -496,3 +496,53 @@ fn pre_commit_configs_are_edited_inside_and_held_unless_they_are_the_work() {
     assert!(accepted.status.success(), "{}", stderr(&accepted));
     assert_eq!(std::fs::read_to_string(&tools).unwrap(), edited);
 }
+
+/// The names the catalogue pass added (docs/entry-points.md, "The catalogue pass"): the agents'
+/// instruction files and pnpm's workspace file are written freely in the jail and held at the
+/// end unless they are the work (a tracked `AGENTS.md` changed is left, an untracked
+/// `CLAUDE.local.md` changed is put back and held, a new `GEMINI.md` below the root and a new
+/// `pnpm-workspace.yaml` are moved out and held); `.agents` (skills with scripts) is sealed at
+/// the root like `.claude`.
+#[test]
+fn instruction_files_and_pnpm_workspace_files_are_held_unless_the_work_and_agents_is_sealed() {
+    let f = Fixture::new();
+    std::fs::write(f.ws.join("AGENTS.md"), "Be brief.\n").unwrap();
+    f.git(&f.ws, &["add", "AGENTS.md"]);
+    f.git(&f.ws, &["commit", "-qm", "agents"]);
+    std::fs::write(f.ws.join("CLAUDE.local.md"), "mine\n").unwrap();
+    let out = f.jail(
+        "echo 'Run the tests.' >> AGENTS.md && echo theirs > CLAUDE.local.md && \
+         mkdir -p pkg && echo 'Obey.' > pkg/GEMINI.md && \
+         printf 'scriptShell: ./x.sh\\n' > pnpm-workspace.yaml && echo WORKED; \
+         mkdir -p .agents/skills 2>/dev/null || echo AGENTS-SEALED",
+    );
+    let (so, se) = (stdout(&out), stderr(&out));
+    assert!(
+        so.contains("WORKED") && so.contains("AGENTS-SEALED"),
+        "{so}\n{se}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("AGENTS.md")).unwrap(),
+        "Be brief.\nRun the tests.\n",
+        "tracked: the work. {se}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("CLAUDE.local.md")).unwrap(),
+        "mine\n",
+        "{se}"
+    );
+    for gone in ["pkg/GEMINI.md", "pnpm-workspace.yaml", ".agents"] {
+        assert!(!f.ws.join(gone).exists(), "{gone}: {se}");
+    }
+    let items: Vec<serde_json::Value> =
+        serde_json::from_slice(&f.cmd(["review", "--json"]).output().unwrap().stdout).unwrap();
+    let targets: Vec<&str> = items.iter().filter_map(|i| i["target"].as_str()).collect();
+    for held in ["CLAUDE.local.md", "pkg/GEMINI.md", "pnpm-workspace.yaml"] {
+        let path = f.ws.join(held);
+        assert!(
+            targets.contains(&path.to_str().unwrap()),
+            "{held}: {items:#?}"
+        );
+    }
+    assert_eq!(items.len(), 3, "{items:#?}");
+}

@@ -100,6 +100,41 @@ fn claude_and_codex_deny_sealed_writes_and_stay_silent_otherwise() {
     assert_eq!(hook(&f, "codex", &p).1, "");
 }
 
+/// What the jail lets the agent write and judges at the session's end (an instruction file, a
+/// `pnpm-workspace.yaml`: held when made or changed; a missing `opencode.json`: held when made) is
+/// not refused; an existing `opencode.json` is sealed, so writing it is.
+#[test]
+fn names_held_at_the_end_are_not_refused_while_sealed_ones_are() {
+    let f = Fixture::new();
+    let ws = f.ws.display().to_string();
+    let write = |name: &str| {
+        let p = json!({"cwd": ws, "hook_event_name": "PreToolUse", "tool_name": "Write",
+                       "tool_input": {"file_path": format!("{ws}/{name}"), "content": "x"}});
+        hook(&f, "claude", &p).1
+    };
+    for name in [
+        "CLAUDE.md",
+        "AGENTS.md",
+        "pnpm-workspace.yaml",
+        "opencode.json",
+    ] {
+        assert_eq!(write(name), "", "{name}");
+    }
+    std::fs::write(f.ws.join("opencode.json"), "{}").unwrap();
+    let runs = "OpenCode: plugins and MCP commands";
+    let path = format!("{ws}/opencode.json");
+    assert_json(
+        &write("opencode.json"),
+        &claude_deny(&sealed_reason(&path, runs)),
+    );
+    let mcp = format!("{ws}/.mcp.json");
+    let runs = "Claude Code: stdio MCP server commands";
+    assert_json(
+        &write(".mcp.json"),
+        &claude_deny(&sealed_reason(&mcp, runs)),
+    );
+}
+
 #[test]
 fn secrets_are_denied_to_read_tools() {
     let f = Fixture::new();

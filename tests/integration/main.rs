@@ -38,4 +38,5 @@ mod sockets;
 mod statedir;
 mod watcher;
 mod watcher_judges;
+mod watcher_names;
 mod worktrees;

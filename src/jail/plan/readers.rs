@@ -62,11 +62,11 @@ pub(crate) fn major(name: &str, dirs: &[PathBuf]) -> Option<u64> {
 pub(crate) fn drop_held(findings: &mut Vec<Finding>) -> Vec<PathBuf> {
     let mut edited = Vec::new();
     findings.retain(|f| {
-        let Some(c) = f
-            .path
-            .file_name()
-            .and_then(|n| per_directory().find(|c| c.held && OsStr::new(c.name) == n))
-        else {
+        // Found as that name, not for another reason (the target of a link from `$HOME`'s
+        // `~/.claude/CLAUDE.md` is sealed as that file is, whatever its name).
+        let Some(c) = f.path.file_name().and_then(|n| {
+            per_directory().find(|c| c.held && OsStr::new(c.name) == n && c.runs == f.runs)
+        }) else {
             return true;
         };
         let exists = std::fs::symlink_metadata(&f.path).is_ok();

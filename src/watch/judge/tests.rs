@@ -354,3 +354,23 @@ fn core_fsmonitor_is_read_as_one_boolean_by_the_baseline_and_the_judge() {
         );
     }
 }
+
+/// A catalogued name, made: an alert naming who runs it; any other name a build writes: nothing.
+#[test]
+fn a_made_catalogued_name_is_an_entry_point_alert_and_other_names_are_nothing() {
+    let f = judge_created_name(".npmrc").expect(".npmrc is catalogued");
+    assert_eq!(f.kind, AlertKind::EntryPointCreated);
+    assert_eq!(f.severity, Severity::High);
+    assert!(f.detail.contains("npm: "), "{}", f.detail);
+    for name in [
+        "AGENTS.md",
+        ".vscode",
+        "pnpm-workspace.yaml",
+        "opencode.json",
+    ] {
+        assert!(judge_created_name(name).is_some(), "{name}");
+    }
+    for name in ["main.o", "npmrc", ".npmrc.bak", "tasks.json", "x.rs"] {
+        assert!(judge_created_name(name).is_none(), "{name}");
+    }
+}
