@@ -24,6 +24,9 @@ pub struct SessionId {
     /// The launcher's lock (`SessionLock`): held while it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lock: Option<PathBuf>,
+    /// The launcher's PID namespace (the inode of `/proc/self/ns/pid`): where `pid` means it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pidns: Option<u64>,
 }
 
 impl SessionId {
@@ -38,17 +41,33 @@ impl SessionId {
             pid,
             start: start_time(pid).unwrap_or(0),
             lock: None,
+            pidns: pid_namespace(),
         }
     }
 
-    /// Whether its launcher still runs.
+    /// Whether its launcher still runs: its lock is held — and, where its pid can be read (our PID
+    /// namespace), that pid is still the launcher. A lock alone is not enough: a child of the
+    /// launcher caught between its fork and its exec holds a copy of every descriptor (`CLOEXEC`
+    /// acts at the exec), so a launcher killed then looked alive to the next one for that moment,
+    /// which left the dead session's placeholders in the workspace (faults.rs, under load).
     pub fn alive(&self) -> bool {
-        if let Some(lock) = &self.lock {
-            return held(lock);
+        let by_pid = || {
+            let (start, state) = stat(self.pid).unzip();
+            start == Some(self.start) && state != Some('Z')
+        };
+        match &self.lock {
+            Some(lock) => {
+                held(lock) && (self.pidns.is_none() || self.pidns != pid_namespace() || by_pid())
+            }
+            None => by_pid(),
         }
-        let (start, state) = stat(self.pid).unzip();
-        start == Some(self.start) && state != Some('Z')
     }
+}
+
+/// This process's PID namespace (`/proc/self/ns/pid`'s inode).
+fn pid_namespace() -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self/ns/pid").ok().map(|m| m.ino())
 }
 
 /// Fields 3 (state) and 22 (start time) of `/proc/PID/stat`.
@@ -185,6 +204,38 @@ mod tests {
         assert!(!old.alive());
     }
 
+    /// A lock still held by someone else (a child between fork and exec holds a copy) does not
+    /// keep a launcher alive whose pid, in our namespace, is gone; in another namespace the lock
+    /// decides.
+    #[test]
+    fn a_held_lock_of_a_launcher_whose_pid_is_gone_is_dead() {
+        let rt = tempfile::tempdir().unwrap();
+        let mut me = SessionId::current();
+        let _lock = SessionLock::take(rt.path(), &mut me).unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone = child.id();
+        child.wait().unwrap();
+        let dead = SessionId {
+            pid: gone,
+            ..me.clone()
+        };
+        assert!(me.alive());
+        assert!(
+            !dead.alive(),
+            "its pid is gone: dead, whoever holds the lock"
+        );
+        let elsewhere = SessionId {
+            pidns: Some(1),
+            ..dead.clone()
+        };
+        assert!(elsewhere.alive(), "another namespace: the lock decides");
+        let old = SessionId {
+            pidns: None,
+            ..dead
+        };
+        assert!(old.alive(), "a record from before pidns: the lock decides");
+    }
+
     /// A zombie (killed, not reaped yet) is dead by pid too.
     #[test]
     fn a_zombie_launcher_is_dead() {
@@ -201,6 +252,7 @@ mod tests {
             pid,
             start: start_time(pid).unwrap(),
             lock: None,
+            pidns: None,
         };
         assert!(!s.alive());
         child.wait().unwrap();

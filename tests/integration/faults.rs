@@ -93,6 +93,33 @@ fn debug_first(f: &Fixture, problem: &str, next: &std::process::Output) {
     let registry = std::fs::read_to_string(f.rt.join("placeholders.json")).unwrap_or_default();
     let log = std::fs::read_to_string(f.rt.join("claude-sandbox.log")).unwrap_or_default();
     let log: Vec<&str> = log.lines().rev().take(12).collect();
+    // Who holds the launchers' locks now (a session judged alive keeps its placeholders).
+    let mut holders = Vec::new();
+    for l in std::fs::read_dir(f.rt.join("locks"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let target = l.path();
+        for p in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            for fd in std::fs::read_dir(p.path().join("fd"))
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                if std::fs::read_link(fd.path()).is_ok_and(|t| t == target) {
+                    let cmd = std::fs::read(p.path().join("cmdline")).unwrap_or_default();
+                    holders.push(format!(
+                        "{} held by {:?}: {}",
+                        target.display(),
+                        p.file_name(),
+                        String::from_utf8_lossy(&cmd).replace('\0', " ")
+                    ));
+                }
+            }
+        }
+    }
+    eprintln!("  lock holders: {holders:#?}");
     eprintln!(
         "FIRST: {problem}\n  .git/claude-sandbox: {ls:?}\n  config.lock: {:?}\n  next: {}\n  registry: {registry}\n  log (last first): {log:#?}",
         String::from_utf8_lossy(&lock),

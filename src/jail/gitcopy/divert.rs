@@ -103,6 +103,7 @@ fn left_by_a_dead_launcher(lock: &Path) -> bool {
             pid: u32::try_from(pid).unwrap_or(0),
             start,
             lock: None,
+            pidns: None,
         }
         .alive(),
         _ => false,
@@ -415,6 +416,7 @@ mod tests {
                 pid: 1,
                 start: 7,
                 lock: None,
+                pidns: None,
             };
             format!("+{}\n", serde_json::to_string(&s).unwrap())
         };
@@ -437,6 +439,7 @@ mod tests {
             pid: me.pid,
             start: me.start + 1,
             lock: None,
+            pidns: None,
         };
         let f = registry_lock(d.path()).unwrap();
         register(&f, &dead).unwrap();
