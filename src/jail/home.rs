@@ -262,6 +262,37 @@ pub fn sweep_dead(runtime: &Path, alive: impl Fn(&[u8]) -> bool, home: &Path) {
 mod tests {
     use super::*;
 
+    /// A launcher killed between writing the merged `~/.claude.json` and its rename left the
+    /// temporary file; finishing that session again (the next launcher does, from another process)
+    /// writes under the same name and renames it away.
+    #[test]
+    fn finishing_a_killed_merge_again_leaves_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let session = session_dir(&dir.path().join("rt"), "4194303-ab");
+        std::fs::create_dir_all(&session).unwrap();
+        let real = dir.path().join(".claude.json");
+        std::fs::write(&real, b"{\"numStartups\":1}").unwrap();
+        let left = crate::tempname::beside(&real, &session);
+        std::fs::write(&left, b"{\"numStart").unwrap();
+        merge_back(
+            &session,
+            b"{\"numStartups\":1}",
+            b"{\"numStartups\":2}",
+            &real,
+            Path::new("/w"),
+        )
+        .unwrap();
+        assert!(!left.exists(), "{} left", left.display());
+        let v: Value = serde_json::from_slice(&std::fs::read(&real).unwrap()).unwrap();
+        assert_eq!(v["numStartups"], 2);
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}"); // rt/ and .claude.json
+    }
+
     /// What the jail changed since the launch comes back over your file as it is now (another
     /// session's keys kept); what runs something or grants it is held, your value kept meanwhile.
     #[test]
