@@ -27,7 +27,7 @@ mod secrets;
 mod state;
 use masks::{hidden_dirs, masks, private_dirs};
 use roots::{discover, writable_to_us};
-use seals::{anchors, refused_placeholders, seal, work_in_seals};
+pub use seals::add_seals;
 use state::{keep_work_in_views, link_holes, present_runtimes, state_private, views_and_own_files};
 
 /// The writable holes in `$HOME`, relative to it: every runtime's state directories (`runtimes`).
@@ -427,112 +427,6 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         edited: Vec::new(),
         envrc_path_dirs: Vec::new(),
     })
-}
-
-/// The rest of the plan: the workspace's entry points (sealed, or placeholders where missing), the
-/// anchors, the hidden runtime directory, the masks, the repositories for the watcher.
-pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
-    let ws = plan.policy.workspace.clone();
-    let home = plan.policy.home.clone();
-    let mut warnings = Vec::new();
-    let writable_roots = plan.writable_roots();
-
-    let (mut discovery, extras) = discover(plan, input, &ws);
-    warnings.append(&mut discovery.warnings);
-    let mut findings = std::mem::take(&mut discovery.findings);
-    findings.extend(entrypoints::discover_state(&home, &plan.holes));
-    let link_holes = link_holes(plan, &home, &writable_roots);
-    findings.extend(super::links::home_link_targets(
-        &home,
-        &link_holes,
-        &writable_roots,
-    ));
-    findings.extend(super::links::global_git_targets(
-        &home,
-        &plan.holes,
-        &writable_roots,
-        &input.host,
-    ));
-    for p in input.config_paths.all() {
-        findings.push(Finding {
-            path: p.to_path_buf(),
-            stub: Stub::Dir,
-            runs: "claude-sandbox: configuration of the next session".into(),
-        });
-    }
-    for p in &input.config.read_only {
-        findings.push(Finding {
-            path: p.clone(),
-            stub: Stub::Dir,
-            runs: "configured read-only path".into(),
-        });
-    }
-    let search = readers::search_dirs(&input.path_env, &home, &input.host);
-    plan.existing_entry_points = findings
-        .iter()
-        .filter(|f| std::fs::symlink_metadata(&f.path).is_ok())
-        .map(|f| f.path.clone())
-        .collect();
-    let edits_held = readers::drop_held(&mut findings);
-    plan.unread = readers::unread(&mut findings, &ws, &search);
-    for extra in &extras {
-        plan.unread
-            .extend(readers::unread(&mut findings, extra, &search));
-    }
-    let (mut sealed, mut stubs, closed) =
-        seal(findings, &writable_roots, &input.held, &mut warnings);
-    // What the launched runtime writes in the project at every start: a view for the session.
-    let views = views_and_own_files(plan, input, &ws, &mut sealed);
-    // A sealed directory that is also a private tmpfs's parent is made once, as agent state.
-    stubs.retain(|s| !plan.placeholders.iter().any(|p| p.path == s.path));
-    let work_in_seals = work_in_seals(&ws, &sealed, &views, &input.held, &mut stubs);
-    keep_work_in_views(plan, &work_in_seals);
-    plan.watched_not_sealed = refused_placeholders(input, plan, &mut sealed, &mut stubs);
-    plan.placeholders.extend(stubs);
-
-    let mut anchor_roots: Vec<PathBuf> = writable_roots
-        .iter()
-        .filter(|r| **r == ws)
-        .cloned()
-        .collect();
-    anchor_roots.extend(plan.git_roots.iter().cloned());
-    anchor_roots.extend(extras);
-    let anchors = anchors(&anchor_roots, &discovery.repos, &sealed, &closed);
-    let private = &plan.policy.private;
-    let hidden = hidden_dirs(input, &home, private);
-    let mut masks = masks(input, &home, private, &hidden);
-    // ssh's ControlMaster sockets outside `~/.ssh` (a fixed view): their directory is masked.
-    for dir in super::sockets::control_path_dirs(&home) {
-        if !dir.starts_with(home.join(".ssh")) && dir != home && dir.is_dir() {
-            masks.push(Mask {
-                path: dir,
-                kind: MaskKind::Dir,
-                why: "ssh ControlPath directory: sockets made later".into(),
-            });
-        }
-    }
-    let policy = &mut plan.policy;
-    policy.anchors = anchors
-        .into_iter()
-        .filter(|a| !work_in_seals.contains(a))
-        .collect();
-    policy.sealed = sealed;
-    policy.work_in_seals = work_in_seals;
-    policy.masks = masks;
-    policy.hidden = hidden;
-    // What a fixed view leaves out is not in the jail at all: nothing to mask or hide there (and
-    // no mount point could be made in the read-only view).
-    let views = super::sockets::Views::of(policy);
-    policy.masks.retain(|m| !views.leave_out(&m.path));
-    policy.hidden.retain(|h| !views.leave_out(h));
-    policy.sealed.retain(|s| !views.leave_out(&s.path));
-    policy.anchors.retain(|a| !views.leave_out(a));
-    plan.warnings.extend(warnings);
-    plan.worktree_listings = super::worktrees::listings(&discovery.repos, &writable_roots);
-    plan.repos = discovery.repos;
-    plan.workspace_dirs = discovery.dirs;
-    plan.edited = super::launch::edited::at_launch(&discovery.dotenv, &edits_held, &writable_roots);
-    plan.envrc_path_dirs = discovery.path_adds;
 }
 
 fn canonical(p: &Path) -> Result<PathBuf> {
