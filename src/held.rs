@@ -158,7 +158,29 @@ pub(crate) fn write_atomic_via(path: &Path, tmp: &Path, bytes: &[u8], mode: u32)
         .and_then(|()| f.sync_all())
         .map_err(io(format!("writing {}", tmp.display())))?;
     let _ = std::fs::set_permissions(tmp, std::fs::Permissions::from_mode(mode));
-    std::fs::rename(tmp, path).map_err(io(format!("replacing {}", path.display())))
+    std::fs::rename(tmp, path).map_err(io(format!("replacing {}", path.display())))?;
+    // The temporary name lies in a directory a running jail (another session's) may write: a file
+    // renamed over it between our write and our rename would have become yours. What is there now
+    // must be the file we wrote.
+    if still_ours(path, &f) {
+        Ok(())
+    } else {
+        Err(Error::io(
+            format!("replacing {}", path.display()),
+            std::io::Error::other(
+                "the file was swapped while it was written: look at it before you use it",
+            ),
+        ))
+    }
+}
+
+/// Whether `path` is the file open as `f` (not one renamed over it).
+fn still_ours(path: &Path, f: &std::fs::File) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::symlink_metadata(path), f.metadata()) {
+        (Ok(m), Ok(ours)) => m.dev() == ours.dev() && m.ino() == ours.ino(),
+        _ => false,
+    }
 }
 
 impl Store {

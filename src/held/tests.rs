@@ -158,3 +158,16 @@ fn items_held_at_one_moment_list_by_file_and_key_not_by_id() {
     let whats: Vec<_> = store.list().into_iter().map(|(i, _)| i.what).collect();
     assert_eq!(whats, ["alias.x00", "alias.x01", "alias.x02"]);
 }
+
+/// A file renamed over the temporary name between the write and the rename is not taken for ours.
+#[test]
+fn a_file_swapped_in_under_the_temporary_name_is_not_ours() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, other) = (dir.path().join(".envrc"), dir.path().join("x"));
+    std::fs::write(&path, b"ours").unwrap();
+    let f = std::fs::File::open(&path).unwrap();
+    assert!(still_ours(&path, &f));
+    std::fs::write(&other, b"theirs").unwrap();
+    std::fs::rename(&other, &path).unwrap();
+    assert!(!still_ours(&path, &f));
+}
