@@ -3,8 +3,9 @@
 //! other. Judged by outcome: no alert, nothing lost (every commit in the repository, every install
 //! there for the next session), nothing left (no placeholder in a workspace, `.git/config` a regular
 //! file again, no diversion), no log line on a jailed command's terminal, and a session that starts
-//! while another ends finds a whole jail (a writable `~/.local`, a readable git config). Real bwrap,
-//! real git, real pip.
+//! while another ends finds a whole jail (a writable `~/.local`, a readable git config); ten at
+//! once, each planting in a shared PATH directory all ten watch, quarantine each plant exactly once
+//! (issue 38, item 4). Real bwrap, real git, real pip.
 
 use crate::common::*;
 use std::path::{Path, PathBuf};
