@@ -246,7 +246,14 @@ pub fn sweep_dead(runtime: &Path, alive: impl Fn(&[u8]) -> bool, home: &Path) {
             Err(_) if std::fs::symlink_metadata(&dir).is_err() => continue,
             Err(_) => Vec::new(),
         };
-        if !alive(&record) {
+        // A launcher makes its directory, then writes its record: between the two (or while the
+        // record is half-written) the record says nothing, and the directory's name is the
+        // session's id, whose lock was taken before either. Without this, a launch starting then
+        // removed a live session's directory under it (ten sessions at once: 1 launch in ~3).
+        let unrecorded = serde_json::from_slice::<Value>(&record).is_err();
+        let by_name =
+            || unrecorded && super::liveness::held_by_id(runtime, &e.file_name().to_string_lossy());
+        if !alive(&record) && !by_name() {
             let ws = serde_json::from_slice::<Value>(&record)
                 .ok()
                 .and_then(|v| v.get("workspace")?.as_str().map(PathBuf::from))
@@ -295,6 +302,31 @@ mod tests {
 
     /// What the jail changed since the launch comes back over your file as it is now (another
     /// session's keys kept); what runs something or grants it is held, your value kept meanwhile.
+    #[test]
+    fn a_live_session_whose_record_is_not_written_yet_is_not_swept() {
+        let rt = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let mut id = crate::jail::placeholders::SessionId::current();
+        let lock = crate::jail::liveness::SessionLock::take(rt.path(), &mut id).unwrap();
+        let dir = session_dir(rt.path(), &id.id);
+        std::fs::create_dir_all(dir.join("home")).unwrap();
+        sweep_dead(rt.path(), |_| false, home.path());
+        assert!(
+            dir.join("home").is_dir(),
+            "a live session's directory was removed"
+        );
+        // Half a record: still judged by its lock.
+        std::fs::write(SessionDir::at(dir.clone()).record(), b"{\"id\": ").unwrap();
+        sweep_dead(rt.path(), |_| false, home.path());
+        assert!(
+            dir.join("home").is_dir(),
+            "removed on a half-written record"
+        );
+        drop(lock);
+        sweep_dead(rt.path(), |_| false, home.path());
+        assert!(!dir.exists(), "a dead session's directory was kept");
+    }
+
     #[test]
     fn state_comes_back_three_ways_and_what_runs_is_held() {
         let dir = tempfile::tempdir().unwrap();

@@ -108,6 +108,12 @@ pub struct SessionLock {
 }
 
 /// `<runtime>/locks/`.
+/// Whether the launcher of session `id` holds its lock: what a session directory whose record is
+/// not written yet (or not whole) is judged by, since every launcher takes its lock first.
+pub(crate) fn held_by_id(runtime: &Path, id: &str) -> bool {
+    held(&locks_dir(runtime).join(format!("{id}.lock")))
+}
+
 fn locks_dir(runtime: &Path) -> PathBuf {
     crate::runtime_dir::RuntimeDir::new(runtime).locks()
 }

@@ -3,8 +3,9 @@
 //! other. Judged by outcome: no alert, nothing lost (every commit in the repository, every install
 //! there for the next session), nothing left (no placeholder in a workspace, `.git/config` a regular
 //! file again, no diversion), no log line on a jailed command's terminal, and a session that starts
-//! while another ends finds a whole jail (a writable `~/.local`, a readable git config). Real bwrap,
-//! real git, real pip.
+//! while another ends finds a whole jail (a writable `~/.local`, a readable git config); ten at
+//! once, each planting in a shared PATH directory all ten watch, quarantine each plant exactly once
+//! (issue 38, item 4). Real bwrap, real git, real pip.
 
 use crate::common::*;
 use std::path::{Path, PathBuf};
@@ -233,4 +234,137 @@ fn a_session_starting_while_another_ends_finds_a_whole_jail() {
         "no round's B started before A's launcher exited"
     );
     eprintln!("{overlapped} of 20 rounds: B started before A's launcher exited");
+}
+
+/// The commands the ten sessions shadow, one each.
+const NAMES: [&str; 10] = [
+    "ls", "cat", "env", "grep", "sed", "sort", "head", "tail", "wc", "tr",
+];
+
+/// Each plant alerted once, as quarantined, off PATH, and restored byte for byte from its record;
+/// no other alert.
+fn each_plant_quarantined_once_and_restored(f: &Fixture) {
+    let listed: serde_json::Value = serde_json::from_str(&alerts(f)).unwrap();
+    let listed = listed.as_array().unwrap();
+    for (i, name) in NAMES.iter().enumerate() {
+        let plant = f.home.join(".local/bin").join(name);
+        let about: Vec<_> = listed
+            .iter()
+            .filter(|a| a["path"] == plant.to_str().unwrap())
+            .collect();
+        assert_eq!(
+            about.len(),
+            1,
+            "{name}: not alerted exactly once: {about:#?}"
+        );
+        let a = about[0];
+        assert_eq!(a["action"], "quarantined", "{a}");
+        assert!(!plant.exists(), "{name}: still on PATH");
+        let id = a["quarantine_id"].as_str().expect("a quarantine record");
+        let back = f.cmd(["restore", id]).output().unwrap();
+        assert!(back.status.success(), "{name}: {}", stderr(&back));
+        assert_eq!(
+            std::fs::read_to_string(&plant).unwrap(),
+            format!("#!/bin/sh\necho plant {i}\n"),
+            "{name}: restored other bytes"
+        );
+    }
+    assert_eq!(
+        listed.len(),
+        NAMES.len(),
+        "alerts besides one per plant: {listed:#?}"
+    );
+}
+
+/// Ten sessions of one user at once (four in one workspace, three in each of two other
+/// repositories), each churning files in its workspace and planting its own executable that
+/// shadows a system command in the shared `~/.local/bin`, which every one of the ten watches: each
+/// plant is quarantined exactly once (ten watchers race for it), its record restores it byte for
+/// byte, nothing is left in a workspace, and no other alert is raised (no seal taken for detached
+/// by another session's placeholders, no diversion left).
+#[test]
+fn ten_sessions_at_once_quarantine_every_plant_once_and_lose_nothing() {
+    let f = Fixture::sharing_local_bin();
+    let others: Vec<PathBuf> = ["ws-b", "ws-c"].iter().map(|n| f.root.join(n)).collect();
+    for w in &others {
+        std::fs::create_dir_all(w).unwrap();
+        f.git(w, &["init", "-q"]);
+        std::fs::write(w.join("README"), "hello\n").unwrap();
+        f.git(w, &["add", "README"]);
+        f.git(w, &["commit", "-qm", "init"]);
+        // An entry point in each: sealed by every session there, so each start and end of one
+        // happens around the others' seals.
+        std::fs::write(w.join(".envrc"), "export A=1\n").unwrap();
+    }
+    std::fs::write(f.ws.join(".envrc"), "export A=1\n").unwrap();
+    let places: Vec<&Path> = (0..10)
+        .map(|i| match i % 3 {
+            0 => f.ws.as_path(),
+            1 => others[0].as_path(),
+            _ => others[1].as_path(),
+        })
+        .collect();
+    let t0 = Instant::now();
+    let mut running = Vec::new();
+    for (i, dir) in places.iter().enumerate() {
+        // Churn before and after the plant; the plant at a different round in each session. The
+        // sealed `.envrc` must stay sealed whatever the others do.
+        let script = format!(
+            "for r in 1 2 3 4 5 6; do
+               mkdir -p churn{i}/$r
+               for j in $(seq 30); do echo $j > churn{i}/$r/f$j; done
+               rm -r churn{i}/$r
+               if [ $r = {at} ]; then
+                 printf '#!/bin/sh\\necho plant {i}\\n' > ~/.local/bin/{name}
+                 chmod +x ~/.local/bin/{name}
+               fi
+             done
+             rmdir churn{i}
+             echo x >> .envrc 2>/dev/null && echo ENVRC-WRITTEN
+             sleep 1.5; echo done",
+            at = 1 + i % 6,
+            name = NAMES[i],
+        );
+        let child = f
+            .cmd(["run", "--", "sh", "-c", &script])
+            .current_dir(dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        running.push(Running(Some(child)));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for (i, r) in running.into_iter().enumerate() {
+        let out = r.wait();
+        assert_eq!(stdout(&out), "done\n", "session {i}: {}", stderr(&out));
+        assert!(out.status.success(), "session {i}: {}", stderr(&out));
+    }
+    let took = t0.elapsed();
+    each_plant_quarantined_once_and_restored(&f);
+    for w in std::iter::once(&f.ws).chain(&others) {
+        assert_eq!(
+            std::fs::read_to_string(w.join(".envrc")).unwrap(),
+            "export A=1\n"
+        );
+    }
+    let mut dirs: Vec<&Path> = vec![&f.ws];
+    dirs.extend(others.iter().map(PathBuf::as_path));
+    assert_eq!(
+        left_behind(&f, &dirs, &[".git", "README", ".envrc"]),
+        Vec::<String>::new()
+    );
+    for w in &others {
+        let cfg = w.join(".git/config");
+        assert!(std::fs::symlink_metadata(&cfg)
+            .unwrap()
+            .file_type()
+            .is_file());
+        assert!(std::fs::symlink_metadata(w.join(".git/claude-sandbox")).is_err());
+    }
+    eprintln!(
+        "ten sessions at once: {} plants quarantined once each, restored; {:.1} s",
+        NAMES.len(),
+        took.as_secs_f64()
+    );
 }

@@ -1,9 +1,11 @@
 //! Full disks (issue 38, item 2): the runtime directory's filesystem full at launch, and full while
-//! a plant is being quarantined. Nothing is lost: a plant is never both gone and unrecorded without
-//! the human being told where it is, the session ends cleanly, and the message names the fix.
+//! a plant is being quarantined; the layer store's full while the jail installs into `~/.local`.
+//! Nothing is lost: a plant is never both gone and unrecorded without the human being told where it
+//! is, the session ends cleanly, and the message names the fix; a full store fails only the jail's
+//! own writes.
 //!
-//! The full filesystem is a real tmpfs of 2 MiB over the fixture's runtime directory, made by an
-//! outer bwrap (so the test runs as an ordinary user too), inside which the launcher, its jail and
+//! The full filesystem is a real tmpfs of 2 MiB over the fixture's runtime directory (or its layer
+//! store), made by an outer bwrap (so the test runs as an ordinary user too), inside which the launcher, its jail and
 //! the watcher run as they always do; the test fills it with `dd` while the session runs.
 
 use crate::common::*;
@@ -12,16 +14,29 @@ use std::process::Output;
 /// `script` (sh) in a mount namespace where the fixture's runtime directory is a 2 MiB tmpfs;
 /// `$CS` is the launcher, `$RT` the runtime directory, the fixture's environment around it.
 fn on_a_small_tmpfs(f: &Fixture, script: &str) -> Output {
-    std::fs::create_dir_all(&f.rt).unwrap();
+    on_a_small_tmpfs_at(f, &f.rt, script)
+}
+
+/// `script` as `on_a_small_tmpfs` runs it, with the 2 MiB tmpfs at `dir`; `$LAYERS` is the layer
+/// store, `$PIP` a `pip install --user`.
+fn on_a_small_tmpfs_at(f: &Fixture, dir: &std::path::Path, script: &str) -> Output {
+    std::fs::create_dir_all(dir).unwrap();
     let rt = f.rt.to_str().unwrap();
     std::process::Command::new("bwrap")
-        .args(["--dev-bind", "/", "/", "--size", "2097152", "--tmpfs", rt])
+        .args(["--dev-bind", "/", "/", "--size", "2097152", "--tmpfs"])
+        .arg(dir)
         .args(["--", "sh", "-c", script])
         .current_dir(&f.ws)
         .env_clear()
         .envs(f.env())
         .env("CS", bin())
         .env("RT", rt)
+        .env("LAYERS", f.root.join("layers"))
+        .env(
+            "PIP",
+            "env PIP_BREAK_SYSTEM_PACKAGES=1 /usr/bin/python3 -m pip install -q --user --no-index \
+             --no-warn-script-location",
+        )
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap()
@@ -137,4 +152,57 @@ fn full_at_launch_nothing_starts_and_the_next_launch_cleans_up() {
         text.trim_end().ends_with("again=0"),
         "a session directory was left: {text}"
     );
+}
+
+/// The layer store's disk full while the jail installs into `~/.local` (the agent filling it, as
+/// any program may fill its disk): the jail's write fails inside with ENOSPC, as it would outside,
+/// and a small write after it too; the session ends with the command's status and no word of the
+/// launcher's; your home is byte for byte as it was. Once the jail's own files are removed (by a
+/// session, as the agent would), the next session writes to `~/.local` again.
+#[test]
+fn a_full_layer_store_fails_the_jails_writes_and_nothing_else() {
+    if !pip_or_say("a_full_layer_store_fails_the_jails_writes_and_nothing_else") {
+        return;
+    }
+    let f = Fixture::new();
+    let whl = wheel(&f.root, "hello_full", "installed", false);
+    let mine = f.home.join(".local/bin/mine");
+    std::fs::write(&mine, "#!/bin/sh\necho mine\n").unwrap();
+    std::fs::set_permissions(&mine, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let before = f.snapshot();
+    let layers = f.root.join("layers");
+    let script = format!("export WHL={}\n", whl.display())
+        + r#"df -k "$LAYERS" | tail -1 | awk '{print "free-before=" $4}'
+           "$CS" run -- sh -c 'mkdir -p ~/.local/lib/fill ~/.local/share
+               dd if=/dev/zero of="$HOME/.local/lib/fill/big" bs=64k 2>dd.err; echo "dd=$?"
+               grep -c "No space left on device" dd.err; rm dd.err
+               echo more > ~/.local/share/after 2>/dev/null || echo small-write-failed
+               $PIP "$WHL" >/dev/null 2>&1; echo "pip=$?"
+               mine; exit 3'
+           echo "run=$?"
+           df -k "$LAYERS" | tail -1 | awk '{print "free-after=" $4}'
+           "$CS" run -- sh -c 'rm -r ~/.local/lib/fill ~/.local/share/after 2>/dev/null; echo ok > ~/.local/share/next
+               cat ~/.local/share/next; $PIP --force-reinstall "$WHL" >&2 && python3 -c "import hello_full; hello_full.main()"'
+           echo "again=$?"
+           "$CS" run -- cat ~/.local/share/next; echo "kept=$?""#;
+    let out = on_a_small_tmpfs_at(&f, &layers, &script);
+    let text = stdout(&out);
+    let err = stderr(&out);
+    for want in [
+        "dd=1\n1\nsmall-write-failed\npip=1\nmine\nrun=3\n",
+        "ok\ninstalled\nagain=0\nok\nkept=0\n",
+    ] {
+        assert!(text.contains(want), "{want:?} missing:\n{text}\n{err}");
+    }
+    let free_after = text
+        .lines()
+        .find_map(|l| l.strip_prefix("free-after="))
+        .and_then(|n| n.parse::<u64>().ok())
+        .expect("df after");
+    assert!(free_after < 64, "the store was not filled: {text}");
+    assert!(
+        !err.contains("claude-sandbox"),
+        "the launcher spoke of a disk only the jail filled:\n{err}"
+    );
+    assert_same(&before, &f.snapshot(), "your home and workspace");
 }

@@ -30,6 +30,7 @@ mod own_settings;
 mod prompt;
 mod read_only;
 mod review;
+mod sealer;
 mod secrets;
 mod secrets_kinds;
 mod session_log;
