@@ -156,6 +156,13 @@ pub(crate) fn collect(runtime: &Path) -> Vec<Entry> {
         });
     }
     let held_ids: Vec<&str> = out.iter().map(|e| e.id.as_str()).collect();
+    let waiting: Vec<&Item> = out
+        .iter()
+        .filter_map(|e| match &e.subject {
+            Subject::Held(i) => Some(i),
+            _ => None,
+        })
+        .collect();
     let rest: Vec<Entry> = unacked
         .into_iter()
         .filter(|a| {
@@ -163,6 +170,7 @@ pub(crate) fn collect(runtime: &Path) -> Vec<Entry> {
                 && a.quarantine_id
                     .as_deref()
                     .is_none_or(|q| !held_ids.contains(&q))
+                && !waiting.iter().any(|i| told_of(a, i))
         })
         .map(|a| Entry {
             id: a.id.clone(),
@@ -173,6 +181,29 @@ pub(crate) fn collect(runtime: &Path) -> Vec<Entry> {
     out.extend(rest);
     out.sort_by(|a, b| a.time.cmp(&b.time));
     out
+}
+
+/// Whether `alert` is the watcher's word, while the session ran, on the file the session's end then
+/// held as `item` (a catalogued name made below the root: `entry-point-created` on it or on the new
+/// directory it is in). The held item says it all and deciding it decides the alert, so that what
+/// an agent made as its work is taken in one step, not an item and an alert.
+fn told_of(alert: &Alert, item: &Item) -> bool {
+    alert.kind == crate::alerts::AlertKind::EntryPointCreated
+        && alert.session == item.session
+        && item.target.starts_with(&alert.path)
+}
+
+/// The alerts that `item` decides with it: its own, and those `told_of` it.
+fn decided_with(runtime: &Path, item: &Item) -> Vec<String> {
+    let contents = crate::alerts::Store::new(runtime).read();
+    std::iter::once(item.id.clone())
+        .chain(
+            contents
+                .unacked()
+                .filter(|a| told_of(a, item))
+                .map(|a| a.id.clone()),
+        )
+        .collect()
 }
 
 /// Find an entry by its id, or by the id of an alert that reports it.
@@ -202,7 +233,7 @@ pub(crate) fn accept(runtime: &Path, id: &str) -> Result<String> {
     match &e.subject {
         Subject::Held(item) => {
             held::Store::new(runtime).accept(&item.id)?;
-            let _ = alerts.ack(Some(std::slice::from_ref(&item.id)));
+            let _ = alerts.ack(Some(&decided_with(runtime, item)));
             Ok(format!(
                 "applied {} to {}",
                 visible(&item.what),
@@ -229,7 +260,7 @@ pub(crate) fn reject(runtime: &Path, id: &str) -> Result<String> {
     match &e.subject {
         Subject::Held(item) => {
             held::Store::new(runtime).reject(&item.id)?;
-            let _ = alerts.ack(Some(std::slice::from_ref(&item.id)));
+            let _ = alerts.ack(Some(&decided_with(runtime, item)));
             Ok(format!(
                 "left out {} (kept: `claude-sandbox review accept {}` takes it after all)",
                 visible(&item.what),

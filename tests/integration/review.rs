@@ -3,6 +3,7 @@
 //! items as a listing on a pipe; a held item survives a launcher killed before the session's end.
 
 use crate::common::*;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// A session that leaves: 30 held git keys (aliases that run programs), one `~/.claude.json` key
@@ -206,4 +207,97 @@ json.dump(d, open(p + '.tmp', 'w')); os.rename(p + '.tmp', p)
     let v: serde_json::Value =
         serde_json::from_slice(&std::fs::read(f.home.join(".claude.json")).unwrap()).unwrap();
     assert!(v.get("apiKeyHelper").is_none());
+}
+
+/// Issue 31's usability bar: an agent that makes `pkg/.npmrc` and `sub/.vscode/settings.json` as
+/// part of its task uses them inside the session (npm in `pkg/` reads the new `.npmrc`; the
+/// settings are read back and edited again), both are held at its end, out of the workspace, and
+/// one `review accept` with both ids puts them back byte for byte, where your npm reads them.
+#[test]
+fn new_configs_below_the_root_work_inside_and_are_accepted_in_one_step() {
+    let t = "new_configs_below_the_root_work_inside_and_are_accepted_in_one_step";
+    if !(tool_or_say(t, "npm", false) && tool_or_say(t, "node", false)) {
+        return;
+    }
+    let f = Fixture::new();
+    std::fs::create_dir_all(f.ws.join("pkg")).unwrap();
+    std::fs::write(
+        f.ws.join("pkg/package.json"),
+        "{\"name\":\"pkg\",\"version\":\"1.0.0\"}\n",
+    )
+    .unwrap();
+    f.git(&f.ws, &["add", "pkg/package.json"]);
+    f.git(&f.ws, &["commit", "-qm", "pkg"]);
+    let npmrc = "save-exact=true\ninit-license=ISC-from-the-session\n";
+    let settings = "{\n  \"editor.tabSize\": 4,\n  \"files.eol\": \"\\n\",\n  \"x\": \"é\"\n}";
+    let out = f.jail(&format!(
+        "printf '{npmrc}' > pkg/.npmrc && \
+         (cd pkg && echo \"npm-inside:$(npm config get init-license)\") && sleep 1 && \
+         mkdir -p sub/.vscode && printf '{{\"editor.tabSize\": 2}}' > sub/.vscode/settings.json && \
+         python3 -c \"import json; json.load(open('sub/.vscode/settings.json'))\" && \
+         printf '%s' '{settings}' > sub/.vscode/settings.json && echo WORKED"
+    ));
+    let so = stdout(&out);
+    assert!(
+        so.contains("npm-inside:ISC-from-the-session") && so.contains("WORKED"),
+        "{so}{}",
+        stderr(&out)
+    );
+    for held in ["pkg/.npmrc", "sub/.vscode/settings.json"] {
+        assert!(
+            !f.ws.join(held).exists(),
+            "{held} not held:\n{}",
+            stderr(&out)
+        );
+    }
+    // The watcher told of the new `.npmrc` while the session ran (a tick after it was made); the
+    // review lists it once, as the held file, not as a held file and an alert.
+    let alerts = f.cmd(["alerts", "--all", "--json"]).output().unwrap();
+    let alerts: Vec<serde_json::Value> = serde_json::from_slice(&alerts.stdout).unwrap();
+    let npmrc_path = f.ws.join("pkg/.npmrc");
+    assert!(
+        alerts.iter().any(
+            |a| a["kind"] == "entry-point-created" && a["path"] == npmrc_path.to_str().unwrap()
+        ),
+        "no live alert: {alerts:#?}"
+    );
+    let items = review_json(&f);
+    assert_eq!(items.len(), 2, "{items:#?}");
+    let id_of = |rel: &str| {
+        let target = f.ws.join(rel);
+        items
+            .iter()
+            .find(|i| i["kind"] == "held" && i["target"] == target.to_str().unwrap())
+            .and_then(|i| i["id"].as_str())
+            .unwrap_or_else(|| panic!("{rel} not in the review: {items:#?}"))
+            .to_string()
+    };
+    let ids = [id_of("pkg/.npmrc"), id_of("sub/.vscode/settings.json")];
+    let accepted = f
+        .cmd(["review", "accept", ids[0].as_str(), ids[1].as_str()])
+        .output()
+        .unwrap();
+    assert!(accepted.status.success(), "{}", stderr(&accepted));
+    assert_eq!(
+        std::fs::read(f.ws.join("pkg/.npmrc")).unwrap(),
+        npmrc.as_bytes()
+    );
+    assert_eq!(
+        std::fs::read(f.ws.join("sub/.vscode/settings.json")).unwrap(),
+        settings.as_bytes()
+    );
+    assert!(review_json(&f).is_empty(), "{:#?}", review_json(&f));
+    // Your own npm, outside, in pkg/: the accepted file is the project's config.
+    let mut npm = Command::new("npm");
+    npm.args(["config", "get", "init-license"])
+        .current_dir(f.ws.join("pkg"))
+        .env_clear()
+        .envs(f.env());
+    let got = npm.output().unwrap();
+    assert_eq!(
+        stdout(&got).trim(),
+        "ISC-from-the-session",
+        "{}",
+        stderr(&got)
+    );
 }
