@@ -103,7 +103,8 @@ if [ "$uninstall" = 1 ]; then
     rmdir "$d" 2>/dev/null || say "left $d: it holds files install.sh did not create"
   done
   say "removed what was installed under $root and $etc"
-  say "what stays: bubblewrap; each user's ~/.local/state/claude-sandbox (the jail's cache layers:"
+  say "what stays: bubblewrap; each user's ~/.local/state/claude-sandbox or"
+  say "  /var/lib/claude-sandbox/UID (the jail's cache layers:"
   say "  \`claude-sandbox cache clear\` before uninstalling, or remove it) and runtime directory"
   say "  (/run/claude-sandbox/UID, \$XDG_RUNTIME_DIR/claude-sandbox or /var/tmp/claude-sandbox-UID:"
   say "  alerts and quarantined files; review \`claude-sandbox alerts\` first); open shells keep the"
@@ -354,5 +355,12 @@ if [ -z "$dest" ] && [ "$(id -u)" = 0 ] && [ "$sysconfdir" = /etc ]; then
     record "dir:/run/claude-sandbox"
   fi
   chmod 1777 /run/claude-sandbox
+  # The shared parent of the jail's layer stores where $HOME is on overlayfs (docs/layers.md); the
+  # devcontainer Feature mounts a volume here.
+  if [ ! -e /var/lib/claude-sandbox ]; then
+    mkdir -p /var/lib && mkdir -m 1777 /var/lib/claude-sandbox
+    record "dir:/var/lib/claude-sandbox"
+  fi
+  chmod 1777 /var/lib/claude-sandbox
 fi
 say "installed $bin_path ($("$root/bin/claude-sandbox" --version)) and the prompt hook in $sysconfdir/profile.d"

@@ -41,14 +41,17 @@ fn path_dirs(home: &std::path::Path, store: &std::path::Path) -> Check {
         warn(
             "home PATH directories",
             format!(
-                "no overlay can be made for the layer store here (kernel < 5.11, or the store is on \
+                "no overlay can be made for the layer store {} (kernel < 5.11, or the store is on \
                  overlayfs): {} read-only in the jail, so installs there (`pip install --user`, \
                  `npm i -g --prefix ~/.local`, `cargo install`) fail",
+                store.display(),
                 read_only.join(", ")
             ),
             format!(
-                "set {} to a directory you own on another filesystem (a volume), or install outside \
-                 the jail",
+                "mount a volume at {} (the devcontainer Feature does; the installer makes it, \
+                 sticky like /tmp), or set {} to a directory you own on another filesystem, or \
+                 install outside the jail",
+                crate::jail::layers::SHARED_BASE,
                 crate::host::LAYERS_DIR
             ),
         )

@@ -67,14 +67,38 @@ pub fn all() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
 /// `statfs` magic of overlayfs: an upper directory there is refused by the kernel.
 const OVERLAYFS_SUPER_MAGIC: i64 = 0x794c_7630;
 
-/// The layer store for this `$HOME`: `host::LAYERS_DIR` when it names an absolute path.
+/// The shared parent of per-user layer stores, sticky and world-writable like `/tmp` (the installer
+/// makes it; the devcontainer Feature mounts a Docker volume there, whose filesystem is the host's).
+/// It is used only where `$HOME` is on overlayfs, as in most containers, where no upper directory of
+/// an overlay can be: there `pip install --user` would otherwise fail in the jail.
+pub const SHARED_BASE: &str = "/var/lib/claude-sandbox";
+
+/// The layer store for this `$HOME`: `host::LAYERS_DIR` when it names an absolute path; else
+/// `SHARED_BASE/<uid>/layers` when the store in `$HOME` could hold no overlay (on overlayfs) and
+/// the shared base can (`shared_base_usable`); else `~/.local/state/claude-sandbox/layers`. Beside
+/// it, `state/` holds the agents' own state directories (`statedir::own_dir`).
 pub fn store_dir(home: &Path, env: &HostEnv) -> PathBuf {
-    env.get(host::LAYERS_DIR)
+    if let Some(dir) = env
+        .get(host::LAYERS_DIR)
         .filter(|v| v.as_encoded_bytes().first() == Some(&b'/'))
-        .map_or_else(
-            || home.join(".local/state/claude-sandbox/layers"),
-            PathBuf::from,
-        )
+    {
+        return PathBuf::from(dir);
+    }
+    let own = home.join(".local/state/claude-sandbox/layers");
+    let shared = Path::new(SHARED_BASE);
+    if fs_magic(&own) == Some(OVERLAYFS_SUPER_MAGIC) && shared_base_usable(shared) {
+        let uid = rustix::process::geteuid().as_raw();
+        return shared.join(uid.to_string()).join("layers");
+    }
+    own
+}
+
+/// Whether `base` can hold the per-user stores: a real directory (no symlink) owned by root,
+/// sticky (nobody renames another user's directory), and not itself on overlayfs (a volume).
+pub(crate) fn shared_base_usable(base: &Path) -> bool {
+    std::fs::symlink_metadata(base)
+        .is_ok_and(|m| m.file_type().is_dir() && m.uid() == 0 && m.mode() & 0o1000 != 0)
+        && fs_magic(base).is_some_and(|t| t != OVERLAYFS_SUPER_MAGIC)
 }
 
 /// Whether the kernel can mount an overlay with an upper directory in the store: overlayfs in a
@@ -194,23 +218,34 @@ impl Drop for Held {
 
 /// Create the store (0700, yours, not a symlink).
 pub fn ensure_store(store: &Path) -> std::io::Result<()> {
-    // The parents with the usual mode (`~/.local/state` may not exist yet), the store itself 0700.
+    // The parents with the usual mode (`~/.local/state` may not exist yet), the store itself 0700;
+    // under the shared base, the user's directory too is 0700 and must be yours (another user could
+    // otherwise make it first and swap the store under you).
     if let Some(parent) = store.parent() {
-        std::fs::create_dir_all(parent)?;
+        if parent.parent() == Some(Path::new(SHARED_BASE)) {
+            own_dir(parent)?;
+        } else {
+            std::fs::create_dir_all(parent)?;
+        }
     }
-    match std::fs::DirBuilder::new().mode(0o700).create(store) {
+    own_dir(store)
+}
+
+/// `dir` made 0700 if missing, then checked: a directory (no symlink) owned by you, closed to others.
+fn own_dir(dir: &Path) -> std::io::Result<()> {
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(e),
     }
-    let m = std::fs::symlink_metadata(store)?;
+    let m = std::fs::symlink_metadata(dir)?;
     if !m.file_type().is_dir() || m.uid() != rustix::process::geteuid().as_raw() {
         return Err(std::io::Error::other(
             "is not a directory owned by you (a symlink or another user's is refused); remove it",
         ));
     }
     if m.mode() & 0o077 != 0 {
-        std::fs::set_permissions(store, std::fs::Permissions::from_mode(0o700))?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
     }
     Ok(())
 }

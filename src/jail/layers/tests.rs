@@ -90,3 +90,41 @@ fn clear_removes_an_overlay_work_dir_and_refuses_while_in_use() {
     assert!(store.join("npm/own").is_dir());
     assert!(clear(&store, Some("nope")).is_err());
 }
+
+#[test]
+fn the_shared_base_is_used_only_when_roots_sticky_and_a_real_directory() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = tempfile::tempdir().unwrap();
+    let base = t.path().join("base");
+    std::fs::create_dir(&base).unwrap();
+    let root = rustix::process::geteuid().is_root();
+    std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    // Owned by whoever runs the test: root's is usable, anyone else's is not.
+    assert_eq!(shared_base_usable(&base), root);
+    std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o777)).unwrap();
+    assert!(
+        !shared_base_usable(&base),
+        "not sticky: another user could rename yours"
+    );
+    std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let link = t.path().join("link");
+    std::os::unix::fs::symlink(&base, &link).unwrap();
+    assert!(!shared_base_usable(&link), "a symlink is refused");
+    assert!(!shared_base_usable(&t.path().join("missing")));
+}
+
+#[test]
+fn a_home_off_overlayfs_keeps_its_own_store_whatever_the_shared_base() {
+    let t = tempfile::tempdir().unwrap();
+    let env = crate::host::HostEnv::of(&[]);
+    // This machine's temporary directories are not on overlayfs (the devcontainer test has the
+    // other case, for real: a home on the container's overlayfs and the Feature's volume).
+    if fs_magic(t.path()) != Some(OVERLAYFS_SUPER_MAGIC) {
+        assert_eq!(
+            store_dir(t.path(), &env),
+            t.path().join(".local/state/claude-sandbox/layers")
+        );
+    }
+    let env = crate::host::HostEnv::of(&[(crate::host::LAYERS_DIR, "/elsewhere")]);
+    assert_eq!(store_dir(t.path(), &env), Path::new("/elsewhere"));
+}
