@@ -171,6 +171,8 @@ pub(crate) struct Watcher {
     unsent: Vec<String>,
     /// Catalogued names made in the workspace, judged at the next tick (`created`).
     created_names: std::collections::BTreeSet<PathBuf>,
+    /// Sweep mode: the names `note_listed_names` has kept already (each is alerted once).
+    created_listed: std::collections::HashSet<PathBuf>,
 }
 
 /// How a deferred name is read (see `Watcher::resolve`).
@@ -224,6 +226,7 @@ impl Watcher {
             failed: std::collections::BTreeMap::new(),
             unsent: Vec::new(),
             created_names: std::collections::BTreeSet::new(),
+            created_listed: std::collections::HashSet::new(),
         };
         for d in base.dirs.iter().filter(|d| d.writable) {
             if d.exists {
@@ -331,8 +334,15 @@ struct Listing {
 
 /// Every entry named `.git` or `HEAD` under `root` (not inside `.git` or `node_modules`), from
 /// directory listings alone. A directory whose settled stamp has not moved is not listed again:
-/// its subdirectories and markers come from `cache` (a new `.git` moves its parent's ctime).
-fn git_markers(root: &Path, cache: &mut HashMap<PathBuf, Listing>, before: i64) -> Vec<PathBuf> {
+/// its subdirectories and markers come from `cache` (a new `.git` moves its parent's ctime). The
+/// catalogued names (`judge::judge_created_name`) of each directory listed afresh go to `named`:
+/// in sweep mode, what made a directory change may be a new entry point (`created`).
+fn git_markers(
+    root: &Path,
+    cache: &mut HashMap<PathBuf, Listing>,
+    before: i64,
+    named: &mut Vec<PathBuf>,
+) -> Vec<PathBuf> {
     use std::os::unix::ffi::OsStrExt;
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
@@ -353,6 +363,12 @@ fn git_markers(root: &Path, cache: &mut HashMap<PathBuf, Listing>, before: i64) 
         let mut declarations = walk::Declarations::default();
         for e in rd.flatten() {
             let name = e.file_name();
+            if name
+                .to_str()
+                .is_some_and(|n| judge::judge_created_name(n).is_some())
+            {
+                named.push(e.path());
+            }
             match name.as_bytes() {
                 b".git" | b"HEAD" => markers.push(e.path()),
                 n if declarations.note(n) => {}

@@ -7,8 +7,9 @@
 //! every checkout: the name is judged at the next tick (the checkout has written its index by then)
 //! and one its repository's index holds is the work, as at the end. The cost on a build's churn is
 //! one comparison per catalogued name for each file made in a watched workspace directory
-//! (`judge::judge_created_name`); only a match costs more. Live with inotify only: in sweep mode
-//! the session's end finds them, as before.
+//! (`judge::judge_created_name`); only a match costs more. In sweep mode (no inotify) the same
+//! comparison runs on the names of each directory the tick's cheap listing reads afresh
+//! (`git_markers`: only those whose stamp moved), so the alert comes within a tick or two there too.
 
 use super::*;
 use crate::alerts::Action;
@@ -54,6 +55,21 @@ impl Watcher {
                 if e.file_type().is_dir() {
                     walker.skip_current_dir();
                 }
+            }
+        }
+    }
+
+    /// Sweep mode: the catalogued names of the workspace directories listed afresh (`git_markers`).
+    /// One changed since the session started is kept for the next tick like a name inotify told of;
+    /// each is kept once (a directory that has not settled is listed at every tick).
+    pub(super) fn note_listed_names(&mut self, named: Vec<PathBuf>) {
+        for path in named {
+            if self.created_listed.contains(&path) || self.cfg.placeholders.contains(&path) {
+                continue;
+            }
+            if Entry::metadata(&path).is_some_and(|e| e.ctime_ns >= self.since.started) {
+                self.created_listed.insert(path.clone());
+                self.created_names.insert(path);
             }
         }
     }

@@ -147,7 +147,10 @@ impl Watcher {
         let ws = self.cfg.workspace.clone();
         // The launch's walk honours every cache tag; the watcher only those older than the session.
         let before = self.since.declared_before();
-        for m in super::git_markers(&ws, &mut self.tree_cache, before) {
+        let mut named = Vec::new();
+        let markers = super::git_markers(&ws, &mut self.tree_cache, before, &mut named);
+        self.note_listed_names(named);
+        for m in markers {
             let git_dir = if m.file_name().is_some_and(|n| n == "HEAD") {
                 m.parent().map(Path::to_path_buf)
             } else {

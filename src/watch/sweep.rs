@@ -65,7 +65,14 @@ impl Watcher {
             // A cheap listing first (names only, no stat): the full discovery walk runs only when a
             // `.git` or `HEAD` appeared, moved or went away.
             let before = self.since.declared_before();
-            let markers = git_markers(&self.cfg.workspace, &mut self.tree_cache, before);
+            let mut named = Vec::new();
+            let markers = git_markers(
+                &self.cfg.workspace,
+                &mut self.tree_cache,
+                before,
+                &mut named,
+            );
+            self.note_listed_names(named);
             if markers != self.last_markers {
                 self.last_markers = markers;
                 self.walk_tree_for_repos();

@@ -193,7 +193,7 @@ fn the_sweep_does_not_look_for_repositories_inside_a_cache() {
     std::fs::create_dir_all(ws.join(".venv/src/editable/.git")).unwrap();
     std::fs::write(ws.join(".venv/pyvenv.cfg"), "home = /usr/bin\n").unwrap();
     std::fs::create_dir_all(ws.join("src/r/.git")).unwrap();
-    let markers = git_markers(ws, &mut HashMap::new(), i64::MAX);
+    let markers = git_markers(ws, &mut HashMap::new(), i64::MAX, &mut Vec::new());
     assert_eq!(markers, vec![ws.join("src/r/.git")]);
 }
 

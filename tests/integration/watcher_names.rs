@@ -16,6 +16,17 @@ fn alerts(f: &Fixture) -> Vec<serde_json::Value> {
 /// checks out again is the work and is not alerted; the `.npmrc` is still held at the end.
 #[test]
 fn a_catalogued_name_made_below_the_root_is_alerted_while_the_session_runs() {
+    made_below_the_root_is_alerted_live("inotify");
+}
+
+/// The same with the one-second sweep (no inotify): the tick's listing of the directories that
+/// changed finds the names.
+#[test]
+fn a_catalogued_name_made_below_the_root_is_alerted_while_the_session_runs_in_poll_mode() {
+    made_below_the_root_is_alerted_live("poll");
+}
+
+fn made_below_the_root_is_alerted_live(mode: &str) {
     let f = Fixture::new();
     std::fs::create_dir_all(f.ws.join("docs")).unwrap();
     std::fs::write(f.ws.join("docs/AGENTS.md"), "Be brief.\n").unwrap();
@@ -32,6 +43,7 @@ fn a_catalogued_name_made_below_the_root_is_alerted_while_the_session_runs() {
     );
     let mut child = f
         .cmd(["run", "--", "bash", "-c", &script])
+        .env("CLAUDE_SANDBOX_WATCH", mode)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -57,14 +69,14 @@ fn a_catalogued_name_made_below_the_root_is_alerted_while_the_session_runs() {
     assert!(so.contains("MADE") && so.contains("DONE"), "{so}\n{se}");
     assert!(
         running,
-        "the session ended before the alerts were seen: {se}"
+        "{mode}: the session ended before the alerts were seen: {se}"
     );
     for p in &wanted {
         let a: Vec<_> = seen
             .iter()
             .filter(|a| a["path"].as_str() == p.to_str())
             .collect();
-        assert_eq!(a.len(), 1, "{}: {seen:#?}", p.display());
+        assert_eq!(a.len(), 1, "{mode}: {}: {seen:#?}", p.display());
         assert_eq!(a[0]["severity"], "high");
         assert!(
             a[0]["detail"]
