@@ -2,8 +2,25 @@
 // read HTTPS_PROXY themselves (Node 20, Node 22 before 22.21: docs/network.md, "Node").
 // Loaded by `NODE_OPTIONS=--require` in allowlist mode only; it changes nothing where Node already
 // put a dispatcher in place (NODE_USE_ENV_PROXY honoured) and never throws: a failure here leaves
-// `fetch` as it was (failing closed: the jail has no route but the proxy).
+// `fetch` as it was (failing closed: the jail has no route but the proxy). Written by claude-sandbox
+// (src/net/node_proxy.cjs); only the jail's own processes load it.
 'use strict';
+// Node 22.21 and later print "EnvHttpProxyAgent is experimental" (UNDICI-EHPA) at every start under
+// the sandbox's NODE_USE_ENV_PROXY=1, on stderr, which tools and their tests read: that warning
+// alone is dropped, every other one is printed by Node's own listeners as before.
+(function () {
+  try {
+    const printers = process.listeners('warning');
+    if (printers.length === 0) return;
+    for (const l of printers) process.removeListener('warning', l);
+    process.on('warning', function (w) {
+      if (w && w.code === 'UNDICI-EHPA') return;
+      for (const l of printers) l.call(process, w);
+    });
+  } catch (_) {
+    // Left as it was.
+  }
+})();
 (function () {
   const KEY = Symbol.for('undici.globalDispatcher.1');
   const env = process.env;
@@ -24,6 +41,7 @@
   if (proxy.protocol !== 'http:' || !current || current.constructor.name !== 'Agent') {
     return;
   }
+  const CONNECT_TIMEOUT_MS = 30000;
   const net = require('net');
   const tls = require('tls');
   const noProxy = (env.no_proxy || env.NO_PROXY || '')
@@ -38,12 +56,12 @@
     if (opts.protocol !== 'https:') {
       if (socket) return cb(null, socket);
       const s = net.connect({ host, port });
-      s.once('connect', () => cb(null, s)).once('error', cb);
+      s.once('connect', () => cb(null, s)).on('error', cb);
       return s;
     }
     const servername = opts.servername || (net.isIP(host) ? undefined : host);
     const t = tls.connect({ socket, host, port, servername, ALPNProtocols: ['http/1.1'] });
-    t.once('secureConnect', () => cb(null, t)).once('error', cb);
+    t.once('secureConnect', () => cb(null, t)).on('error', cb);
     return t;
   }
 
@@ -68,6 +86,7 @@
       const head = got.subarray(0, end).toString('latin1');
       const status = head.split('\r\n')[0];
       if (/^HTTP\/1\.[01] 200/.test(status)) {
+        raw.setTimeout(0);
         raw.removeListener('data', onData);
         raw.removeListener('end', onEnd);
         const rest = got.subarray(end + 4);
@@ -86,7 +105,14 @@
       raw.destroy();
       cb(new Error(`the proxy refused ${authority} (${status || 'no answer'}): ${body}`));
     };
-    raw.on('data', onData).once('end', onEnd).once('error', cb);
+    // `on`, not `once`: a second error of the tunnel's socket must not be an uncaught one (the
+    // callback is called once whatever comes).
+    raw.on('data', onData).once('end', onEnd).on('error', cb);
+    // The proxy answers within its own limits; this only bounds a proxy that stopped.
+    raw.setTimeout(CONNECT_TIMEOUT_MS, () => {
+      raw.destroy();
+      cb(new Error(`the proxy did not answer CONNECT ${authority} within ${CONNECT_TIMEOUT_MS} ms`));
+    });
     raw.once('connect', () => raw.write(`CONNECT ${authority} HTTP/1.1\r\nHost: ${authority}\r\n\r\n`));
     return raw;
   }

@@ -107,6 +107,51 @@ fn allow_session_lets_the_running_session_through_and_no_other() {
     assert_eq!(std::fs::read_to_string(&cfg).unwrap(), text);
 }
 
+/// An HTTPS server on loopback with `cert`, answering `tls:PATH`.
+struct TlsServer {
+    port: u16,
+    _child: Running,
+}
+
+impl TlsServer {
+    fn start(dir: &Path, cert: &Path, key: &Path) -> TlsServer {
+        let port_file = dir.join("tls.port");
+        let script = "import http.server, ssl, sys\n\
+            class H(http.server.BaseHTTPRequestHandler):\n\
+            \x20   def do_GET(self):\n\
+            \x20       b = ('tls:' + self.path).encode()\n\
+            \x20       self.send_response(200); self.send_header('Content-Length', str(len(b)))\n\
+            \x20       self.end_headers(); self.wfile.write(b)\n\
+            \x20   def log_message(self, *a): pass\n\
+            s = http.server.ThreadingHTTPServer(('127.0.0.1', 0), H)\n\
+            c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); c.load_cert_chain(sys.argv[1], sys.argv[2])\n\
+            s.socket = c.wrap_socket(s.socket, server_side=True)\n\
+            open(sys.argv[3], 'w').write(str(s.server_address[1]))\n\
+            s.serve_forever()\n";
+        let child = std::process::Command::new("python3")
+            .args(["-c", script])
+            .arg(cert)
+            .arg(key)
+            .arg(&port_file)
+            .spawn()
+            .unwrap();
+        let child = Running(Some(child));
+        wait_for(&port_file, "the TLS server");
+        let mut port = String::new();
+        for _ in 0..100 {
+            port = std::fs::read_to_string(&port_file).unwrap_or_default();
+            if !port.is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        TlsServer {
+            port: port.trim().parse().unwrap(),
+            _child: child,
+        }
+    }
+}
+
 /// Node's version in the jail: the preload covers releases without `NODE_USE_ENV_PROXY`.
 fn node_major_minor() -> Option<(u32, u32)> {
     let o = std::process::Command::new("node")
@@ -127,12 +172,16 @@ fn node_fetch_reaches_an_allowed_host_through_the_proxy_and_reads_a_refusal() {
     let f = Fixture::new();
     let srv = Server::start();
     let p = srv.port;
+    let (cert, key) = crate::network_upstream::certificate(&f.root);
+    let tls = TlsServer::start(&f.root, &cert, &key);
     let js = "fetch(process.argv[1]).then(r => r.text()).then(t => console.log('got', t), \
               e => console.log('failed', String(e.cause && e.cause.message || e)))";
     let script = format!(
         "node -e \"$JS\" http://allowed.test:{p}/node-allowed
          node -e \"$JS\" http://denied.test:{p}/node-denied
-         echo \"opts=$NODE_OPTIONS\""
+         node -e \"$JS\" https://registry.test:{}/node-tls
+         echo \"opts=$NODE_OPTIONS\"",
+        tls.port
     );
     let out = f
         .cmd([
@@ -141,6 +190,8 @@ fn node_fetch_reaches_an_allowed_host_through_the_proxy_and_reads_a_refusal() {
             "allowlist",
             "--allow-domain",
             "allowed.test",
+            "--allow-domain",
+            "registry.test",
             "--allow-domain",
             "127.0.0.1",
             "--",
@@ -152,12 +203,14 @@ fn node_fetch_reaches_an_allowed_host_through_the_proxy_and_reads_a_refusal() {
         .env("NODE_OPTIONS", "--max-old-space-size=256")
         .env(
             "CLAUDE_SANDBOX_TEST_HOSTS",
-            "allowed.test=127.0.0.1,denied.test=127.0.0.1",
+            "allowed.test=127.0.0.1,denied.test=127.0.0.1,registry.test=127.0.0.1",
         )
+        .env("NODE_EXTRA_CA_CERTS", &cert)
         .output()
         .unwrap();
     let out = ok(&out);
     assert!(out.contains("got outside:/node-allowed"), "{out}");
+    assert!(out.contains("got tls:/node-tls"), "{out}");
     assert!(out.contains("failed"), "{out}");
     assert!(
         out.contains(
