@@ -5,7 +5,9 @@
 //! `none` and `allowlist` modes the jail has a namespace of its own with only a loopback. In
 //! `allowlist` mode the only way out is a unix socket bound into the jail (`bridge`) that leads to a
 //! proxy in the launcher (`proxy`), which decides on the requested host name and on the address it
-//! resolves (`pattern`).
+//! resolves (`pattern`). Clients that ignore the proxy variables fail closed (no route); Node's
+//! `fetch` on releases without `NODE_USE_ENV_PROXY` is sent to the proxy by a preload
+//! (`node_proxy.cjs`) rather than left failing.
 
 pub(crate) mod allow;
 pub(crate) mod bridge;

@@ -5,7 +5,8 @@
 //! jail never resolves anything itself: it has no route), then on the address the proxy resolved,
 //! which is the one it connects to (no second lookup an attacker's DNS could answer differently).
 //! A refusal is an HTTP 403 with a sentence an agent reads as final, a log line, and one alert per
-//! host and session (retries are counted, not alerted).
+//! host and session (retries are counted, not alerted). The rules are the launch's plus what the
+//! human allowed for this session alone (`session_allow`), read outside the jail's view.
 //!
 //! And against the jail starving the guard: the proxy is a process of its own (`process`), so its
 //! descriptors and threads are never the watcher's and the quarantine's, which run in the launcher;
