@@ -151,15 +151,26 @@ pub(crate) enum Command {
     },
     /// Allow HOST (a name, a `*.` suffix or an IP address) in allowlist mode for the sessions started
     /// from now on: adds it to `allow` in [network] of ~/.config/claude-sandbox/config.toml, comments
-    /// and order kept. A denial's alert names this command. Exit 0 allowed (or already), 2 not a host
-    /// pattern, a file it cannot edit, or run inside the jail.
+    /// and order kept; with --session, for a running session only, at once, the file untouched. A
+    /// denial's alert names both. Exit 0 allowed (or already), 2 not a host pattern, a file it cannot
+    /// edit, no such running session, or run inside the jail.
     Allow {
         /// The host name, `*.` suffix or IP address.
         #[arg(value_name = "HOST")]
         host: String,
         /// The configuration file to edit instead of ~/.config/claude-sandbox/config.toml.
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", conflicts_with = "session")]
         config: Option<PathBuf>,
+        /// For a running allowlist session only (the only one, or --session=ID), until it ends;
+        /// the configuration is not changed.
+        #[arg(
+            long,
+            value_name = "ID",
+            num_args = 0..=1,
+            require_equals = true,
+            default_missing_value = ""
+        )]
+        session: Option<String>,
     },
     /// Check what works here and how to fix what does not. Exit 0 when nothing fails, 1 otherwise.
     Doctor {

@@ -76,7 +76,14 @@ pub(crate) fn exec(command: Command, host: &HostEnv) -> crate::Result<i32> {
         Command::Hooks { action } => hooks::exec(&action, host),
         Command::Cache { action } => cache::exec(action, host),
         Command::Adopt { name, force, json } => adopt::exec(&name, force, json, host),
-        Command::Allow { host: name, config } => allow::exec(&name, config, host),
+        Command::Allow {
+            host: name,
+            config,
+            session,
+        } => match session {
+            Some(id) => allow::session(&name, &id, host),
+            None => allow::exec(&name, config, host),
+        },
         Command::Doctor { json } => Ok(doctor::exec(json, host)),
         Command::Explain {
             full,

@@ -1,5 +1,7 @@
 //! `claude-sandbox allow HOST`: HOST added to `allow` in `[network]` of the user's configuration
-//! (`net::allow` edits the text), for the sessions started from then on; the step a denial names.
+//! (`net::allow` edits the text), for the sessions started from then on; with `--session`, to the
+//! running session's own list instead (`net::proxy::session_allow`), for it alone: the step a
+//! denial names.
 
 use crate::error::Error;
 use crate::net::allow::{add, Edit};
@@ -10,13 +12,7 @@ pub(super) fn exec(
     config: Option<PathBuf>,
     env: &crate::host::HostEnv,
 ) -> crate::Result<i32> {
-    if env.get(crate::host::IN_JAIL).is_some() {
-        return Err(Error::Usage(
-            "claude-sandbox allow is for the human, outside the sandbox: in the jail the \
-             configuration is read-only (ask the user to run it)"
-                .into(),
-        ));
-    }
+    outside_only(env)?;
     let home = env.home_dir()?;
     let path = config
         .clone()
@@ -54,6 +50,92 @@ pub(super) fn exec(
         }
     }
     Ok(0)
+}
+
+/// The agent cannot allow itself: refused in the jail, whatever the form.
+fn outside_only(env: &crate::host::HostEnv) -> crate::Result<()> {
+    if env.get(crate::host::IN_JAIL).is_some() {
+        return Err(Error::Usage(
+            "claude-sandbox allow is for the human, outside the sandbox: in the jail the \
+             configuration is read-only (ask the user to run it)"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `allow HOST --session[=ID]`: HOST added to the list of the running allowlist session `id` (or
+/// of the only one when `id` is empty); its proxy reads it at its next decision.
+pub(super) fn session(host_name: &str, id: &str, env: &crate::host::HostEnv) -> crate::Result<i32> {
+    outside_only(env)?;
+    crate::net::pattern::Pattern::parse(host_name)
+        .map_err(|e| Error::Usage(format!("{host_name:?}: {e}")))?;
+    let runtime = crate::runtime_dir::RuntimeDir::new(&crate::runtime_dir::locate(env));
+    let running = running_allowlist_sessions(&runtime);
+    let chosen =
+        if id.is_empty() {
+            match running.as_slice() {
+                [one] => one.clone(),
+                [] => return Err(Error::Usage(
+                    "no session in allowlist mode is running for this user: --session applies to \
+                     a running one (without it, `claude-sandbox allow HOST` allows it for the \
+                     sessions started from now on)"
+                        .into(),
+                )),
+                many => {
+                    return Err(Error::Usage(format!(
+                    "{} sessions in allowlist mode are running ({}): name one with --session=ID",
+                    many.len(),
+                    many.join(", ")
+                )))
+                }
+            }
+        } else if running.iter().any(|r| r == id) {
+            id.to_string()
+        } else {
+            return Err(Error::Usage(format!(
+                "no running session in allowlist mode has the id {id:?} (running: {})",
+                if running.is_empty() {
+                    "none".to_string()
+                } else {
+                    running.join(", ")
+                }
+            )));
+        };
+    let file = runtime
+        .session(&chosen)
+        .path()
+        .join(crate::net::proxy::session_allow::FILE);
+    let entry = crate::net::pattern::normalize(host_name);
+    let added = crate::net::proxy::session_allow::add(&file, host_name)
+        .map_err(|e| Error::io(format!("writing {}", file.display()), e))?;
+    if added {
+        println!(
+            "allowed {entry} for session {chosen} until it ends (the configuration is unchanged: \
+             `claude-sandbox allow {entry}` keeps it for later sessions)"
+        );
+    } else {
+        println!("{entry} is already allowed for session {chosen}");
+    }
+    Ok(0)
+}
+
+/// The ids of this user's sessions whose launcher still runs and whose jail has the proxy.
+fn running_allowlist_sessions(runtime: &crate::runtime_dir::RuntimeDir) -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir(runtime.sessions()) else {
+        return Vec::new();
+    };
+    let mut ids: Vec<String> = dir
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|id| {
+            let net = runtime.session(id).path().join("net");
+            net.join(crate::jail::layout::NET_SOCKET).exists()
+                && crate::jail::liveness::held_by_id(runtime.root(), id)
+        })
+        .collect();
+    ids.sort();
+    ids
 }
 
 /// Replace `path` with `text` in one step (a temporary file beside it, renamed), keeping its mode.

@@ -357,6 +357,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
     let net_dir = (network.mode == crate::net::Mode::Allowlist).then(|| {
         setenv.extend(crate::net::proxy_env(
             input.self_exe.is_some().then_some(super::layout::HOOK_BIN),
+            input.host.get_str("NODE_OPTIONS"),
         ));
         input.session_home.with_file_name("net")
     });

@@ -5,7 +5,9 @@
 //! `none` and `allowlist` modes the jail has a namespace of its own with only a loopback. In
 //! `allowlist` mode the only way out is a unix socket bound into the jail (`bridge`) that leads to a
 //! proxy in the launcher (`proxy`), which decides on the requested host name and on the address it
-//! resolves (`pattern`).
+//! resolves (`pattern`). Clients that ignore the proxy variables fail closed (no route); Node's
+//! `fetch` on releases without `NODE_USE_ENV_PROXY` is sent to the proxy by a preload
+//! (`node_proxy.cjs`) rather than left failing.
 
 pub(crate) mod allow;
 pub(crate) mod bridge;
@@ -185,8 +187,15 @@ pub fn describe(p: &NetPolicy) -> Vec<String> {
 /// namespace of its own, so no port of the container is taken).
 pub const PORT: u16 = 3128;
 
-/// The environment that points every common client at the proxy (allowlist mode).
-pub fn proxy_env(hook_bin: Option<&str>) -> Vec<(String, String)> {
+/// The preload that sends Node's `fetch` through the proxy where Node does not read the proxy
+/// variables itself (docs/network.md, "Node"); written into the proxy's directory at launch.
+pub(crate) const NODE_PRELOAD: &str = include_str!("node_proxy.cjs");
+/// Its file name in that directory (`layout::NET_DIR` in the jail).
+pub(crate) const NODE_PRELOAD_FILE: &str = "node-proxy.cjs";
+
+/// The environment that points every common client at the proxy (allowlist mode);
+/// `node_options`: the launcher's `NODE_OPTIONS`, kept before the preload's `--require`.
+pub fn proxy_env(hook_bin: Option<&str>, node_options: Option<&str>) -> Vec<(String, String)> {
     let http = format!("http://127.0.0.1:{PORT}");
     let socks = format!("socks5h://127.0.0.1:{PORT}");
     let mut env = Vec::new();
@@ -200,6 +209,14 @@ pub fn proxy_env(hook_bin: Option<&str>) -> Vec<(String, String)> {
         env.push((k.to_ascii_lowercase(), v.to_string()));
     }
     env.push(("NODE_USE_ENV_PROXY".into(), "1".into()));
+    let preload = format!("--require {}/{NODE_PRELOAD_FILE}", layout::NET_DIR);
+    env.push((
+        "NODE_OPTIONS".into(),
+        match node_options.map(str::trim).filter(|o| !o.is_empty()) {
+            Some(o) => format!("{o} {preload}"),
+            None => preload,
+        },
+    ));
     env.push((
         crate::host::NET_BRIDGE.into(),
         format!("{}/{}", layout::NET_DIR, layout::NET_SOCKET),
@@ -349,12 +366,21 @@ mod tests {
 
     #[test]
     fn every_client_variable_is_set_in_both_cases() {
-        let env = proxy_env(Some("/b/cs"));
+        let env = proxy_env(Some("/b/cs"), Some("--max-old-space-size=512"));
         let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
         assert_eq!(get("https_proxy"), Some("http://127.0.0.1:3128"));
         assert_eq!(get("ALL_PROXY"), Some("socks5h://127.0.0.1:3128"));
         assert_eq!(get("no_proxy"), get("NO_PROXY"));
         assert_eq!(get("NODE_USE_ENV_PROXY"), Some("1"));
+        assert_eq!(
+            get("NODE_OPTIONS"),
+            Some("--max-old-space-size=512 --require /tmp/.claude-sandbox-net/node-proxy.cjs")
+        );
+        let alone = proxy_env(None, None);
+        assert!(alone.contains(&(
+            "NODE_OPTIONS".into(),
+            "--require /tmp/.claude-sandbox-net/node-proxy.cjs".into()
+        )));
         assert_eq!(
             get("GIT_SSH_COMMAND"),
             Some("ssh -o ProxyCommand='/b/cs __connect %h %p'")

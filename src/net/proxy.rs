@@ -5,7 +5,8 @@
 //! jail never resolves anything itself: it has no route), then on the address the proxy resolved,
 //! which is the one it connects to (no second lookup an attacker's DNS could answer differently).
 //! A refusal is an HTTP 403 with a sentence an agent reads as final, a log line, and one alert per
-//! host and session (retries are counted, not alerted).
+//! host and session (retries are counted, not alerted). The rules are the launch's plus what the
+//! human allowed for this session alone (`session_allow`), read outside the jail's view.
 //!
 //! And against the jail starving the guard: the proxy is a process of its own (`process`), so its
 //! descriptors and threads are never the watcher's and the quarantine's, which run in the launcher;
@@ -17,11 +18,12 @@ mod http;
 mod process;
 mod relay;
 mod serve;
+pub(crate) mod session_allow;
 mod socks;
 mod worker;
 
 use super::error::ProxyError;
-use super::pattern::{normalize, Refusal, Rules};
+use super::pattern::{normalize, Refusal};
 use super::upstream::{self, ProxyUrl, Upstream};
 use super::NetPolicy;
 use crate::alerts::{Action, Alert, AlertKind, Severity};
@@ -66,7 +68,8 @@ pub(crate) fn remedy(host: &str, why: &Refusal) -> String {
     match allow {
         Some(cmd) => format!(
             "If the task needs it, stop and ask the user to allow it: they run `{cmd}` outside the \
-             sandbox, and a session started after that reaches it."
+             sandbox, and a session started after that reaches it; or `{cmd} --session`, and this \
+             session reaches it at once, until it ends."
         ),
         None => "It is not a host name the sandbox can allow.".into(),
     }
@@ -138,6 +141,9 @@ pub(crate) struct Config {
     limits: Limits,
     /// The launcher's own proxy, chained through (`upstream`).
     upstream: Upstream,
+    /// This session's own additions (`session_allow`), outside the jail's view.
+    #[serde(default)]
+    session_allow: Option<PathBuf>,
 }
 
 /// Counters for the summary and the load figures (docs/network.md).
@@ -205,7 +211,7 @@ impl Summary {
 
 /// The proxy's state in its process.
 struct Shared {
-    rules: Rules,
+    rules: session_allow::SessionRules,
     hosts: Vec<(String, IpAddr)>,
     alerts: Option<(PathBuf, String)>,
     limits: Limits,
@@ -232,11 +238,22 @@ impl Proxy {
         limits: Option<&str>,
         upstream: Upstream,
     ) -> Result<Proxy, ProxyError> {
-        Rules::new(&policy.allow, &policy.deny)?;
-        std::fs::create_dir_all(dir).map_err(|source| ProxyError::Create {
+        super::pattern::Rules::new(&policy.allow, &policy.deny)?;
+        let create = |source| ProxyError::Create {
             path: dir.to_path_buf(),
             source,
-        })?;
+        };
+        std::fs::create_dir_all(dir).map_err(create)?;
+        // Read-only: the jail's Node processes load it (`NODE_OPTIONS`); a copy the jail changed
+        // (the directory is writable there) would only change the jail's own processes.
+        let preload = dir.join(super::NODE_PRELOAD_FILE);
+        let _ = std::fs::remove_file(&preload);
+        std::fs::write(&preload, super::NODE_PRELOAD).map_err(create)?;
+        std::fs::set_permissions(
+            &preload,
+            std::os::unix::fs::PermissionsExt::from_mode(0o444),
+        )
+        .map_err(create)?;
         let path = dir.join(crate::jail::layout::NET_SOCKET);
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path).map_err(|source| ProxyError::Bind {
@@ -252,6 +269,7 @@ impl Proxy {
                 alerts,
                 limits: limits.map_or_else(Limits::default, |s| Limits::default().with(s)),
                 upstream,
+                session_allow: None,
             },
         })
     }
@@ -271,7 +289,7 @@ pub(crate) fn for_policy(
     };
     let err = |e: String| crate::error::Error::Jail(format!("starting the network proxy: {e}"));
     let upstream = upstream_of(env).map_err(|e| err(e.to_string()))?;
-    let proxy = Proxy::bind(
+    let mut proxy = Proxy::bind(
         dir,
         network,
         Some((runtime.to_path_buf(), session.to_string())),
@@ -280,6 +298,12 @@ pub(crate) fn for_policy(
         upstream,
     )
     .map_err(|e| err(e.to_string()))?;
+    proxy.config.session_allow = Some(
+        crate::runtime_dir::RuntimeDir::new(runtime)
+            .session(session)
+            .path()
+            .join(session_allow::FILE),
+    );
     let exec = env.get_str(crate::host::SEAL) == Some("exec");
     process::start(proxy, exec)
         .map(Some)
@@ -332,7 +356,11 @@ enum Route {
 impl Shared {
     fn new(config: Config) -> Result<Shared, ProxyError> {
         Ok(Shared {
-            rules: Rules::new(&config.allow, &config.deny)?,
+            rules: session_allow::SessionRules::new(
+                &config.allow,
+                &config.deny,
+                config.session_allow,
+            )?,
             hosts: config.hosts,
             alerts: config.alerts,
             limits: config.limits,
@@ -393,14 +421,12 @@ impl Shared {
         port: u16,
         purpose: Purpose,
     ) -> Result<Opened, Failure> {
-        self.rules.check_name(name).map_err(Failure::Refused)?;
+        let rules = self.rules.current();
+        rules.check_name(name).map_err(Failure::Refused)?;
         // The upstream picks the address, not us: every one this machine resolves must pass (a
         // name with a public and a loopback address would otherwise reach the loopback).
         if let Ok(addrs) = self.resolve(name, port) {
-            if let Some(r) = addrs
-                .into_iter()
-                .find_map(|ip| self.rules.check_addr(ip).err())
-            {
+            if let Some(r) = addrs.into_iter().find_map(|ip| rules.check_addr(ip).err()) {
                 return Err(Failure::Refused(r));
             }
         }
@@ -470,11 +496,12 @@ impl Shared {
     }
 
     fn decide(&self, name: &str, port: u16) -> Result<SocketAddr, Failure> {
-        self.rules.check_name(name).map_err(Failure::Refused)?;
+        let rules = self.rules.current();
+        rules.check_name(name).map_err(Failure::Refused)?;
         let addrs = self.resolve(name, port)?;
         let mut first_refusal = None;
         for ip in addrs {
-            match self.rules.check_addr(ip) {
+            match rules.check_addr(ip) {
                 Ok(()) => return Ok(SocketAddr::new(ip, port)),
                 Err(r) => {
                     first_refusal.get_or_insert(r);

@@ -374,9 +374,10 @@ fn explain_and_doctor_show_the_mode_the_list_and_what_fails_by_design() {
 
 /// The real agents send their API connections to the proxy, which allows them by the default list
 /// (on a machine that cannot reach the APIs the upstream connection then fails: the decision is what
-/// is tested). Needs `claude` and `codex` installed (CI installs them with npm).
+/// is tested). Needs `claude`, `codex` and `gemini` installed (CI installs them with npm). Gemini
+/// CLI is a Node program (its own proxy agent, whatever Node's release), the other two native.
 #[test]
-#[ignore = "needs the real agents (claude, codex) installed; CI runs it with --ignored"]
+#[ignore = "needs the real agents (claude, codex, gemini) installed; CI runs it with --ignored"]
 fn real_agents_reach_their_apis_through_the_proxy() {
     let f = Fixture::new();
     for (cmd, host) in [
@@ -396,12 +397,19 @@ fn real_agents_reach_their_apis_through_the_proxy() {
             ],
             "api.openai.com:443",
         ),
+        (
+            vec!["timeout", "20", "gemini", "-p", "hi"],
+            "generativelanguage.googleapis.com:443",
+        ),
     ] {
         let mut args = vec!["-v", "run", "--network", "allowlist", "--"];
         args.extend(cmd.iter().copied());
         let o = f
             .cmd(args)
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            // Gemini CLI: a key of the right name (it asks for none) and no trust prompt.
+            .env("GEMINI_API_KEY", "not-a-key")
+            .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
             .output()
             .unwrap();
         let err = stderr(&o);

@@ -338,7 +338,7 @@ fn wrong_credentials_or_an_unusable_proxy_are_said() {
 }
 
 /// A self-signed certificate for `registry.test` (its key beside it), made with openssl.
-fn certificate(dir: &Path) -> (PathBuf, PathBuf) {
+pub(crate) fn certificate(dir: &Path) -> (PathBuf, PathBuf) {
     let (cert, key) = (dir.join("registry.pem"), dir.join("registry.key"));
     let made = Command::new("openssl")
         .args([

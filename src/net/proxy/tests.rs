@@ -23,6 +23,10 @@ fn the_sentence_says_it_is_final() {
         s.contains("they run `claude-sandbox allow evil.example` outside"),
         "{s}"
     );
+    assert!(
+        s.contains("or `claude-sandbox allow evil.example --session`, and this session"),
+        "{s}"
+    );
     let ip = "10.0.0.1".parse().unwrap();
     let s = denial_sentence("db.test", &Refusal::PrivateAddress(ip));
     assert!(s.contains("`claude-sandbox allow 10.0.0.1`"), "{s}");
@@ -358,6 +362,7 @@ fn shared(hosts: &str, upstream: &str) -> Shared {
         alerts: None,
         limits: Limits::default(),
         upstream,
+        session_allow: None,
     })
     .unwrap()
 }
