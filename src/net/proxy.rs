@@ -138,6 +138,9 @@ pub(crate) struct Config {
     limits: Limits,
     /// The launcher's own proxy, chained through (`upstream`).
     upstream: Upstream,
+    /// Ports of the container's loopback the jail may reach (`loopback`), and no other.
+    #[serde(default)]
+    loopback: Vec<u16>,
 }
 
 /// Counters for the summary and the load figures (docs/network.md).
@@ -210,6 +213,7 @@ struct Shared {
     alerts: Option<(PathBuf, String)>,
     limits: Limits,
     upstream: Upstream,
+    loopback: Vec<u16>,
     denied: Mutex<BTreeMap<String, (u32, String)>>,
     counts: Counts,
 }
@@ -252,6 +256,7 @@ impl Proxy {
                 alerts,
                 limits: limits.map_or_else(Limits::default, |s| Limits::default().with(s)),
                 upstream,
+                loopback: policy.loopback.iter().map(|b| b.port).collect(),
             },
         })
     }
@@ -280,6 +285,7 @@ pub(crate) fn for_policy(
         upstream,
     )
     .map_err(|e| err(e.to_string()))?;
+    super::loopback::stage_locks(dir, &network.loopback);
     let exec = env.get_str(crate::host::SEAL) == Some("exec");
     process::start(proxy, exec)
         .map(Some)
@@ -337,6 +343,7 @@ impl Shared {
             alerts: config.alerts,
             limits: config.limits,
             upstream: config.upstream,
+            loopback: config.loopback,
             denied: Mutex::new(BTreeMap::new()),
             counts: Counts::default(),
         })
@@ -361,6 +368,9 @@ impl Shared {
     /// upstream proxy (by name, once the name passed, and its address where it resolves here).
     fn open(&self, host: &str, port: u16, purpose: Purpose) -> Result<Opened, Failure> {
         let name = normalize(host);
+        if let Some(result) = self.bridged_loopback(&name, port) {
+            return result;
+        }
         let result = match self.upstream.for_host(&name, purpose == Purpose::Tunnel) {
             Some(proxy) => self.through(proxy, &name, port, purpose),
             None => self.decide(&name, port).and_then(|addr| {
@@ -381,6 +391,40 @@ impl Shared {
             }
         }
         result
+    }
+
+    /// A listed port of the container's loopback, asked for by a loopback address or `localhost`
+    /// (what the jail's bridge sends, and what a client of the proxy may send as well): connected
+    /// to directly, never through the upstream, on IPv4 and else IPv6. `None`: not such a request
+    /// (a loopback address with another port goes on to the rules, which refuse it).
+    fn bridged_loopback(&self, name: &str, port: u16) -> Option<Result<Opened, Failure>> {
+        let loopback = name == "localhost"
+            || name
+                .parse::<IpAddr>()
+                .is_ok_and(|ip| ip.to_canonical().is_loopback());
+        if !loopback || !self.loopback.contains(&port) {
+            return None;
+        }
+        let v4 = SocketAddr::from(([127, 0, 0, 1], port));
+        let v6 = SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port));
+        let stream = TcpStream::connect_timeout(&v4, CONNECT_TIMEOUT)
+            .or_else(|e4| TcpStream::connect_timeout(&v6, CONNECT_TIMEOUT).map_err(|_| e4));
+        Some(match stream {
+            Ok(stream) => {
+                tracing::info!("network: bridged loopback port {port}");
+                Ok(Opened {
+                    stream,
+                    route: Route::Direct,
+                })
+            }
+            Err(e) => {
+                tracing::info!("network: loopback port {port} is listed, but nothing answers: {e}");
+                Err(Failure::Upstream(format!(
+                    "nothing answers on the container's loopback port {port} ({e}): the service \
+                     outside the sandbox is not running"
+                )))
+            }
+        })
     }
 
     /// Through `proxy`: the name decided as always; its addresses, where this machine resolves it,

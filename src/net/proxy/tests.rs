@@ -358,6 +358,7 @@ fn shared(hosts: &str, upstream: &str) -> Shared {
         alerts: None,
         limits: Limits::default(),
         upstream,
+        loopback: Vec::new(),
     })
     .unwrap()
 }
