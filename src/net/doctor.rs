@@ -76,16 +76,22 @@ pub(crate) fn check_network(env: &crate::host::HostEnv) -> Vec<Check> {
 
 /// The container's loopback ports a launch here bridges (listed, and live IDEs' now).
 fn loopback_check(ports: &[super::loopback::Bridged]) -> Check {
-    let lines = super::loopback_lines(ports);
-    check(
-        Mark::Pass,
-        lines
+    let why = if ports.is_empty() {
+        "container loopback: nothing reachable from the jail (list ports in [network] loopback; \
+         live IDE lock files are bridged at launch)"
+            .to_string()
+    } else {
+        let each: Vec<String> = ports
             .iter()
-            .map(|l| l.trim())
-            .collect::<Vec<_>>()
-            .join("; "),
-        None,
-    )
+            .map(|b| format!("{} ({})", b.port, b.why))
+            .collect();
+        format!(
+            "container loopback reachable from the jail, at the same port of its 127.0.0.1, and \
+             nothing else: {}",
+            each.join(", ")
+        )
+    };
+    check(Mark::Pass, why, None)
 }
 
 /// The launcher's own proxy (`upstream`), which allowlist mode chains through: named with its
@@ -172,7 +178,11 @@ mod tests {
             .parse()
             .unwrap()];
         let c = loopback_check(&super::super::loopback::bridged(&listed, &[]));
-        assert!(c.why.contains("5432: [network] loopback (db)"), "{}", c.why);
+        assert!(
+            c.why.contains("5432 ([network] loopback (db))"),
+            "{}",
+            c.why
+        );
         assert!(loopback_check(&[]).why.contains("nothing reachable"));
     }
 }
