@@ -21,7 +21,17 @@ pub const CONNECT: &str = "__connect";
 /// child that bridges every connection to it. The variable is removed from the command's
 /// environment. Called while the helper is single-threaded.
 pub(crate) fn start_from_env() -> Result<(), BridgeError> {
+    // Claude Code's IDE locks of the bridged ports, where the jail's Claude Code looks for them
+    // (in every mode: an earlier allowlist session's copies go).
+    let claude_ide = std::env::var_os("CLAUDE_CONFIG_DIR")
+        .filter(|d| !d.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".claude")))
+        .map(|d| d.join("ide"));
     let Some(socket) = std::env::var_os(crate::host::NET_BRIDGE) else {
+        if let Some(dir) = &claude_ide {
+            super::loopback::place_locks(std::path::Path::new(layout::NET_DIR), dir, &[]);
+        }
         return Ok(());
     };
     let ports = std::env::var(crate::host::NET_LOOPBACK)
@@ -37,17 +47,8 @@ pub(crate) fn start_from_env() -> Result<(), BridgeError> {
             port: super::PORT,
             source,
         })?;
-    // Claude Code's IDE locks of the bridged ports, where the jail's Claude Code looks for them.
-    let claude_dir = std::env::var_os("CLAUDE_CONFIG_DIR")
-        .filter(|d| !d.is_empty())
-        .map(std::path::PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".claude")));
-    if let Some(dir) = claude_dir {
-        super::loopback::place_locks(
-            std::path::Path::new(layout::NET_DIR),
-            &dir.join("ide"),
-            &ports,
-        );
+    if let Some(dir) = &claude_ide {
+        super::loopback::place_locks(std::path::Path::new(layout::NET_DIR), dir, &ports);
     }
     // All bound before the command runs, so it never finds a port free that is meant to be the
     // service outside (and never races the bridge for it).

@@ -278,13 +278,21 @@ pub(crate) fn stage_locks(dir: &Path, ports: &[Bridged]) {
     }
 }
 
-/// Jail side, in the exec helper: the jail's own `ide/` of Claude Code (`claude_ide`) holds the
-/// staged locks of this launch and no other (locks of an earlier session's IDEs are removed: their
-/// ports are not bridged now).
+/// Jail side, in the exec helper: the jail's `ide/` of Claude Code (`claude_ide`) gets the staged
+/// locks of this launch, and loses the copies earlier launches put there (their IDEs may be gone).
+/// Only copies are touched — a lock whose `pid` is 1, which no IDE outside writes — so that where
+/// that directory is yours after all (`CLAUDE_CONFIG_DIR` in the workspace, a writable hole), your
+/// IDE's own lock files are neither removed nor overwritten.
 pub(crate) fn place_locks(staged: &Path, claude_ide: &Path, ports: &[u16]) {
+    let ours = |p: &Path| {
+        std::fs::read(p)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .is_some_and(|v| v.get("pid").and_then(serde_json::Value::as_i64) == Some(1))
+    };
     if let Ok(rd) = std::fs::read_dir(claude_ide) {
         for e in rd.flatten() {
-            if e.file_name().to_string_lossy().ends_with(".lock") {
+            if e.file_name().to_string_lossy().ends_with(".lock") && ours(&e.path()) {
                 let _ = std::fs::remove_file(e.path());
             }
         }
@@ -293,8 +301,12 @@ pub(crate) fn place_locks(staged: &Path, claude_ide: &Path, ports: &[u16]) {
         let Ok(text) = std::fs::read(staged.join(staged_name(*port))) else {
             continue;
         };
+        let target = claude_ide.join(format!("{port}.lock"));
+        if std::fs::symlink_metadata(&target).is_ok() {
+            continue; // the IDE's own, seen in the jail as it is
+        }
         if std::fs::create_dir_all(claude_ide).is_ok() {
-            let _ = std::fs::write(claude_ide.join(format!("{port}.lock")), text);
+            let _ = std::fs::write(target, text);
         }
     }
 }
@@ -463,19 +475,28 @@ mod tests {
         stage_locks(&staged, &b);
         let jail_ide = d.path().join("jail/ide");
         std::fs::create_dir_all(&jail_ide).unwrap();
-        std::fs::write(jail_ide.join("39999.lock"), "{}").unwrap();
+        // An earlier launch's copy (gone), and an IDE's own lock seen in the jail (kept).
+        std::fs::write(jail_ide.join("39999.lock"), r#"{"pid":1}"#).unwrap();
+        std::fs::write(jail_ide.join("39998.lock"), r#"{"pid":777}"#).unwrap();
         place_locks(&staged, &jail_ide, &ports);
         let mut names: Vec<String> = std::fs::read_dir(&jail_ide)
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         names.sort();
-        assert_eq!(names, ["40001.lock"]);
+        assert_eq!(names, ["39998.lock", "40001.lock"]);
         let v: serde_json::Value =
             serde_json::from_slice(&std::fs::read(jail_ide.join("40001.lock")).unwrap()).unwrap();
         assert_eq!(
             (v["pid"].as_i64(), v["authToken"].as_str()),
             (Some(1), Some("a"))
+        );
+        // Where the jail's directory is yours, your lock is not overwritten.
+        std::fs::write(jail_ide.join("40001.lock"), r#"{"pid":4242}"#).unwrap();
+        place_locks(&staged, &jail_ide, &ports);
+        assert_eq!(
+            std::fs::read_to_string(jail_ide.join("40001.lock")).unwrap(),
+            r#"{"pid":4242}"#
         );
     }
 

@@ -148,6 +148,20 @@ fn a_live_ide_lock_files_port_is_bridged_and_a_dead_ones_is_not() {
     );
     let _ = ide_process.kill();
     let _ = ide_process.wait();
+    // The IDE is gone: the next session (any mode) has no copy of its lock left.
+    let after = ok(&f
+        .cmd([
+            "run",
+            "--network",
+            "host",
+            "--",
+            "bash",
+            "-c",
+            "ls -A ~/.claude/ide/; echo END",
+        ])
+        .output()
+        .unwrap());
+    assert!(!after.contains(".lock"), "{after}");
 }
 
 #[test]
