@@ -47,9 +47,19 @@ pub(crate) fn start_from_env() -> Result<(), BridgeError> {
             port: super::PORT,
             source,
         })?;
+    let staged = std::path::Path::new(layout::NET_DIR);
     if let Some(dir) = &claude_ide {
-        super::loopback::place_locks(std::path::Path::new(layout::NET_DIR), dir, &ports);
+        super::loopback::place_locks(staged, dir, &ports);
     }
+    // Node's os.tmpdir(), where Gemini CLI looks.
+    let tmp = ["TMPDIR", "TMP", "TEMP"]
+        .iter()
+        .find_map(|k| std::env::var_os(k).filter(|v| !v.is_empty()))
+        .map_or_else(
+            || std::path::PathBuf::from("/tmp"),
+            std::path::PathBuf::from,
+        );
+    super::loopback::place_gemini(staged, &tmp.join("gemini").join("ide"));
     // All bound before the command runs, so it never finds a port free that is meant to be the
     // service outside (and never races the bridge for it).
     let mut chosen = Vec::new();

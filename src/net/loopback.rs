@@ -86,7 +86,8 @@ impl Entry {
 pub struct Bridged {
     pub port: u16,
     pub why: String,
-    /// Claude Code's lock file for this port, handed into the jail (`stage_locks`).
+    /// The IDE's file for this port (Claude Code's lock, Gemini CLI's companion file), handed into
+    /// the jail (`stage_locks`).
     #[serde(skip)]
     pub lock: Option<PathBuf>,
 }
@@ -97,8 +98,7 @@ pub(crate) struct Ide {
     pub port: u16,
     pub pid: i32,
     pub what: &'static str,
-    /// Claude Code's lock file (handed into the jail; Gemini CLI's companion file is not needed
-    /// there: see docs/network.md).
+    /// The file that named it (handed into the jail: `stage_locks`).
     pub lock: Option<PathBuf>,
 }
 
@@ -173,8 +173,10 @@ pub(crate) fn live_ides(claude_ide: &Path, gemini_ide: &Path) -> Vec<Ide> {
                     return None;
                 }
                 let ide = read(&name, &std::fs::read_to_string(e.path()).ok()?)?;
-                let lock = (dir == claude_ide).then(|| e.path());
-                Some(Ide { lock, ..ide })
+                Some(Ide {
+                    lock: Some(e.path()),
+                    ..ide
+                })
             })
             .filter(|i| alive(i.pid))
             .collect();
@@ -231,6 +233,36 @@ pub(crate) fn bridged(listed: &[Listed], ides: &[Ide]) -> Vec<Bridged> {
     out
 }
 
+/// How Gemini CLI's companion files are named (`gemini-ide-server-<pid>-<port>.json`).
+const GEMINI_PREFIX: &str = "gemini-ide-server-";
+
+/// Jail side, in the exec helper: Gemini CLI's staged companion files into the jail's own
+/// `$TMPDIR/gemini/ide/` (`gemini_ide`; the jail's `/tmp` is a private tmpfs, new each session),
+/// where Gemini CLI looks for them; it reads only files of its own user, as these are.
+pub(crate) fn place_gemini(staged: &Path, gemini_ide: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(rd) = std::fs::read_dir(staged) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let Some(n) = name.to_str().filter(|n| n.starts_with(GEMINI_PREFIX)) else {
+            continue;
+        };
+        let Ok(text) = std::fs::read(e.path()) else {
+            continue;
+        };
+        if std::fs::create_dir_all(gemini_ide).is_ok() {
+            let _ = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(gemini_ide.join(n))
+                .and_then(|mut f| std::io::Write::write_all(&mut f, &text));
+        }
+    }
+}
+
 /// The name of a staged lock file in the proxy's directory.
 fn staged_name(port: u16) -> String {
     format!("ide-{port}.lock")
@@ -259,15 +291,25 @@ pub(crate) fn stage_locks(dir: &Path, ports: &[Bridged]) {
         else {
             continue;
         };
-        let Some(text) = for_the_jail(&text) else {
-            continue;
+        let gemini = b.lock.as_ref().and_then(|l| l.file_name()).and_then(|n| {
+            let n = n.to_str()?;
+            n.starts_with(GEMINI_PREFIX).then(|| n.to_string())
+        });
+        // Gemini CLI's file as it is (it checks no pid; its name is what it looks for), Claude
+        // Code's made for the jail.
+        let (name, text) = match gemini {
+            Some(name) => (name, text),
+            None => match for_the_jail(&text) {
+                Some(t) => (staged_name(b.port), t),
+                None => continue,
+            },
         };
         let written = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
             .mode(0o600)
-            .open(dir.join(staged_name(b.port)))
+            .open(dir.join(name))
             .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()));
         if let Err(e) = written {
             tracing::warn!(
@@ -473,6 +515,15 @@ mod tests {
         let staged = d.path().join("net");
         std::fs::create_dir_all(&staged).unwrap();
         stage_locks(&staged, &b);
+        // Gemini CLI's file goes to the jail's tmp as it is, under its own name.
+        let jail_gemini = d.path().join("jail-tmp/gemini/ide");
+        place_gemini(&staged, &jail_gemini);
+        let g = format!("gemini-ide-server-{me}-45001.json");
+        assert_eq!(
+            std::fs::read_to_string(jail_gemini.join(&g)).unwrap(),
+            r#"{"port":45001,"workspacePath":"/w"}"#
+        );
+        assert_eq!(std::fs::read_dir(&jail_gemini).unwrap().count(), 1);
         let jail_ide = d.path().join("jail/ide");
         std::fs::create_dir_all(&jail_ide).unwrap();
         // An earlier launch's copy (gone), and an IDE's own lock seen in the jail (kept).

@@ -203,3 +203,53 @@ fn a_listed_port_with_nothing_outside_is_refused_and_host_mode_needs_no_list() {
         .unwrap());
     assert!(out.contains(&format!("{}:echo:ping", srv.port)), "{out}");
 }
+
+/// Gemini CLI's IDE companion file, found under the launcher's `TMPDIR` (here in the workspace, so
+/// the jail sees the same directory): a live IDE's port is bridged, a gone one's is not.
+#[test]
+fn a_live_gemini_ide_companion_files_port_is_bridged_and_a_dead_ones_is_not() {
+    let f = Fixture::new();
+    user_config(&f, "[network]\nmode = \"allowlist\"\n");
+    let (live, dead) = (Server::start(), Server::start());
+    let tmp = f.ws.join("tmp");
+    let dir = tmp.join("gemini/ide");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = |pid: u32, port: u16| {
+        std::fs::write(
+            dir.join(format!("gemini-ide-server-{pid}-{port}.json")),
+            format!(
+                "{{\"port\":{port},\"workspacePath\":\"{}\",\"authToken\":\"g-tok\"}}",
+                f.ws.display()
+            ),
+        )
+        .unwrap();
+    };
+    let mut ide_process = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    file(ide_process.id(), live.port);
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let gone_pid = gone.id();
+    gone.wait().unwrap();
+    file(gone_pid, dead.port);
+    let script = format!("{}{}", tcp_probe(live.port), tcp_probe(dead.port));
+    let out = ok(&f
+        .cmd(["run", "--", "bash", "-c", &script])
+        .env("TMPDIR", &tmp)
+        .output()
+        .unwrap());
+    let said = ok(&f.cmd(["explain"]).env("TMPDIR", &tmp).output().unwrap());
+    let _ = ide_process.kill();
+    let _ = ide_process.wait();
+    assert!(out.contains(&format!("{}:echo:ping", live.port)), "{out}");
+    assert!(
+        out.contains(&format!("{}:ConnectionRefusedError", dead.port)),
+        "{out}"
+    );
+    assert!(dead.seen().is_empty(), "{:?}", dead.seen());
+    assert!(
+        said.contains(&format!("{}: Gemini CLI IDE companion file", live.port)),
+        "{said}"
+    );
+}
