@@ -206,6 +206,11 @@ impl Config {
                     line: line_of(text, Some(span)),
                     message: "[network] mode must be \"host\", \"allowlist\" or \"none\"".into(),
                 },
+                MergeError::BadLoopback(m) => Error::Config {
+                    path: path.to_path_buf(),
+                    line: line_of(text, Some(span)),
+                    message: format!("[network] {m}"),
+                },
                 MergeError::BadPattern(m) => Error::Config {
                     path: path.to_path_buf(),
                     line: line_of(text, Some(span)),

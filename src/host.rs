@@ -64,6 +64,8 @@ pub(crate) const IN_JAIL: &str = "CLAUDE_SANDBOX";
 pub(crate) const HOOK_BIN: &str = "CLAUDE_SANDBOX_HOOK";
 /// For the exec helper only (removed before the command runs): the proxy's socket to bridge to.
 pub(crate) const NET_BRIDGE: &str = "CLAUDE_SANDBOX_NET_BRIDGE";
+/// For the exec helper only (removed before the command runs): the loopback ports to bridge.
+pub(crate) const NET_LOOPBACK: &str = "CLAUDE_SANDBOX_NET_LOOPBACK";
 
 /// Where bwrap may be; the first that exists is used (`BWRAP` overrides).
 pub(crate) const BWRAP_PATHS: &[&str] = &["/usr/bin/bwrap", "/usr/local/bin/bwrap", "/bin/bwrap"];
@@ -248,6 +250,7 @@ mod tests {
             IN_JAIL,
             HOOK_BIN,
             NET_BRIDGE,
+            NET_LOOPBACK,
         ];
         names.extend(LOGIN_SHELL_VARS);
         let n = names.len();

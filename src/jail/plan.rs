@@ -325,6 +325,10 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
     if network.mode == crate::net::Mode::Allowlist {
         network.upstream = crate::net::proxy::upstream_of(&input.host)
             .map_or_else(|e| Some(format!("unusable: {e}")), |u| u.describe());
+        // The IDEs serving now, judged at launch: one started later is not bridged (docs/network.md).
+        let (claude_ide, gemini_ide) = crate::net::loopback::ide_dirs(&home, &input.host);
+        let ides = crate::net::loopback::live_ides(&claude_ide, &gemini_ide);
+        network.loopback = crate::net::loopback::bridged(&input.config.network.loopback, &ides);
     }
     if network.mode.unshares() {
         // The launcher's proxy settings and their credentials stay outside (`net::upstream`).
@@ -359,6 +363,12 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
             input.self_exe.is_some().then_some(super::layout::HOOK_BIN),
             input.host.get_str("NODE_OPTIONS"),
         ));
+        if !network.loopback.is_empty() {
+            setenv.push((
+                host::NET_LOOPBACK.into(),
+                crate::net::loopback::env_value(&network.loopback),
+            ));
+        }
         input.session_home.with_file_name("net")
     });
     let cwd = std::fs::canonicalize(&input.cwd).unwrap_or_else(|_| ws.clone());

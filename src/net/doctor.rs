@@ -23,7 +23,9 @@ pub(crate) fn check_network(env: &crate::host::HostEnv) -> Vec<Check> {
         command: vec!["true".into()],
         ..Default::default()
     };
-    let mode = crate::jail::launch::plan_input(&opts, "doctor", env)
+    let planned = crate::jail::launch::plan_input(&opts, "doctor", env).ok();
+    let mode = planned
+        .as_ref()
         .map_or(Mode::DEFAULT, |(_, c)| c.network.mode());
     let mut out = Vec::new();
     out.push(match mode {
@@ -52,10 +54,44 @@ pub(crate) fn check_network(env: &crate::host::HostEnv) -> Vec<Check> {
         ),
     });
     out.extend(upstream_check(env, mode));
+    if mode == Mode::Allowlist {
+        let listed = planned
+            .as_ref()
+            .map(|(_, c)| c.network.loopback.clone())
+            .unwrap_or_default();
+        let home = planned
+            .as_ref()
+            .map(|(p, _)| p.home.clone())
+            .unwrap_or_default();
+        let (claude, gemini) = super::loopback::ide_dirs(&home, env);
+        let ports =
+            super::loopback::bridged(&listed, &super::loopback::live_ides(&claude, &gemini));
+        out.push(loopback_check(&ports));
+    }
     if mode != Mode::Host {
         out.push(namespace_works());
     }
     out
+}
+
+/// The container's loopback ports a launch here bridges (listed, and live IDEs' now).
+fn loopback_check(ports: &[super::loopback::Bridged]) -> Check {
+    let why = if ports.is_empty() {
+        "container loopback: nothing reachable from the jail (list ports in [network] loopback; \
+         live IDE lock files are bridged at launch)"
+            .to_string()
+    } else {
+        let each: Vec<String> = ports
+            .iter()
+            .map(|b| format!("{} ({})", b.port, b.why))
+            .collect();
+        format!(
+            "container loopback reachable from the jail, at the same port of its 127.0.0.1, and \
+             nothing else: {}",
+            each.join(", ")
+        )
+    };
+    check(Mark::Pass, why, None)
 }
 
 /// The launcher's own proxy (`upstream`), which allowlist mode chains through: named with its
@@ -134,5 +170,19 @@ mod tests {
         );
         assert_eq!(upstream_check(&env, Mode::Host).unwrap().mark, Mark::Warn);
         assert!(upstream_check(&HostEnv::of(&[]), Mode::Allowlist).is_none());
+    }
+
+    #[test]
+    fn the_bridged_ports_are_named_with_their_reason() {
+        let listed = [super::super::loopback::Entry::Text("db:5432".into())
+            .parse()
+            .unwrap()];
+        let c = loopback_check(&super::super::loopback::bridged(&listed, &[]));
+        assert!(
+            c.why.contains("5432 ([network] loopback (db))"),
+            "{}",
+            c.why
+        );
+        assert!(loopback_check(&[]).why.contains("nothing reachable"));
     }
 }

@@ -37,6 +37,12 @@ pub(crate) enum BridgeError {
          `claude-sandbox doctor` for the cause"
     )]
     Listen { port: u16, source: std::io::Error },
+    #[error(
+        "cannot listen on 127.0.0.1:{port} in the jail for the bridged loopback port ([network] \
+         loopback, or a live IDE's lock file): {source}; a port below 1024 cannot be bridged for an \
+         ordinary user: have the service listen on a higher port"
+    )]
+    Loopback { port: u16, source: std::io::Error },
     #[error("cannot start the network bridge: {0}")]
     Fork(std::io::Error),
 }

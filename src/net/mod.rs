@@ -13,6 +13,7 @@ pub(crate) mod allow;
 pub(crate) mod bridge;
 pub(crate) mod doctor;
 pub(crate) mod error;
+pub(crate) mod loopback;
 pub(crate) mod pattern;
 pub(crate) mod proxy;
 pub(crate) mod upstream;
@@ -89,6 +90,7 @@ pub(crate) struct NetTable {
     pub mode: Option<String>,
     pub allow: Option<Vec<String>>,
     pub deny: Option<Vec<String>>,
+    pub loopback: Option<Vec<loopback::Entry>>,
 }
 
 /// `[network]` in the configuration, merged over the files and the command line.
@@ -100,6 +102,8 @@ pub struct NetConfig {
     pub allow: Vec<String>,
     /// Wins over every allow entry, default ones included.
     pub deny: Vec<String>,
+    /// Ports of the container's loopback bridged into the jail's (system and user files).
+    pub loopback: Vec<loopback::Listed>,
 }
 
 impl NetConfig {
@@ -128,6 +132,11 @@ impl NetConfig {
                 Vec::new()
             },
             upstream: None,
+            loopback: if mode == Mode::Allowlist {
+                loopback::bridged(&self.loopback, &[])
+            } else {
+                Vec::new()
+            },
         }
     }
 }
@@ -141,6 +150,9 @@ pub struct NetPolicy {
     /// The launcher's own proxy the allowlist proxy chains through, described with its
     /// credentials masked (`upstream`); set from the launcher's environment when planning.
     pub upstream: Option<String>,
+    /// Allowlist mode: the container's loopback ports the jail reaches, each on the same port of
+    /// its own loopback (the listed ones, then the live IDEs' found when planning).
+    pub loopback: Vec<loopback::Bridged>,
 }
 
 impl Default for NetPolicy {
@@ -150,6 +162,7 @@ impl Default for NetPolicy {
             allow: Vec::new(),
             deny: Vec::new(),
             upstream: None,
+            loopback: Vec::new(),
         }
     }
 }
@@ -179,7 +192,23 @@ pub fn describe(p: &NetPolicy) -> Vec<String> {
             Some(u) => format!("  upstream proxy (the launcher's HTTPS_PROXY/HTTP_PROXY): {u}"),
             None => "  upstream proxy: none (direct connections)".to_string(),
         });
+        out.extend(loopback_lines(&p.loopback));
     }
+    out
+}
+
+/// The bridged loopback ports, one line each (`explain`, `doctor`).
+pub(crate) fn loopback_lines(ports: &[loopback::Bridged]) -> Vec<String> {
+    if ports.is_empty() {
+        return vec![
+            "  container loopback: nothing reachable (list ports in [network] loopback)".into(),
+        ];
+    }
+    let mut out = vec![
+        "  container loopback reachable at the same port of the jail's 127.0.0.1 (nothing else):"
+            .to_string(),
+    ];
+    out.extend(ports.iter().map(|b| format!("    {}: {}", b.port, b.why)));
     out
 }
 
@@ -237,7 +266,12 @@ pub(crate) fn merge(
     table: NetTable,
     workspace: bool,
 ) -> Result<(), MergeError> {
-    let NetTable { mode, allow, deny } = table;
+    let NetTable {
+        mode,
+        allow,
+        deny,
+        loopback,
+    } = table;
     if let Some(m) = mode.as_deref() {
         let m = Mode::parse(m).ok_or(MergeError::BadMode)?;
         if workspace && m < net.mode() {
@@ -257,6 +291,16 @@ pub(crate) fn merge(
     for d in deny.unwrap_or_default() {
         pattern::Pattern::parse(&d).map_err(MergeError::BadPattern)?;
         net.deny.push(d);
+    }
+    if let Some(ports) = loopback {
+        // Each listed port is a way to a service outside: only the human's own files open one.
+        if workspace && !ports.is_empty() {
+            return Err(MergeError::Loosens("loopback"));
+        }
+        for e in &ports {
+            net.loopback
+                .push(e.parse().map_err(MergeError::BadLoopback)?);
+        }
     }
     Ok(())
 }
@@ -283,6 +327,7 @@ pub(crate) enum MergeError {
     BadMode,
     Loosens(&'static str),
     BadPattern(error::BadPattern),
+    BadLoopback(loopback::BadEntry),
 }
 
 #[cfg(test)]
@@ -298,6 +343,7 @@ mod tests {
             mode: mode.map(str::to_string),
             allow,
             deny,
+            loopback: None,
         }
     }
 
@@ -343,22 +389,61 @@ mod tests {
     }
 
     #[test]
+    fn loopback_ports_come_from_the_humans_files_only() {
+        let ports = |v: Vec<loopback::Entry>| NetTable {
+            loopback: Some(v),
+            ..NetTable::default()
+        };
+        let mut n = NetConfig::default();
+        merge(
+            &mut n,
+            ports(vec![
+                loopback::Entry::Port(5432),
+                loopback::Entry::Text("mcp:8931".into()),
+            ]),
+            false,
+        )
+        .unwrap();
+        assert_eq!(n.loopback.len(), 2);
+        assert_eq!(
+            merge(&mut n, ports(vec![loopback::Entry::Port(6379)]), true),
+            Err(MergeError::Loosens("loopback"))
+        );
+        merge(&mut n, ports(vec![]), true).unwrap();
+        assert!(matches!(
+            merge(&mut n, ports(vec![loopback::Entry::Port(0)]), false),
+            Err(MergeError::BadLoopback(_))
+        ));
+        assert_eq!(n.loopback.len(), 2);
+        // Bridged in allowlist mode only: `none` means none, `host` reaches everything anyway.
+        for (mode, want) in [(Mode::Allowlist, 2), (Mode::None, 0), (Mode::Host, 0)] {
+            n.mode = Some(mode);
+            assert_eq!(n.policy().loopback.len(), want, "{mode:?}");
+        }
+    }
+
+    #[test]
     fn the_policy_lists_defaults_then_additions_and_only_in_allowlist_mode() {
         let n = NetConfig {
             mode: Some(Mode::Allowlist),
             allow: vec!["api.example.com".into(), "github.com".into()],
             deny: vec!["github.com".into()],
+            loopback: vec![loopback::Entry::Port(5432).parse().unwrap()],
         };
         let p = n.policy();
         assert_eq!(p.allow.len(), default_allow().count() + 1);
         assert_eq!(p.allow.last().unwrap(), "api.example.com");
         assert_eq!(p.deny, vec!["github.com".to_string()]);
+        assert_eq!(
+            p.loopback.iter().map(|b| b.port).collect::<Vec<_>>(),
+            [5432]
+        );
         let p = NetConfig {
             mode: Some(Mode::None),
             ..n
         }
         .policy();
-        assert!(p.allow.is_empty() && p.deny.is_empty());
+        assert!(p.allow.is_empty() && p.deny.is_empty() && p.loopback.is_empty());
         for d in default_allow() {
             pattern::Pattern::parse(d).unwrap();
         }

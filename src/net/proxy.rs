@@ -15,6 +15,7 @@
 //! (`http`).
 
 mod http;
+mod limits;
 mod process;
 mod relay;
 mod serve;
@@ -37,6 +38,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
+pub(crate) use limits::Limits;
 pub(crate) use process::{exec_main, Running, SUBCOMMAND};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -75,59 +77,6 @@ pub(crate) fn remedy(host: &str, why: &Refusal) -> String {
     }
 }
 
-/// What one session's proxy may hold at once (docs/network.md, "Limits").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Limits {
-    /// Connections whose request head is still coming; one more closes the oldest.
-    pub pending: usize,
-    /// Connections being served (a thread and two descriptors each); one more is refused.
-    pub tunnels: usize,
-    /// The whole request head (the SOCKS5 handshake) must arrive within this.
-    pub head_ms: u64,
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits {
-            pending: 256,
-            tunnels: 256,
-            head_ms: 10_000,
-        }
-    }
-}
-
-impl Limits {
-    /// `pending=N,tunnels=N,head_ms=N` over the defaults (`host::TEST_NET_LIMITS`, tests only).
-    fn with(mut self, spec: &str) -> Limits {
-        for (k, v) in spec.split(',').filter_map(|kv| kv.split_once('=')) {
-            let Ok(n) = v.trim().parse::<u64>() else {
-                continue;
-            };
-            let n_usize = usize::try_from(n).unwrap_or(usize::MAX);
-            match k.trim() {
-                "pending" => self.pending = n_usize.max(1),
-                "tunnels" => self.tunnels = n_usize.max(1),
-                "head_ms" => self.head_ms = n.max(1),
-                _ => {}
-            }
-        }
-        self
-    }
-
-    /// Within `nofile` descriptors: a pending connection holds one, a tunnel two (and a third
-    /// while it resolves), and a margin is kept for the listener, the log and the alert store.
-    fn within(self, nofile: u64) -> Limits {
-        let budget = usize::try_from(nofile.saturating_sub(64) / 4)
-            .unwrap_or(usize::MAX)
-            .max(1);
-        Limits {
-            pending: self.pending.min(budget),
-            tunnels: self.tunnels.min(budget),
-            ..self
-        }
-    }
-}
-
 /// Everything the proxy process needs, handed over whole (by memory when forked, as JSON when
 /// executed).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -144,6 +93,9 @@ pub(crate) struct Config {
     /// This session's own additions (`session_allow`), outside the jail's view.
     #[serde(default)]
     session_allow: Option<PathBuf>,
+    /// Ports of the container's loopback the jail may reach (`loopback`), and no other.
+    #[serde(default)]
+    loopback: Vec<u16>,
 }
 
 /// Counters for the summary and the load figures (docs/network.md).
@@ -216,6 +168,7 @@ struct Shared {
     alerts: Option<(PathBuf, String)>,
     limits: Limits,
     upstream: Upstream,
+    loopback: Vec<u16>,
     denied: Mutex<BTreeMap<String, (u32, String)>>,
     counts: Counts,
 }
@@ -270,6 +223,7 @@ impl Proxy {
                 limits: limits.map_or_else(Limits::default, |s| Limits::default().with(s)),
                 upstream,
                 session_allow: None,
+                loopback: policy.loopback.iter().map(|b| b.port).collect(),
             },
         })
     }
@@ -304,6 +258,7 @@ pub(crate) fn for_policy(
             .path()
             .join(session_allow::FILE),
     );
+    super::loopback::stage_locks(dir, &network.loopback);
     let exec = env.get_str(crate::host::SEAL) == Some("exec");
     process::start(proxy, exec)
         .map(Some)
@@ -365,6 +320,7 @@ impl Shared {
             alerts: config.alerts,
             limits: config.limits,
             upstream: config.upstream,
+            loopback: config.loopback,
             denied: Mutex::new(BTreeMap::new()),
             counts: Counts::default(),
         })
@@ -389,6 +345,9 @@ impl Shared {
     /// upstream proxy (by name, once the name passed, and its address where it resolves here).
     fn open(&self, host: &str, port: u16, purpose: Purpose) -> Result<Opened, Failure> {
         let name = normalize(host);
+        if let Some(result) = self.bridged_loopback(&name, port) {
+            return result;
+        }
         let result = match self.upstream.for_host(&name, purpose == Purpose::Tunnel) {
             Some(proxy) => self.through(proxy, &name, port, purpose),
             None => self.decide(&name, port).and_then(|addr| {
@@ -409,6 +368,40 @@ impl Shared {
             }
         }
         result
+    }
+
+    /// A listed port of the container's loopback, asked for by a loopback address or `localhost`
+    /// (what the jail's bridge sends, and what a client of the proxy may send as well): connected
+    /// to directly, never through the upstream, on IPv4 and else IPv6. `None`: not such a request
+    /// (a loopback address with another port goes on to the rules, which refuse it).
+    fn bridged_loopback(&self, name: &str, port: u16) -> Option<Result<Opened, Failure>> {
+        let loopback = name == "localhost"
+            || name
+                .parse::<IpAddr>()
+                .is_ok_and(|ip| ip.to_canonical().is_loopback());
+        if !loopback || !self.loopback.contains(&port) {
+            return None;
+        }
+        let v4 = SocketAddr::from(([127, 0, 0, 1], port));
+        let v6 = SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port));
+        let stream = TcpStream::connect_timeout(&v4, CONNECT_TIMEOUT)
+            .or_else(|e4| TcpStream::connect_timeout(&v6, CONNECT_TIMEOUT).map_err(|_| e4));
+        Some(match stream {
+            Ok(stream) => {
+                tracing::info!("network: bridged loopback port {port}");
+                Ok(Opened {
+                    stream,
+                    route: Route::Direct,
+                })
+            }
+            Err(e) => {
+                tracing::info!("network: loopback port {port} is listed, but nothing answers: {e}");
+                Err(Failure::Upstream(format!(
+                    "nothing answers on the container's loopback port {port} ({e}): the service \
+                     outside the sandbox is not running"
+                )))
+            }
+        })
     }
 
     /// Through `proxy`: the name decided as always; its addresses, where this machine resolves it,

@@ -25,6 +25,7 @@ mod lifetime;
 mod network;
 mod network_allow;
 mod network_limits;
+mod network_loopback;
 mod network_session;
 mod network_upstream;
 mod own_settings;

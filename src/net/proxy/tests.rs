@@ -363,6 +363,7 @@ fn shared(hosts: &str, upstream: &str) -> Shared {
         limits: Limits::default(),
         upstream,
         session_allow: None,
+        loopback: Vec::new(),
     })
     .unwrap()
 }
