@@ -326,8 +326,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         network.upstream = crate::net::proxy::upstream_of(&input.host)
             .map_or_else(|e| Some(format!("unusable: {e}")), |u| u.describe());
         // The IDEs serving now, judged at launch: one started later is not bridged (docs/network.md).
-        let (claude_ide, gemini_ide) = crate::net::loopback::ide_dirs(&home, &input.host);
-        let ides = crate::net::loopback::live_ides(&claude_ide, &gemini_ide);
+        let ides = crate::net::loopback::ides_for(&input.config.network, &home, &input.host);
         network.loopback = crate::net::loopback::bridged(&input.config.network.loopback, &ides);
     }
     if network.mode.unshares() {

@@ -55,17 +55,16 @@ pub(crate) fn check_network(env: &crate::host::HostEnv) -> Vec<Check> {
     });
     out.extend(upstream_check(env, mode));
     if mode == Mode::Allowlist {
-        let listed = planned
+        let net = planned
             .as_ref()
-            .map(|(_, c)| c.network.loopback.clone())
+            .map(|(_, c)| c.network.clone())
             .unwrap_or_default();
         let home = planned
             .as_ref()
             .map(|(p, _)| p.home.clone())
             .unwrap_or_default();
-        let (claude, gemini) = super::loopback::ide_dirs(&home, env);
         let ports =
-            super::loopback::bridged(&listed, &super::loopback::live_ides(&claude, &gemini));
+            super::loopback::bridged(&net.loopback, &super::loopback::ides_for(&net, &home, env));
         out.push(loopback_check(&ports));
     }
     if mode != Mode::Host {

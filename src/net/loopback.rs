@@ -204,6 +204,20 @@ pub(crate) fn ide_dirs(
     (claude, Path::new(tmp).join("gemini").join("ide"))
 }
 
+/// The IDE integrations a launch bridges: those serving now (`live_ides`), none where
+/// `[network] ide = false`.
+pub(crate) fn ides_for(
+    net: &super::NetConfig,
+    home: &Path,
+    env: &crate::host::HostEnv,
+) -> Vec<Ide> {
+    if net.ide_off {
+        return Vec::new();
+    }
+    let (claude, gemini) = ide_dirs(home, env);
+    live_ides(&claude, &gemini)
+}
+
 /// The ports to bridge: the listed ones in their order, then the live IDEs' not listed already.
 pub(crate) fn bridged(listed: &[Listed], ides: &[Ide]) -> Vec<Bridged> {
     let mut out: Vec<Bridged> = Vec::new();

@@ -91,6 +91,7 @@ pub(crate) struct NetTable {
     pub allow: Option<Vec<String>>,
     pub deny: Option<Vec<String>>,
     pub loopback: Option<Vec<loopback::Entry>>,
+    pub ide: Option<bool>,
 }
 
 /// `[network]` in the configuration, merged over the files and the command line.
@@ -104,6 +105,9 @@ pub struct NetConfig {
     pub deny: Vec<String>,
     /// Ports of the container's loopback bridged into the jail's (system and user files).
     pub loopback: Vec<loopback::Listed>,
+    /// `[network] ide = false`: live IDE integrations are not bridged (their tools act outside
+    /// the jail: docs/network.md, "IDE integrations").
+    pub ide_off: bool,
 }
 
 impl NetConfig {
@@ -271,7 +275,15 @@ pub(crate) fn merge(
         allow,
         deny,
         loopback,
+        ide,
     } = table;
+    if let Some(on) = ide {
+        // Turning the IDE bridge back on loosens what an earlier file turned off.
+        if workspace && on && net.ide_off {
+            return Err(MergeError::Loosens("ide"));
+        }
+        net.ide_off = !on;
+    }
     if let Some(m) = mode.as_deref() {
         let m = Mode::parse(m).ok_or(MergeError::BadMode)?;
         if workspace && m < net.mode() {
@@ -344,6 +356,7 @@ mod tests {
             allow,
             deny,
             loopback: None,
+            ide: None,
         }
     }
 
@@ -423,12 +436,45 @@ mod tests {
     }
 
     #[test]
+    fn ide_bridging_is_on_until_a_file_turns_it_off_and_the_workspace_cannot_turn_it_back() {
+        let ide = |on| NetTable {
+            ide: Some(on),
+            ..NetTable::default()
+        };
+        let mut n = NetConfig::default();
+        assert!(!n.ide_off);
+        merge(&mut n, ide(true), true).unwrap();
+        merge(&mut n, ide(false), true).unwrap();
+        assert!(n.ide_off, "the workspace may turn it off");
+        assert_eq!(
+            merge(&mut n, ide(true), true),
+            Err(MergeError::Loosens("ide"))
+        );
+        merge(&mut n, ide(true), false).unwrap();
+        assert!(!n.ide_off, "your own file may turn it on again");
+        // Off: no IDE is looked for, even one serving now.
+        let t = tempfile::tempdir().unwrap();
+        let lock = t.path().join(".claude/ide");
+        std::fs::create_dir_all(&lock).unwrap();
+        std::fs::write(
+            lock.join("40001.lock"),
+            format!(r#"{{"pid":{}}}"#, std::process::id()),
+        )
+        .unwrap();
+        let env = crate::host::HostEnv::of(&[("TMPDIR", t.path().to_str().unwrap())]);
+        assert_eq!(loopback::ides_for(&n, t.path(), &env).len(), 1);
+        n.ide_off = true;
+        assert!(loopback::ides_for(&n, t.path(), &env).is_empty());
+    }
+
+    #[test]
     fn the_policy_lists_defaults_then_additions_and_only_in_allowlist_mode() {
         let n = NetConfig {
             mode: Some(Mode::Allowlist),
             allow: vec!["api.example.com".into(), "github.com".into()],
             deny: vec!["github.com".into()],
             loopback: vec![loopback::Entry::Port(5432).parse().unwrap()],
+            ide_off: false,
         };
         let p = n.policy();
         assert_eq!(p.allow.len(), default_allow().count() + 1);

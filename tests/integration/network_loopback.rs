@@ -146,6 +146,23 @@ fn a_live_ide_lock_files_port_is_bridged_and_a_dead_ones_is_not() {
         yours.contains(&format!("\"pid\":{}", ide_process.id())),
         "{yours}"
     );
+    // `ide = false`: the same live IDE is neither bridged nor handed in.
+    user_config(&f, "[network]\nmode = \"allowlist\"\nide = false\n");
+    let off = ok(&f
+        .cmd([
+            "run",
+            "--",
+            "bash",
+            "-c",
+            &format!("{}ls -A ~/.claude/ide/; echo END", tcp_probe(live.port)),
+        ])
+        .output()
+        .unwrap());
+    assert!(
+        off.contains(&format!("{}:ConnectionRefusedError", live.port)),
+        "{off}"
+    );
+    assert!(!off.contains(".lock"), "{off}");
     let _ = ide_process.kill();
     let _ = ide_process.wait();
     // The IDE is gone: the next session (any mode) has no copy of its lock left.
