@@ -213,6 +213,12 @@ impl SessionDir {
     pub(crate) fn baseline(&self) -> PathBuf {
         self.0.join("baseline.json")
     }
+
+    /// `network-allow`: hosts allowed for this session only (`allow HOST --session`), read by its
+    /// proxy (`net::proxy::session_allow`).
+    pub(crate) fn network_allow(&self) -> PathBuf {
+        self.0.join("network-allow")
+    }
 }
 
 /// Create (if needed) and check the runtime directory: a real directory, owned by us, mode 0700.

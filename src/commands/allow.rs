@@ -102,10 +102,7 @@ pub(super) fn session(host_name: &str, id: &str, env: &crate::host::HostEnv) -> 
                 }
             )));
         };
-    let file = runtime
-        .session(&chosen)
-        .path()
-        .join(crate::net::proxy::session_allow::FILE);
+    let file = runtime.session(&chosen).network_allow();
     let entry = crate::net::pattern::normalize(host_name);
     let added = crate::net::proxy::session_allow::add(&file, host_name)
         .map_err(|e| Error::io(format!("writing {}", file.display()), e))?;

@@ -255,8 +255,7 @@ pub(crate) fn for_policy(
     proxy.config.session_allow = Some(
         crate::runtime_dir::RuntimeDir::new(runtime)
             .session(session)
-            .path()
-            .join(session_allow::FILE),
+            .network_allow(),
     );
     super::loopback::stage_locks(dir, &network.loopback);
     let exec = env.get_str(crate::host::SEAL) == Some("exec");

@@ -12,9 +12,6 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-/// The file's name in the session's directory.
-pub(crate) const FILE: &str = "network-allow";
-
 /// What identifies one version of the file (inode, change time, size).
 type Stamp = (u64, i64, i64, u64);
 
@@ -108,7 +105,7 @@ mod tests {
     #[test]
     fn a_host_added_to_the_file_is_allowed_at_the_next_decision_and_deny_still_wins() {
         let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join(FILE);
+        let file = dir.path().join("network-allow");
         let r = SessionRules::new(
             &["a.example".into()],
             &["*.bad.example".into()],
