@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 /// What the jail does not cover; printed by `explain` and kept in README.md.
 pub const NOT_COVERED: &[&str] = &[
-    "network: in mode `host` (the default) egress and abstract unix sockets; in `allowlist` what the allowed hosts accept (docs/network.md)",
+    "network: what allowed hosts accept (an upload, an attacker's API key); in mode `host` all egress and abstract sockets (docs/network.md)",
     "deleting or corrupting workspace data the agent may write (including .git objects and refs)",
     "writable PATH directories and new repositories' hooks: sealed only by the watcher",
     "entry points created below the workspace root (e.g. sub/.envrc) until the session ends: then they are held for review",
@@ -307,7 +307,7 @@ pub fn explain(
             views.join(", ")
         );
     }
-    for line in crate::net::describe(&p.network) {
+    for line in crate::net::describe(&p.network, |items| some(items, full)) {
         let _ = writeln!(out, "{line}");
     }
     // One line, as `Hidden` (the short view fits a screen).

@@ -152,6 +152,19 @@ pub fn run(opts: &RunOptions, env: &HostEnv) -> Result<i32> {
 
 /// Steps 5 to 10: the session, bwrap, the seals and the watcher, the gate, the end. The exit status
 /// to exit with.
+/// bwrap's setup failure, with the cause and the choice where the container refuses a network
+/// namespace and the policy asks for one.
+fn setup_failure(e: Error, policy: &crate::jail::policy::Policy) -> Error {
+    match e {
+        Error::Jail(m)
+            if policy.network.mode.unshares() && crate::net::netns_refused(&policy.bwrap) =>
+        {
+            Error::Jail(format!("{m}; {}", crate::net::NO_NETNS_FIX))
+        }
+        e => e,
+    }
+}
+
 fn execute(mut plan: Plan, mut pending: Option<PendingSeals>, launch: &Launch) -> Result<i32> {
     let exists = |p: &Path| std::fs::symlink_metadata(p).is_ok();
     let (runtime, session) = (launch.runtime, launch.session);
@@ -247,7 +260,7 @@ fn execute(mut plan: Plan, mut pending: Option<PendingSeals>, launch: &Launch) -
                     retried = true;
                     continue;
                 }
-                break result;
+                break result.map_err(|e| setup_failure(e, &plan.policy));
             }
         }
     };

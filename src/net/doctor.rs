@@ -120,6 +120,32 @@ fn upstream_check(env: &crate::host::HostEnv, mode: Mode) -> Option<Check> {
     }
 }
 
+/// What to do where a jail with a network namespace of its own cannot start (the launch's error and
+/// `doctor`'s check say the same).
+pub(crate) const NO_NETNS_FIX: &str = "the network mode (`allowlist` by default) needs a network \
+     namespace of its own, which this container refuses: allow network namespaces for user \
+     namespaces (docs/network.md, \"Where the jail cannot have a network of its own\"), or choose \
+     [network] mode = \"host\" in ~/.config/claude-sandbox/config.toml (egress unfiltered)";
+
+/// Whether bwrap can make a user namespace here but not a network namespace in it: asked only
+/// after a launch failed, to say which of the two the container refuses.
+pub(crate) fn netns_refused(bwrap: &std::path::Path) -> bool {
+    let trial = |net: bool| {
+        let mut c = std::process::Command::new(bwrap);
+        c.args(["--unshare-user", "--ro-bind", "/", "/"]);
+        if net {
+            c.arg("--unshare-net");
+        }
+        c.arg("true")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    trial(false) && !trial(true)
+}
+
 /// `run --network none -- true` in a throwaway workspace.
 fn namespace_works() -> Check {
     let out = std::env::current_exe()
@@ -144,7 +170,7 @@ fn namespace_works() -> Check {
                 "`run --network none -- true` failed: {}",
                 String::from_utf8_lossy(&o.stderr).trim()
             ),
-            Some("the container must allow network namespaces in user namespaces; or set [network] mode = \"host\""),
+            Some(NO_NETNS_FIX),
         ),
         Err(e) => check(Mark::Fail, e.to_string(), Some("reinstall claude-sandbox")),
     }

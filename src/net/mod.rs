@@ -12,6 +12,7 @@
 pub(crate) mod allow;
 pub(crate) mod bridge;
 pub(crate) mod doctor;
+pub(crate) use doctor::{netns_refused, NO_NETNS_FIX};
 pub(crate) mod error;
 pub(crate) mod loopback;
 pub(crate) mod pattern;
@@ -35,7 +36,7 @@ pub enum Mode {
 
 impl Mode {
     /// The mode when no configuration file and no `--network` names one (see docs/network.md).
-    pub const DEFAULT: Mode = Mode::Host;
+    pub const DEFAULT: Mode = Mode::Allowlist;
 
     pub fn parse(s: &str) -> Option<Mode> {
         match s {
@@ -171,8 +172,9 @@ impl Default for NetPolicy {
     }
 }
 
-/// `explain`'s lines for the network policy.
-pub fn describe(p: &NetPolicy) -> Vec<String> {
+/// `explain`'s lines for the network policy; `list` joins a list as `explain` does (a few items
+/// and a count by default, every one with `--full`).
+pub fn describe(p: &NetPolicy, list: impl Fn(&[String]) -> String) -> Vec<String> {
     let mut out = vec![match p.mode {
         Mode::Host => {
             "Network: host — the container's network; egress is not filtered and abstract \
@@ -183,19 +185,21 @@ pub fn describe(p: &NetPolicy) -> Vec<String> {
             "Network: none — a network namespace of its own with only a loopback".to_string()
         }
         Mode::Allowlist => format!(
-            "Network: allowlist — only through the proxy (HTTP_PROXY/HTTPS_PROXY/ALL_PROXY \
-             127.0.0.1:{PORT}), to these names; internal addresses refused after resolution"
+            "Network: allowlist — out only through the proxy at 127.0.0.1:{PORT} (the *_PROXY \
+             variables), to these names; internal addresses refused"
         ),
     }];
     if p.mode == Mode::Allowlist {
-        out.push(format!("  allow: {}", p.allow.join(" ")));
+        out.push(format!("  allow: {}", list(&p.allow)));
         if !p.deny.is_empty() {
-            out.push(format!("  deny (wins): {}", p.deny.join(" ")));
+            out.push(format!("  deny (wins): {}", list(&p.deny)));
         }
-        out.push(match &p.upstream {
-            Some(u) => format!("  upstream proxy (the launcher's HTTPS_PROXY/HTTP_PROXY): {u}"),
-            None => "  upstream proxy: none (direct connections)".to_string(),
-        });
+        // Said only when there is one: direct connections are the ordinary case.
+        if let Some(u) = &p.upstream {
+            out.push(format!(
+                "  upstream proxy (the launcher's HTTPS_PROXY/HTTP_PROXY): {u}"
+            ));
+        }
         out.extend(loopback_lines(&p.loopback));
     }
     out

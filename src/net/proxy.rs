@@ -209,7 +209,7 @@ impl Proxy {
         .map_err(create)?;
         let path = dir.join(crate::jail::layout::NET_SOCKET);
         let _ = std::fs::remove_file(&path);
-        let listener = UnixListener::bind(&path).map_err(|source| ProxyError::Bind {
+        let listener = bind_unix(dir, &path).map_err(|source| ProxyError::Bind {
             path: path.clone(),
             source,
         })?;
@@ -227,6 +227,23 @@ impl Proxy {
             },
         })
     }
+}
+
+/// Bind the unix socket `path` in `dir`. A runtime directory given by `CLAUDE_SANDBOX_RUNTIME_DIR`
+/// or `XDG_RUNTIME_DIR` can make the path longer than a socket address holds (108 bytes); then the
+/// name is bound through the directory's descriptor (`/proc/self/fd/N/NAME`), which names the same
+/// directory in a few bytes, instead of refusing the launch.
+fn bind_unix(dir: &Path, path: &Path) -> std::io::Result<UnixListener> {
+    const SUN_PATH: usize = 108;
+    if path.as_os_str().len() < SUN_PATH {
+        return UnixListener::bind(path);
+    }
+    let d = std::fs::File::open(dir)?;
+    let name = path.file_name().unwrap_or_default();
+    let short = Path::new("/proc/self/fd")
+        .join(std::os::fd::AsRawFd::as_raw_fd(&d).to_string())
+        .join(name);
+    UnixListener::bind(short)
 }
 
 /// The proxy a launch needs, started: one in allowlist mode (`net_dir`: the host directory of its

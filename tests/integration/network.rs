@@ -105,8 +105,45 @@ fn unique(tag: &str) -> String {
 
 pub(crate) const SENTENCE: &str = "is not allowed by the sandbox's network policy";
 
+/// The default (no file, no `--network`) is `allowlist`: the container's loopback TCP services
+/// and its abstract unix sockets are out of the jail's reach, and the proxy is its way out. And a
+/// runtime directory whose path is longer than a socket address holds still gets its proxy.
 #[test]
-fn host_mode_is_the_default_and_behaves_as_before() {
+fn allowlist_is_the_default_and_loopback_and_abstract_sockets_are_unreachable() {
+    let f = Fixture::new();
+    let srv = Server::start();
+    let name = unique("dflt");
+    let _l = abstract_socket(&name);
+    let long = f.root.join("a-runtime-directory-whose-path-is-longer-than-a-unix-socket-address-holds-as-some-users-have");
+    std::fs::create_dir_all(&long).unwrap();
+    let script = format!(
+        "{}curl -sS -m 5 --noproxy '*' http://127.0.0.1:{}/dflt 2>&1; echo \" direct-rc=$?\"; \
+         env | grep -c '^HTTPS_PROXY=http://127.0.0.1:3128$'; test -S /tmp/.claude-sandbox-net/proxy.sock && echo NETDIR; true",
+        abstract_probe(&name),
+        srv.port
+    );
+    for runtime in [None, Some(&long)] {
+        let mut cmd = f.cmd(["run", "--", "bash", "-c", &script]);
+        if let Some(dir) = runtime {
+            cmd.env("CLAUDE_SANDBOX_RUNTIME_DIR", dir);
+        }
+        let out = ok(&cmd.output().unwrap());
+        assert!(!out.contains("ABSTRACT-CONNECTED"), "{out}");
+        assert!(!out.contains("outside:/dflt"), "{out}");
+        assert!(!out.contains("direct-rc=0"), "{out}");
+        assert!(
+            out.lines().any(|l| l.trim() == "1"),
+            "no proxy variable: {out}"
+        );
+        assert!(out.contains("NETDIR"), "{out}");
+    }
+    assert!(srv.seen().is_empty(), "{:?}", srv.seen());
+}
+
+/// `host`, chosen, is the container's network as before: no proxy, loopback and abstract sockets
+/// reachable.
+#[test]
+fn host_mode_when_chosen_behaves_as_before() {
     let f = Fixture::new();
     let srv = Server::start();
     let name = unique("host");
@@ -117,7 +154,7 @@ fn host_mode_is_the_default_and_behaves_as_before() {
         srv.port
     );
     let out = ok(&f
-        .cmd(["run", "--", "bash", "-c", &script])
+        .cmd(["run", "--network", "host", "--", "bash", "-c", &script])
         .output()
         .unwrap());
     assert!(out.contains("ABSTRACT-CONNECTED"), "{out}");
@@ -352,11 +389,17 @@ fn explain_and_doctor_show_the_mode_the_list_and_what_fails_by_design() {
     .unwrap();
     let out = ok(&f.cmd(["explain"]).output().unwrap());
     assert!(out.contains("Network: allowlist"), "{out}");
+    // The short form names a few and counts the rest; --full lists every one.
     assert!(
-        out.contains("api.anthropic.com") && out.contains("*.example.org"),
+        out.contains("allow: api.anthropic.com") && out.contains("more"),
         "{out}"
     );
     assert!(out.contains("deny (wins): github.com"), "{out}");
+    let full = ok(&f.cmd(["explain", "--full"]).output().unwrap());
+    assert!(
+        full.contains("api.anthropic.com") && full.contains("*.example.org"),
+        "{full}"
+    );
     let json = f.cmd(["explain", "--json"]).output().unwrap();
     let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(v["policy"]["network"]["mode"], "allowlist");
@@ -426,4 +469,41 @@ fn real_agents_reach_their_apis_through_the_proxy() {
             "{cmd:?}: {err}"
         );
     }
+}
+
+/// A container that refuses network namespaces (here a user namespace whose
+/// `max_net_namespaces` is 0): the default launch stops before the command, naming the cause and
+/// the choice (`host`), and nothing is weakened; `--network host` starts.
+#[test]
+fn where_network_namespaces_are_refused_the_launch_stops_and_names_host_mode() {
+    let f = Fixture::new();
+    let run = |mode: &str| {
+        let script = "echo 0 > /proc/sys/user/max_net_namespaces && exec \"$@\"";
+        let mut c = std::process::Command::new("unshare");
+        c.args(["-Ur", "sh", "-c", script, "sh"])
+            .arg(bin())
+            .arg("run");
+        if !mode.is_empty() {
+            c.args(["--network", mode]);
+        }
+        c.args(["--", "sh", "-c", "echo RAN"])
+            .current_dir(&f.ws)
+            .env_clear()
+            .envs(f.env())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let refused = run("");
+    let err = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(125), "{err}");
+    assert!(!stdout(&refused).contains("RAN"), "{}", stdout(&refused));
+    assert!(
+        err.lines().count() == 1
+            && err.contains("mode = \"host\"")
+            && err.contains("network namespace"),
+        "{err}"
+    );
+    let host = run("host");
+    assert_eq!(stdout(&host), "RAN\n", "{}", stderr(&host));
 }

@@ -75,16 +75,25 @@ fn a_denial_names_claude_sandbox_allow_which_lets_the_next_session_through() {
 }
 
 #[test]
-fn allow_says_when_the_mode_does_not_use_the_list_and_writes_a_new_file() {
+fn allow_writes_a_new_file_and_says_when_the_mode_does_not_use_the_list() {
     let f = Fixture::new();
     let cfg = f.home.join(".config/claude-sandbox/config.toml");
+    // The default mode uses the list: nothing to add.
     let said = ok(&f.cmd(["allow", "*.example.org"]).output().unwrap());
     assert!(said.contains("allowed *.example.org in"), "{said}");
-    assert!(said.contains("the network mode here is `host`"), "{said}");
+    assert!(!said.contains("network mode here"), "{said}");
     assert_eq!(
         std::fs::read_to_string(&cfg).unwrap(),
         "[network]\nallow = [\"*.example.org\"]\n"
     );
     let out = ok(&f.cmd(["explain"]).output().unwrap());
-    assert!(out.contains("Network: host"), "{out}");
+    assert!(out.contains("Network: allowlist"), "{out}");
+    assert!(out.contains("*.example.org"), "{out}");
+    // In host mode the entry is written all the same, and the note says it does not apply yet.
+    std::fs::write(&cfg, "[network]\nmode = \"host\"\n").unwrap();
+    let said = ok(&f.cmd(["allow", "*.example.net"]).output().unwrap());
+    assert!(said.contains("the network mode here is `host`"), "{said}");
+    assert!(std::fs::read_to_string(&cfg)
+        .unwrap()
+        .contains("\"*.example.net\""));
 }

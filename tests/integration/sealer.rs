@@ -85,7 +85,7 @@ fn find_sealer(pid: u32, executed: bool, timeout: Duration) -> Option<u32> {
 
 /// How long the sealer lives, in one session nobody disturbs (found to gone).
 fn sealer_lifetime(f: &Fixture, executed: bool) -> Duration {
-    let mut c = f.cmd(["run", "--", "true"]);
+    let mut c = f.cmd(["run", "--network", "host", "--", "true"]);
     if executed {
         c.env("CLAUDE_SANDBOX_SEAL", "exec");
     }
@@ -155,7 +155,9 @@ fn kill_the_sealer(executed: bool) {
     let mut bad = Vec::new();
     for round in 0..ROUNDS {
         let _ = std::fs::remove_file(f.ws.join("count"));
-        let mut c = f.cmd(["-v", "run", "--", "sh", "-c", COMMAND]);
+        // `host`: the allowlist's proxy is a forked child of the launcher too, with the same command
+        // line as the forked sealer, for the whole session; the sealer does not depend on the mode.
+        let mut c = f.cmd(["-v", "run", "--network", "host", "--", "sh", "-c", COMMAND]);
         if executed {
             c.env("CLAUDE_SANDBOX_SEAL", "exec");
         }
