@@ -76,7 +76,14 @@ fn hosts(text: &str) -> Vec<String> {
 }
 
 /// Add `host` to the file `path` (made if missing), replaced in one step; `false` when listed.
+/// Under a lock beside it: two `allow --session` at once would otherwise both read the old list,
+/// and the second rename would drop the first's host.
 pub(crate) fn add(path: &Path, host: &str) -> std::io::Result<bool> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(std::io::ErrorKind::InvalidInput.into());
+    };
+    let _lock = crate::runtime_dir::lock(dir, &format!("{}.lock", name.to_string_lossy()))
+        .map_err(std::io::Error::other)?;
     let entry = normalize(host);
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
@@ -100,6 +107,24 @@ pub(crate) fn add(path: &Path, host: &str) -> std::io::Result<bool> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn hosts_added_at_once_are_all_kept() {
+        let d = tempfile::tempdir().unwrap();
+        let file = d.path().join("network-allow");
+        let threads: Vec<_> = (0..8)
+            .map(|i| {
+                let file = file.clone();
+                std::thread::spawn(move || super::add(&file, &format!("h{i}.example")).unwrap())
+            })
+            .collect();
+        assert!(threads.into_iter().all(|t| t.join().unwrap()));
+        let text = std::fs::read_to_string(&file).unwrap();
+        let mut got = super::hosts(&text);
+        got.sort();
+        let want: Vec<String> = (0..8).map(|i| format!("h{i}.example")).collect();
+        assert_eq!(got, want);
+    }
+
     use super::*;
 
     #[test]
