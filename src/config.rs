@@ -37,6 +37,7 @@ struct RawConfig {
     reveal: Option<Spanned<Vec<String>>>,
     reveal_env: Option<Spanned<Vec<String>>>,
     network: Option<Spanned<crate::net::NetTable>>,
+    devices: Option<Spanned<crate::jail::devices::DevicesTable>>,
 }
 
 /// The merged configuration, paths already expanded to absolute paths.
@@ -64,6 +65,9 @@ pub struct Config {
     pub reveal_env: Vec<String>,
     /// `[network]`: mode, allow and deny lists (the command line adds to it).
     pub network: crate::net::NetConfig,
+    /// `[devices]`: device nodes asked for by name (`jail::devices`); none by default, system and
+    /// user files only.
+    pub devices: crate::jail::devices::Devices,
     /// The files that were read, in order.
     pub sources: Vec<PathBuf>,
 }
@@ -217,6 +221,15 @@ impl Config {
                     message: format!("[network] {m}"),
                 },
             })?;
+        }
+        if let Some(devices) = raw.devices {
+            let span = devices.span();
+            if let Some(gpu) = devices.into_inner().gpu {
+                if scope == Scope::Workspace && gpu {
+                    return Err(loosening(path, text, span, "devices.gpu"));
+                }
+                self.devices.gpu = gpu;
+            }
         }
         for p in raw.read_only.unwrap_or_default() {
             self.read_only.push(expand(&p, home, base));

@@ -310,6 +310,14 @@ pub fn explain(
     for line in crate::net::describe(&p.network, |items| some(items, full)) {
         let _ = writeln!(out, "{line}");
     }
+    if !p.devices.is_empty() {
+        let nodes: Vec<String> = p
+            .devices
+            .iter()
+            .map(|(_, at)| at.display().to_string())
+            .collect();
+        let _ = writeln!(out, "GPU devices ([devices] gpu): {}", some(&nodes, full));
+    }
     // One line, as `Hidden` (the short view fits a screen).
     let watched: Vec<String> = watched.iter().map(|w| w.display().to_string()).collect();
     let _ = writeln!(

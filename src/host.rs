@@ -54,6 +54,8 @@ pub(crate) const BATTERY: &str = "CLAUDE_SANDBOX_BATTERY";
 pub(crate) const TEST_TMP: &str = "CLAUDE_SANDBOX_TEST_TMP";
 /// Tests only: `name=ip,name=ip`, resolved by the allowlist proxy instead of DNS.
 pub(crate) const TEST_HOSTS: &str = "CLAUDE_SANDBOX_TEST_HOSTS";
+/// Tests only: a directory of device nodes read instead of `/dev` for `[devices] gpu`.
+pub(crate) const TEST_DEV_ROOT: &str = "CLAUDE_SANDBOX_TEST_DEV_ROOT";
 /// Tests only: `pending=N,tunnels=N,head_ms=N`, the allowlist proxy's limits instead of the defaults.
 pub(crate) const TEST_NET_LIMITS: &str = "CLAUDE_SANDBOX_TEST_NET_LIMITS";
 
@@ -247,6 +249,7 @@ mod tests {
             BATTERY,
             TEST_TMP,
             TEST_HOSTS,
+            TEST_DEV_ROOT,
             IN_JAIL,
             HOOK_BIN,
             NET_BRIDGE,

@@ -9,6 +9,7 @@
 use crate::host::HostEnv;
 use crate::jail::launch;
 mod agents;
+mod devices;
 mod jail;
 mod layers;
 mod prompt_hook;
@@ -94,6 +95,7 @@ const CHECKS: &[(&str, CheckFn)] = &[
     ("cache layers", check_layers),
     ("alerts", check_alerts),
     ("network", crate::net::doctor::check_network),
+    ("devices", devices::check_devices),
 ];
 
 pub fn run_all(env: &HostEnv) -> Vec<Check> {

@@ -25,6 +25,8 @@ const KEYS: &[&str] = &[
     "network.mode",
     "network.allow",
     "network.deny",
+    "devices",
+    "devices.gpu",
     "unknown",
 ];
 
@@ -41,6 +43,7 @@ const VALUES: &[&str] = &[
     "1",
     "{ mode = \"host\" }",
     "{ allow = [\"evil.test\"] }",
+    "{ gpu = true }",
     "'''\nmulti\n'''",
 ];
 
@@ -48,7 +51,7 @@ fn toml_line() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
         3 => (proptest::sample::select(KEYS), proptest::sample::select(VALUES))
             .prop_map(|(k, v)| format!("{k} = {v}\n").into_bytes()),
-        1 => proptest::sample::select(&["[network]\n", "[[network]]\n", "# c\n", "\n", "é = 1\n"][..])
+        1 => proptest::sample::select(&["[network]\n", "[devices]\n", "[[network]]\n", "# c\n", "\n", "é = 1\n"][..])
             .prop_map(|s| s.as_bytes().to_vec()),
     ]
 }
@@ -62,7 +65,7 @@ fn toml_text() -> impl Strategy<Value = Vec<u8>> {
 
 /// The human's user file, which the workspace file is merged over.
 const USER: &str = "writable = [\"~/extra\"]\nallow_ssh_agent = true\nallow_user_namespaces = true\n\
-                    reveal = [\"~/.aws/config\"]\n[network]\nmode = \"allowlist\"\nallow = [\"a.test\"]\n";
+                    reveal = [\"~/.aws/config\"]\n[devices]\ngpu = true\n[network]\nmode = \"allowlist\"\nallow = [\"a.test\"]\n";
 
 #[test]
 fn no_workspace_file_loosens_the_policy_and_every_refusal_names_a_line() {
@@ -90,6 +93,7 @@ fn no_workspace_file_loosens_the_policy_and_every_refusal_names_a_line() {
                 prop_assert!(c.allow_user_namespaces <= user.allow_user_namespaces);
                 prop_assert!(c.quarantine_new_executables >= user.quarantine_new_executables);
                 prop_assert!(c.network.mode() >= user.network.mode());
+                prop_assert!(c.devices.gpu <= user.devices.gpu);
                 prop_assert_eq!(&c.network.allow, &user.network.allow);
             }
             Err(crate::error::Error::Config { line, .. }) => {

@@ -44,6 +44,9 @@ pub fn bwrap_args(policy: &Policy, fds: Fds, sealing: Sealing) -> Vec<OsString> 
     a.flag("--cap-drop").flag("ALL");
     a.flag("--ro-bind").flag("/").flag("/");
     a.flag("--dev").flag("/dev").flag("--proc").flag("/proc");
+    for (node, at) in &policy.devices {
+        a.flag("--dev-bind").path(node).path(at);
+    }
     for m in &mounts(policy, &policy.git_copies) {
         if *m == Mount::Stage && sealing == Sealing::ByLauncher {
             // The rest is the sealer's: bwrap re-reads the mount table for each bind it makes and
@@ -299,6 +302,32 @@ mod tests {
                 writable: true,
             })
         );
+    }
+
+    #[test]
+    fn gpu_devices_are_bound_after_the_fresh_dev_and_only_they() {
+        let mut p = policy();
+        p.devices = vec![("/d/dri/renderD128".into(), "/dev/dri/renderD128".into())];
+        for s in [Sealing::InBwrap, Sealing::ByLauncher] {
+            let t: Vec<String> = bwrap_args(&p, Fds::default(), s)
+                .into_iter()
+                .map(|s| s.into_string().unwrap())
+                .collect();
+            let t = t.join(" ");
+            let dev = t.find("--dev /dev --proc /proc").unwrap();
+            let bind = t.find("--dev-bind /d/dri/renderD128 /dev/dri/renderD128").unwrap();
+            assert!(dev < bind, "{t}");
+            assert_eq!(t.matches("--dev-bind").count(), 1, "{t}");
+        }
+        assert!(!text_of(&policy()).contains("--dev-bind"));
+    }
+
+    fn text_of(p: &Policy) -> String {
+        bwrap_args(p, Fds::default(), Sealing::InBwrap)
+            .into_iter()
+            .map(|s| s.into_string().unwrap())
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 
     #[test]

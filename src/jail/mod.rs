@@ -26,6 +26,7 @@
 
 pub mod args;
 pub(crate) mod detached;
+pub(crate) mod devices;
 pub mod exec;
 pub(crate) mod gitcopy;
 pub(crate) mod hardlinks;

@@ -410,6 +410,11 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         seccomp: super::seccomp::Options {
             user_namespaces: input.config.allow_user_namespaces,
         },
+        devices: if input.config.devices.gpu {
+            super::devices::gpu_nodes(&super::devices::dev_root(&input.host))
+        } else {
+            Vec::new()
+        },
     };
     Ok(Plan {
         policy,

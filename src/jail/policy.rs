@@ -133,6 +133,9 @@ pub struct Policy {
     pub git_copies: Vec<GitCopy>,
     /// What the seccomp filter refuses beyond what it always refuses (`seccomp`).
     pub seccomp: super::seccomp::Options,
+    /// Device nodes bound into the jail's `/dev` (host node, where the jail sees it): the GPU's
+    /// with `[devices] gpu = true` (`devices`), none otherwise.
+    pub devices: Vec<(PathBuf, PathBuf)>,
 }
 
 /// File descriptors the launcher passes to bwrap.
@@ -368,6 +371,7 @@ impl Policy {
             git_copies: Vec::new(),
             views: Vec::new(),
             seccomp: super::seccomp::Options::default(),
+            devices: Vec::new(),
         }
     }
 }

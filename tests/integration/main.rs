@@ -9,6 +9,7 @@ mod cli_texts;
 #[path = "../common/mod.rs"]
 mod common;
 mod concurrent;
+mod devices;
 mod direnv;
 mod disks;
 mod entry_points;
