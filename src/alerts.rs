@@ -205,6 +205,7 @@ impl Store {
             std::fs::write(&marker, alert.id.as_bytes())
                 .map_err(|e| Error::io("touching the alert marker", e))
         })?;
+        crate::audit::record(crate::audit::alert_event(alert));
         Ok(true)
     }
 
@@ -258,6 +259,11 @@ impl Store {
         };
         for id in &targets {
             Self::append_line(&self.dir.alerts_acks(), id)?;
+        }
+        if !targets.is_empty() {
+            crate::audit::record(
+                crate::audit::Event::new("ack", None).with("ids", targets.clone()),
+            );
         }
         Ok(targets.len())
     }

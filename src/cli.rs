@@ -172,6 +172,13 @@ pub(crate) enum Command {
         )]
         session: Option<String>,
     },
+    /// The audit trail (~/.local/state/claude-sandbox/audit): every launch, alert, quarantine,
+    /// decision and session end, hash-chained. `verify` exits 0 when the chain is whole, 1 when a
+    /// line was removed, edited, inserted or moved (it names the file and line).
+    Audit {
+        #[command(subcommand)]
+        action: AuditAction,
+    },
     /// Check what works here and how to fix what does not. Exit 0 when nothing fails, 1 otherwise.
     Doctor {
         /// JSON for scripts.
@@ -318,6 +325,18 @@ pub(crate) enum CacheAction {
     /// Remove the jail's layers (all, or the one named: `local` and `cargo` hold what the agent
     /// installed); yours are not touched.
     Clear { name: Option<String> },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum AuditAction {
+    /// Check the chain of every file left, oldest first.
+    Verify {
+        /// One JSON object: {ok, records, `first_seq`, `last_seq`, files, `starts_after_rotation`, error}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the audit directory.
+    Path,
 }
 
 #[derive(Debug, Subcommand)]

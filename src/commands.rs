@@ -8,6 +8,7 @@
 mod adopt;
 mod alerts;
 mod allow;
+mod audit;
 mod battery;
 mod cache;
 mod completions;
@@ -84,6 +85,7 @@ pub(crate) fn exec(command: Command, host: &HostEnv) -> crate::Result<i32> {
             Some(id) => allow::session(&name, &id, host),
             None => allow::exec(&name, config, host),
         },
+        Command::Audit { action } => Ok(audit::exec(&action, host)),
         Command::Doctor { json } => Ok(doctor::exec(json, host)),
         Command::Explain {
             full,

@@ -54,6 +54,8 @@ pub(crate) const BATTERY: &str = "CLAUDE_SANDBOX_BATTERY";
 pub(crate) const TEST_TMP: &str = "CLAUDE_SANDBOX_TEST_TMP";
 /// Tests only: `name=ip,name=ip`, resolved by the allowlist proxy instead of DNS.
 pub(crate) const TEST_HOSTS: &str = "CLAUDE_SANDBOX_TEST_HOSTS";
+/// The audit directory instead of `~/.local/state/claude-sandbox/audit` (an absolute path).
+pub(crate) const AUDIT_DIR: &str = "CLAUDE_SANDBOX_AUDIT_DIR";
 /// Tests only: a directory of device nodes read instead of `/dev` for `[devices] gpu`.
 pub(crate) const TEST_DEV_ROOT: &str = "CLAUDE_SANDBOX_TEST_DEV_ROOT";
 /// Tests only: `pending=N,tunnels=N,head_ms=N`, the allowlist proxy's limits instead of the defaults.
@@ -250,6 +252,7 @@ mod tests {
             TEST_TMP,
             TEST_HOSTS,
             TEST_DEV_ROOT,
+            AUDIT_DIR,
             IN_JAIL,
             HOOK_BIN,
             NET_BRIDGE,

@@ -8,6 +8,7 @@
 
 pub(crate) mod adopt;
 pub(crate) mod agent_hooks;
+pub(crate) mod audit;
 pub(crate) mod battery;
 pub(crate) mod catalogue;
 pub mod cli;

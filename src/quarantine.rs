@@ -453,6 +453,12 @@ pub fn restore(runtime: &Path, id: &str, force: bool) -> Result<Record> {
     r.sha256 = stored_hash.or(r.sha256);
     r.restored = true;
     save(runtime, &r)?;
+    crate::audit::record(
+        crate::audit::Event::new("restore", None)
+            .with("id", r.id.clone())
+            .with("path", r.original.to_string_lossy().into_owned())
+            .with("sha256", r.sha256.clone()),
+    );
     Ok(r)
 }
 

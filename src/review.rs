@@ -229,6 +229,7 @@ fn find(runtime: &Path, id: &str) -> Result<Entry> {
 /// human.
 pub(crate) fn accept(runtime: &Path, id: &str) -> Result<String> {
     let e = find(runtime, id)?;
+    crate::audit::record(decision("review-accept", &e));
     let alerts = crate::alerts::Store::new(runtime);
     match &e.subject {
         Subject::Held(item) => {
@@ -256,6 +257,7 @@ pub(crate) fn accept(runtime: &Path, id: &str) -> Result<String> {
 /// the quarantine, an alert is acknowledged.
 pub(crate) fn reject(runtime: &Path, id: &str) -> Result<String> {
     let e = find(runtime, id)?;
+    crate::audit::record(decision("review-reject", &e));
     let alerts = crate::alerts::Store::new(runtime);
     match &e.subject {
         Subject::Held(item) => {
@@ -279,6 +281,15 @@ pub(crate) fn reject(runtime: &Path, id: &str) -> Result<String> {
             Ok(format!("acknowledged {}", a.id))
         }
     }
+}
+
+/// The human's decision on `e`, for the audit trail (recorded before it is carried out: a failure
+/// to apply it is an error the human sees; the decision was still taken).
+fn decision<'a>(name: &'a str, e: &Entry) -> crate::audit::Event<'a> {
+    crate::audit::Event::new(name, None)
+        .with("id", e.id.clone())
+        .with("item", e.kind())
+        .with("target", e.target().to_string_lossy().into_owned())
 }
 
 /// The preview of one entry, for `review show ID`.

@@ -315,7 +315,9 @@ mod tests {
                 .collect();
             let t = t.join(" ");
             let dev = t.find("--dev /dev --proc /proc").unwrap();
-            let bind = t.find("--dev-bind /d/dri/renderD128 /dev/dri/renderD128").unwrap();
+            let bind = t
+                .find("--dev-bind /d/dri/renderD128 /dev/dri/renderD128")
+                .unwrap();
             assert!(dev < bind, "{t}");
             assert_eq!(t.matches("--dev-bind").count(), 1, "{t}");
         }

@@ -76,6 +76,8 @@ pub fn run(opts: &RunOptions, env: &HostEnv) -> Result<i32> {
         // Made before planning, so that the plan hides it in the jail (`layers::prepare` says why
         // when it cannot be made).
         let _ = super::layers::ensure_store(&super::layers::store_dir(&input.home, env));
+        // The same for the audit trail: hidden in the jail, so it must exist to be hidden.
+        crate::audit::ensure(&crate::audit::dir(&input.home, env));
         placeholders::sweep(&runtime)?;
         home::sweep_dead(&runtime, session_alive, &input.home);
         super::liveness::sweep(&runtime);
@@ -147,11 +149,20 @@ pub fn run(opts: &RunOptions, env: &HostEnv) -> Result<i32> {
         session: &session,
         installed: &installed,
     };
-    execute(plan, pending, &launch)
+    let audit = crate::audit::dir(&input.home, env);
+    crate::audit::record_in(
+        &audit,
+        crate::audit::launch_event(&plan, &input, &session.id),
+    );
+    let t_run = std::time::Instant::now();
+    let result = execute(plan, pending, &launch);
+    crate::audit::record_in(
+        &audit,
+        crate::audit::end_event(&result, t_run.elapsed(), &session.id),
+    );
+    result
 }
 
-/// Steps 5 to 10: the session, bwrap, the seals and the watcher, the gate, the end. The exit status
-/// to exit with.
 /// bwrap's setup failure, with the cause and the choice where the container refuses a network
 /// namespace and the policy asks for one.
 fn setup_failure(e: Error, policy: &crate::jail::policy::Policy) -> Error {
@@ -165,6 +176,8 @@ fn setup_failure(e: Error, policy: &crate::jail::policy::Policy) -> Error {
     }
 }
 
+/// Steps 5 to 10: the session, bwrap, the seals and the watcher, the gate, the end. The exit status
+/// to exit with.
 fn execute(mut plan: Plan, mut pending: Option<PendingSeals>, launch: &Launch) -> Result<i32> {
     let exists = |p: &Path| std::fs::symlink_metadata(p).is_ok();
     let (runtime, session) = (launch.runtime, launch.session);

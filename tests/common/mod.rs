@@ -145,6 +145,11 @@ impl Fixture {
                 "CLAUDE_SANDBOX_LAYERS_DIR".into(),
                 self.root.join("layers").display().to_string(),
             ),
+            // The audit trail too (its default, ~/.local/state, has its test: tests/integration/audit.rs).
+            (
+                "CLAUDE_SANDBOX_AUDIT_DIR".into(),
+                self.root.join("audit").display().to_string(),
+            ),
             (
                 "PATH".into(),
                 format!(

@@ -3,6 +3,7 @@
 //! of one per file. `cargo test --test integration launcher::` runs one part.
 
 mod agent_state;
+mod audit;
 mod battery;
 mod claude_local;
 mod cli_texts;

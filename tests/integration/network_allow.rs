@@ -86,7 +86,7 @@ fn allow_writes_a_new_file_and_says_when_the_mode_does_not_use_the_list() {
         std::fs::read_to_string(&cfg).unwrap(),
         "[network]\nallow = [\"*.example.org\"]\n"
     );
-    let out = ok(&f.cmd(["explain"]).output().unwrap());
+    let out = ok(&f.cmd(["explain", "--full"]).output().unwrap());
     assert!(out.contains("Network: allowlist"), "{out}");
     assert!(out.contains("*.example.org"), "{out}");
     // In host mode the entry is written all the same, and the note says it does not apply yet.

@@ -214,6 +214,11 @@ pub(super) fn hidden_dirs(input: &PlanInput, home: &Path, private: &[PathBuf]) -
     if store.is_dir() && !hidden.iter().any(|h| store.starts_with(h)) {
         hidden.push(store);
     }
+    // The audit trail: nothing in the jail reads or writes it (`audit`).
+    let audit = crate::audit::dir(home, &input.host);
+    if audit.is_dir() && !hidden.iter().any(|h| audit.starts_with(h)) {
+        hidden.push(audit);
+    }
     hidden
 }
 
