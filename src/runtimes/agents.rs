@@ -167,11 +167,17 @@ pub(crate) const CLAUDE: Runtime = Runtime {
         file: ".claude/settings.json",
         protocol: Protocol::ClaudeCode,
     }),
+    // Measured with 2.1.197 in allowlist mode (docs/network.md, "The default list"): the API, its
+    // telemetry and feature flags (`/api/event_logging`, `/api/eval`) and WebFetch's domain check
+    // all go to api.anthropic.com; the first interactive start stops ("Unable to connect to
+    // Anthropic services") unless platform.claude.com answers (`/v1/oauth/hello`; also its OAuth
+    // token URL); the official plugin marketplace and the native installer's updates come from
+    // downloads.claude.ai. It asks for neither statsig.anthropic.com, console.anthropic.com nor
+    // claude.ai (there only pages opened in your browser).
     hosts: &[
         "api.anthropic.com",
-        "statsig.anthropic.com",
-        "console.anthropic.com",
-        "claude.ai",
+        "platform.claude.com",
+        "downloads.claude.ai",
     ],
     npm: Some("@anthropic-ai/claude-code"),
     // `.claude/settings.local.json` ("don't ask again") is the jail's own, bound in this view
@@ -292,6 +298,9 @@ pub(crate) const CODEX: Runtime = Runtime {
         file: ".codex/hooks.json",
         protocol: Protocol::ClaudeCode,
     }),
+    // Measured with 0.171.0: the API, its sign-in, and chatgpt.com (the ChatGPT-plan backend, the
+    // curated plugins). Left out, and refused at each start (one `info` alert each): its
+    // metrics (ab.chatgpt.com, `/otlp/v1/metrics`) and its update check (api.github.com).
     hosts: &["api.openai.com", "auth.openai.com", "chatgpt.com"],
     npm: Some("@openai/codex"),
     project_views: &[],
@@ -410,6 +419,9 @@ pub(crate) const GEMINI: Runtime = Runtime {
         file: ".gemini/settings.json",
         protocol: Protocol::Gemini,
     }),
+    // Measured with 0.61.0: the Gemini API; Code Assist and OAuth for a Google sign-in. Left out,
+    // and refused at each start (one `info` alert): its usage statistics (play.googleapis.com,
+    // Clearcut; `"usageStatisticsEnabled": false` in its settings stops them).
     hosts: &[
         "generativelanguage.googleapis.com",
         "cloudcode-pa.googleapis.com",
@@ -533,7 +545,10 @@ pub(crate) const OPENCODE: Runtime = Runtime {
         ),
     ],
     hooks: None,
-    hosts: &["opencode.ai", "models.dev"],
+    // Measured with 1.18.33: OpenCode Zen (opencode.ai/zen, its default free model) and the model
+    // catalogue it fetches at each start (models.opencode.ai, `OPENCODE_MODELS_URL`; not
+    // models.dev any more). Its plugins and update check use the npm registry.
+    hosts: &["opencode.ai", "models.opencode.ai"],
     npm: Some("opencode-ai"),
     // At every start it writes `.opencode/.gitignore` and its plugins' dependencies there
     // (measured with 1.18.33: "FileSystem.writeFile (.../.opencode/.gitignore)" on a read-only one).
