@@ -30,11 +30,14 @@ pub(crate) fn guard(
     sockets: Option<std::sync::mpsc::Receiver<PathBuf>>,
 ) -> Guarded {
     let session = crate::runtime_dir::SessionDir::of_home(&policy.session_home);
+    let telling = || super::sockets::later::Telling {
+        session_dir: session.path().to_path_buf(),
+        writable: policy.writable_roots(),
+    };
     Guarded {
         ids: record(&policy.sealed),
         resealer: super::reseal::start(policy, bwrap),
-        covering: sockets
-            .map(|s| super::sockets::later::start(s, bwrap, session.path().to_path_buf())),
+        covering: sockets.map(|s| super::sockets::later::start(s, bwrap, telling())),
     }
 }
 

@@ -332,6 +332,10 @@ fn a_socket_the_human_opens_elsewhere_in_the_jails_view_is_covered_too() {
         );
     }
     assert!(text.contains("OWN CONNECTED OWN"), "{text}");
+    // Covered where the jail only reads: logged, not alerted (another session's sockets, your
+    // terminal multiplexer's, are the machine's ordinary life).
+    let alerts = stdout(&f.cmd(["alerts", "--json"]).output().unwrap());
+    assert!(!alerts.contains("socket-opened"), "{alerts}");
 }
 
 /// The window between the human's `bind` and the cover in the jail, measured (not asserted): a

@@ -3,16 +3,18 @@
 //! language server) is reachable from the jail, since connecting needs no write access. The launch's
 //! masks (`plan::masks`) only know the sockets listening then.
 //!
-//! Guards against a listener outside the jail being served to it: the watcher tells of each socket
-//! made in the workspace tree it watches (`watch`, the same walk and skip rule as for everything
-//! else: `walk`); a thread here finds who listens on it — the socket's file, the sockets bound to a
-//! path of that name (`/proc/net/unix` of the launcher's and of the jail's network namespace), their
-//! holders (`socket:[N]` in `/proc/*/fd`), each holder's view of the path (`/proc/PID/root` or
-//! `cwd`) — and compares each holder's PID namespace with the jail's. A listener outside the jail,
-//! or one not found (raced away, another user's, an unknown name), is covered: `__seal` joins the
-//! jail's mount namespace and binds `/dev/null` over the socket there (`reseal::seal_into`), so a
-//! connect from the jail is refused; the human's view is untouched. A listener of the jail's own (its
-//! dev server, a test's socket) is left alone.
+//! Guards against a listener outside the jail being served to it. Two sources tell of new sockets:
+//! the watcher, of each made in the workspace tree it watches (`watch`, with the walk's skip rule:
+//! `walk`), and the launcher's `/proc/net/unix`, read every 100 ms, of each bound anywhere the jail
+//! sees as the same file, read-only places too (`new_in_table`). A thread here finds who listens on
+//! each — the sockets bound to a path of that name (`/proc/net/unix` of the launcher's and of the
+//! jail's network namespace), their holders (`socket:[N]` in `/proc/*/fd`), each holder's view of
+//! the path (`/proc/PID/root` or `cwd`) — and compares each holder's PID namespace with the jail's.
+//! A listener outside the jail, or one not found (raced away, another user's, an unknown name), is
+//! covered: `__seal` joins the jail's mount namespace and binds `/dev/null` over the socket there
+//! (`reseal::seal_into`), so a connect from the jail is refused; the human's view is untouched. A
+//! listener of the jail's own (its dev server, a test's socket) is left alone. A cover where the
+//! jail can write is alerted (`socket-opened`); one elsewhere is logged only (`Telling`).
 //!
 //! This is a window, not a wall: a connect between the bind and the cover succeeds, and a connection
 //! made then stays open (docs/network.md, "Sockets opened during the session", has the measure).
@@ -268,21 +270,30 @@ impl Drop for Covering {
     }
 }
 
-/// Judge each socket `sockets` tells of for the jail of `bwrap`, alerting in the session whose
-/// directory is `session_dir`.
-pub(crate) fn start(sockets: Receiver<PathBuf>, bwrap: i32, session_dir: PathBuf) -> Covering {
+/// Where the judge alerts, and about what.
+pub(crate) struct Telling {
+    /// The session's directory (`runtime_dir::SessionDir`).
+    pub session_dir: PathBuf,
+    /// What the jail can write (`Policy::writable_roots`): a socket covered there is alerted; one
+    /// covered elsewhere (another session's, your terminal multiplexer's under `/var/tmp`) is the
+    /// machine's ordinary life, logged only.
+    pub writable: Vec<PathBuf>,
+}
+
+/// Judge each socket `sockets` tells of for the jail of `bwrap`.
+pub(crate) fn start(sockets: Receiver<PathBuf>, bwrap: i32, telling: Telling) -> Covering {
     let stop = Arc::new(AtomicBool::new(false));
     let stopped = Arc::clone(&stop);
     let spawned = std::thread::Builder::new()
         .name("sockets".into())
-        .spawn(move || judge(&sockets, bwrap, &session_dir, &stopped));
+        .spawn(move || judge(&sockets, bwrap, &telling, &stopped));
     if let Err(e) = spawned {
         tracing::warn!("not judging sockets opened during the session: {e}");
     }
     Covering { stop }
 }
 
-fn judge(sockets: &Receiver<PathBuf>, bwrap: i32, session_dir: &Path, stop: &AtomicBool) {
+fn judge(sockets: &Receiver<PathBuf>, bwrap: i32, telling: &Telling, stop: &AtomicBool) {
     let (Ok(exe), Ok(jail)) = (
         std::env::current_exe(),
         super::super::reseal::jail_init(bwrap),
@@ -345,7 +356,21 @@ fn judge(sockets: &Receiver<PathBuf>, bwrap: i32, session_dir: &Path, stop: &Ato
             tracing::warn!("a socket opened outside the jail was not covered in it: {e}");
         }
         for (path, holder) in &cover {
-            alert(session_dir, path, holder.as_deref(), result.is_ok());
+            if telling.writable.iter().any(|w| path.starts_with(w)) {
+                alert(
+                    &telling.session_dir,
+                    path,
+                    holder.as_deref(),
+                    result.is_ok(),
+                );
+            } else {
+                tracing::info!(
+                    path = %crate::escape::visible_path(path),
+                    holder = %crate::escape::visible(holder.as_deref().unwrap_or("not visible")),
+                    covered = result.is_ok(),
+                    "a socket opened outside the jail where it only reads"
+                );
+            }
         }
     }
 }
