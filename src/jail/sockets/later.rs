@@ -141,9 +141,24 @@ pub(crate) fn holders(path: &Path, id: (u64, u64), jail: i32) -> Vec<Holder> {
     if bound.is_empty() {
         return Vec::new();
     }
-    let held = held_by(&bound.keys().copied().collect());
-    let same = |p: &Path| std::fs::metadata(p).is_ok_and(|m| (m.dev(), m.ino()) == id);
     let jail_ns = std::fs::read_link(format!("/proc/{jail}/ns/pid")).ok();
+    let all = pids();
+    let in_jail: Vec<i32> = all
+        .iter()
+        .copied()
+        .filter(|p| {
+            jail_ns.is_some() && std::fs::read_link(format!("/proc/{p}/ns/pid")).ok() == jail_ns
+        })
+        .collect();
+    // The jail's processes first: when each socket of that name has a holder there, it is the
+    // jail's own (its dev server, a test's socket) and the descriptors of every other process,
+    // most of the cost, need not be read.
+    let inodes: HashSet<u64> = bound.keys().copied().collect();
+    let mut held = held_by(&inodes, &in_jail);
+    if !inodes.iter().all(|i| held.contains_key(i)) {
+        held = held_by(&inodes, &all);
+    }
+    let same = |p: &Path| std::fs::metadata(p).is_ok_and(|m| (m.dev(), m.ino()) == id);
     let mut out = Vec::new();
     for (ino, p) in &bound {
         let Some(pids) = held.get(ino) else {
@@ -177,10 +192,11 @@ pub(crate) fn holders(path: &Path, id: (u64, u64), jail: i32) -> Vec<Holder> {
     out
 }
 
-/// The visible processes holding each of the sockets `inodes` (`socket:[N]` in `/proc/PID/fd`).
-fn held_by(inodes: &HashSet<u64>) -> HashMap<u64, Vec<i32>> {
+/// Which of the processes `pids` hold each of the sockets `inodes` (`socket:[N]` in
+/// `/proc/PID/fd`; another user's are not visible).
+fn held_by(inodes: &HashSet<u64>, pids: &[i32]) -> HashMap<u64, Vec<i32>> {
     let mut held: HashMap<u64, Vec<i32>> = HashMap::new();
-    for pid in pids() {
+    for &pid in pids {
         let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
             continue;
         };
@@ -224,7 +240,7 @@ fn new_in_table(seen: &mut HashSet<u64>, jail: i32) -> Vec<PathBuf> {
     }
     if !relative.is_empty() {
         // Bound by a relative name: where its holders are.
-        let held = held_by(&relative.iter().map(|(i, _)| *i).collect());
+        let held = held_by(&relative.iter().map(|(i, _)| *i).collect(), &pids());
         for (ino, p) in relative {
             for pid in held.get(&ino).into_iter().flatten() {
                 if let Ok(cwd) = std::fs::read_link(format!("/proc/{pid}/cwd")) {
@@ -330,8 +346,14 @@ fn judge(sockets: &Receiver<PathBuf>, bwrap: i32, telling: &Telling, stop: &Atom
             if !m.file_type().is_socket() || !seen.insert((path.clone(), m.dev(), m.ino())) {
                 continue;
             }
+            let t = Instant::now();
             let holders = holders(&path, (m.dev(), m.ino()), jail);
-            tracing::debug!(path = %crate::escape::visible_path(&path), ?holders, "new socket");
+            tracing::debug!(
+                path = %crate::escape::visible_path(&path),
+                ?holders,
+                ms = t.elapsed().as_secs_f64() * 1e3,
+                "new socket"
+            );
             if let Verdict::Cover { holder } = decide(&holders) {
                 cover.push((path, holder));
             }
