@@ -121,6 +121,17 @@ impl Alert {
 /// Record an alert found when a session ends, high and alerted only, in the alert store of the
 /// runtime directory that `session_dir` (`<runtime>/sessions/<id>`) belongs to.
 pub(crate) fn at_session_end(session_dir: &Path, kind: AlertKind, path: &Path, detail: &str) {
+    in_session(session_dir, kind, path, detail, Action::Alerted);
+}
+
+/// Record a high alert of the session whose directory is `session_dir`, at once, with what was done.
+pub(crate) fn in_session(
+    session_dir: &Path,
+    kind: AlertKind,
+    path: &Path,
+    detail: &str,
+    action: Action,
+) {
     let dir = crate::runtime_dir::SessionDir::at(session_dir.to_path_buf());
     let Some((runtime, session)) = dir.runtime_and_id() else {
         return;
@@ -131,7 +142,8 @@ pub(crate) fn at_session_end(session_dir: &Path, kind: AlertKind, path: &Path, d
         path,
         detail,
         &session.to_string_lossy(),
-    );
+    )
+    .action(action);
     if let Err(e) = Store::new(runtime.root()).add(&alert) {
         tracing::warn!("recording an alert: {e}");
     }

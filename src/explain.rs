@@ -17,7 +17,7 @@ pub const NOT_COVERED: &[&str] = &[
     "writable PATH directories and new repositories' hooks: sealed only by the watcher",
     "entry points created below the workspace root (e.g. sub/.envrc) until the session ends: then they are held for review",
     "the jail's own layers (caches, tools' data) are the agent's: a tool inside the jail runs what an earlier session left there (never a tool outside)",
-    "unix sockets made after launch outside ~/.ssh, ~/.gnupg and /run",
+    "a unix socket opened outside after launch, for its first milliseconds (then covered in the jail: docs/network.md)",
     "a sealed workspace file your editor replaces during a session: writable for ~2 ms until sealed again (alerted at the end)",
     "kernel exploits and a compromised image",
 ];

@@ -87,6 +87,9 @@ pub struct WatchConfig {
     /// The directories an allowed `.envrc` puts on PATH (`PATH_add bin`): first on the human's
     /// shell's PATH in that directory, so watched as PATH directories (`shellpath`).
     pub envrc_path_dirs: Vec<PathBuf>,
+    /// Where to tell of each unix socket made in the workspace tree during the session (`run`:
+    /// `jail::sockets::later` judges who listens on it).
+    pub new_sockets: Option<std::sync::mpsc::Sender<PathBuf>>,
 }
 
 /// A directory's identity and change time. Any entry created, removed or renamed in it moves its
@@ -335,8 +338,9 @@ struct Listing {
 /// Every entry named `.git` or `HEAD` under `root` (not inside `.git` or `node_modules`), from
 /// directory listings alone. A directory whose settled stamp has not moved is not listed again:
 /// its subdirectories and markers come from `cache` (a new `.git` moves its parent's ctime). The
-/// catalogued names (`judge::judge_created_name`) of each directory listed afresh go to `named`:
-/// in sweep mode, what made a directory change may be a new entry point (`created`).
+/// catalogued names (`judge::judge_created_name`) and the sockets of each directory listed afresh
+/// go to `named`: in sweep mode, what made a directory change may be a new entry point (`created`)
+/// or a socket the jail can reach (`created::Watcher::check_socket`).
 fn git_markers(
     root: &Path,
     cache: &mut HashMap<PathBuf, Listing>,
@@ -363,9 +367,14 @@ fn git_markers(
         let mut declarations = walk::Declarations::default();
         for e in rd.flatten() {
             let name = e.file_name();
+            let socket = || {
+                use std::os::unix::fs::FileTypeExt;
+                e.file_type().is_ok_and(|t| t.is_socket())
+            };
             if name
                 .to_str()
                 .is_some_and(|n| judge::judge_created_name(n).is_some())
+                || socket()
             {
                 named.push(e.path());
             }
@@ -523,6 +532,8 @@ pub(crate) fn foreground(workspace: Option<PathBuf>, env: &HostEnv) -> crate::Re
         host: env.clone(),
         // Not planned here: `claude-sandbox run` follows the `.envrc` files.
         envrc_path_dirs: Vec::new(),
+        // No jail to keep them from.
+        new_sockets: None,
     };
     let mut watcher = Watcher::new(cfg, &base);
     for (dir, mode) in watcher.modes() {

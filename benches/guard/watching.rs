@@ -62,6 +62,7 @@ pub(super) fn start_watcher(
         // The watcher of a launch reads the launcher's: this process's.
         host: claude_sandbox::host::HostEnv::capture(),
         envrc_path_dirs: Vec::new(),
+        new_sockets: None,
     };
     Running::start(cfg, &base).unwrap()
 }

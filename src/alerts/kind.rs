@@ -30,6 +30,9 @@ pub enum AlertKind {
     HardLinkOpen,
     /// A workspace entry point sealed one by one and replaced outside (`jail::detached`).
     SealDetached,
+    /// A unix socket opened outside the jail during the session where the jail could reach it,
+    /// covered there (`jail::sockets::later`).
+    SocketOpened,
     /// A repository's config that could not be diverted, or came back replaced (`jail::gitcopy`).
     GitConfigDiversion,
     /// The jail's copy of a config that git refuses to read: not merged back.
@@ -61,6 +64,7 @@ impl AlertKind {
         AlertKind::AgentStateScript,
         AlertKind::HardLinkOpen,
         AlertKind::SealDetached,
+        AlertKind::SocketOpened,
         AlertKind::GitConfigDiversion,
         AlertKind::GitConfigRefused,
         AlertKind::GitConfigKept,
@@ -82,6 +86,7 @@ impl AlertKind {
             AlertKind::AgentStateScript => "agent-state-script",
             AlertKind::HardLinkOpen => "hard-link-open",
             AlertKind::SealDetached => "seal-detached",
+            AlertKind::SocketOpened => "socket-opened",
             AlertKind::GitConfigDiversion => "git-config-diversion",
             AlertKind::GitConfigRefused => "git-config-refused",
             AlertKind::GitConfigKept => "git-config-kept",

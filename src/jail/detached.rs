@@ -18,13 +18,26 @@ use std::path::{Path, PathBuf};
 pub(crate) struct Guarded {
     ids: Vec<Identity>,
     resealer: Option<super::reseal::Resealer>,
+    /// Sockets opened outside the jail in the workspace, covered in it (`sockets::later`).
+    covering: Option<super::sockets::later::Covering>,
 }
 
-/// Record `policy`'s seals and watch them, for the jail whose bwrap is `bwrap`.
-pub(crate) fn guard(policy: &super::policy::Policy, bwrap: i32) -> Guarded {
+/// Record `policy`'s seals and watch them, for the jail whose bwrap is `bwrap`; judge the sockets
+/// `sockets` tells of (alerting in the session).
+pub(crate) fn guard(
+    policy: &super::policy::Policy,
+    bwrap: i32,
+    sockets: Option<std::sync::mpsc::Receiver<PathBuf>>,
+) -> Guarded {
+    let session = crate::runtime_dir::SessionDir::of_home(&policy.session_home);
+    let telling = || super::sockets::later::Telling {
+        session_dir: session.path().to_path_buf(),
+        writable: policy.writable_roots(),
+    };
     Guarded {
         ids: record(&policy.sealed),
         resealer: super::reseal::start(policy, bwrap),
+        covering: sockets.map(|s| super::sockets::later::start(s, bwrap, telling())),
     }
 }
 
@@ -32,6 +45,7 @@ impl Guarded {
     /// After the jail: stop watching, and alert on what was replaced meanwhile.
     pub(crate) fn finish(self, policy: &super::policy::Policy, session_dir: &Path) {
         drop(self.resealer);
+        drop(self.covering);
         let diverted: Vec<PathBuf> = policy.git_copies.iter().map(|c| c.real.clone()).collect();
         alert(&self.ids, &diverted, session_dir);
     }

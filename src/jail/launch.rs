@@ -200,6 +200,9 @@ fn execute(mut plan: Plan, mut pending: Option<PendingSeals>, launch: &Launch) -
     let mut watcher: Option<(watch::Running, Record)> = None;
     let mut retried = false;
     let mut guarded = None;
+    // Sockets made in the workspace during the session: the watcher tells, `detached::guard` judges.
+    let (tell, judge) = std::sync::mpsc::channel();
+    let (mut tell, mut judge) = (Some(tell), Some(judge));
     let result = loop {
         // A socket that went away since planning (a server stopped) cannot be bound over; dropping
         // its mask is safe, since nothing is left to reach.
@@ -231,6 +234,7 @@ fn execute(mut plan: Plan, mut pending: Option<PendingSeals>, launch: &Launch) -
             launch,
             session_dir: &session_dir,
             t0,
+            new_sockets: tell.take(),
         };
         let (held, started, copied) =
             before.seal_and_watch(jail.jail(), &for_sealer, to_copy, watcher.is_none());
@@ -252,7 +256,7 @@ fn execute(mut plan: Plan, mut pending: Option<PendingSeals>, launch: &Launch) -
             Gate::Opened(jail) => {
                 tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "gate opened");
                 let bwrap = jail.child.as_raw_nonzero().get();
-                guarded = Some(crate::jail::detached::guard(&plan.policy, bwrap));
+                guarded = Some(super::detached::guard(&plan.policy, bwrap, judge.take()));
                 break jail.wait();
             }
             Gate::SealFailed(jail, why) => {

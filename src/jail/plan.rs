@@ -169,21 +169,9 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// The places the jail can write on the host: the writable roots and `$HOME`'s writable holes.
+    /// The places the jail can write on the host (`Policy::writable_roots`).
     pub fn writable_roots(&self) -> Vec<PathBuf> {
-        let p = &self.policy;
-        p.writable
-            .iter()
-            .cloned()
-            .chain(p.home_entries.iter().flat_map(|e| {
-                let dir = p.home.join(&e.name);
-                match &e.bind {
-                    HomeBind::Writable => vec![dir],
-                    HomeBind::State { binds, .. } => super::statedir::writable_paths(&dir, binds),
-                    _ => Vec::new(),
-                }
-            }))
-            .collect()
+        self.policy.writable_roots()
     }
 
     /// Whether the jail could write `path` (existing or not).

@@ -296,6 +296,25 @@ pub(crate) fn diverted_dir(config: &Path) -> PathBuf {
     config.with_file_name(DIVERTED)
 }
 
+impl Policy {
+    /// The places the jail can write on the host: the writable roots and `$HOME`'s writable holes.
+    pub(crate) fn writable_roots(&self) -> Vec<PathBuf> {
+        let p = self;
+        p.writable
+            .iter()
+            .cloned()
+            .chain(p.home_entries.iter().flat_map(|e| {
+                let dir = p.home.join(&e.name);
+                match &e.bind {
+                    HomeBind::Writable => vec![dir],
+                    HomeBind::State { binds, .. } => super::statedir::writable_paths(&dir, binds),
+                    _ => Vec::new(),
+                }
+            }))
+            .collect()
+    }
+}
+
 #[cfg(test)]
 impl Policy {
     /// The policy the argv and seal unit tests are written against.

@@ -133,15 +133,29 @@ fn watch(
 
 /// Have `__seal` bind `paths` read-only over themselves in the jail of `bwrap`.
 fn reseal(bwrap: i32, paths: &[PathBuf], exe: &Path) -> std::io::Result<()> {
-    use std::io::Write;
-    let init = std::fs::read_to_string(format!("/proc/{bwrap}/task/{bwrap}/children"))?
+    seal_into(
+        bwrap,
+        paths.iter().cloned().map(Mount::ReadOnly).collect(),
+        exe,
+    )
+}
+
+/// The jail's first process (outer PID) under its bwrap `bwrap`: its namespaces are the jail's.
+pub(crate) fn jail_init(bwrap: i32) -> std::io::Result<i32> {
+    std::fs::read_to_string(format!("/proc/{bwrap}/task/{bwrap}/children"))?
         .split_whitespace()
         .next()
         .and_then(|p| p.parse::<i32>().ok())
-        .ok_or_else(|| std::io::Error::other("the jail has no first process"))?;
+        .ok_or_else(|| std::io::Error::other("the jail has no first process"))
+}
+
+/// Have `__seal` (the binary `exe`) join the running jail of `bwrap` and make `ops` there: in the
+/// jail's mount namespace only, the human's view is untouched.
+pub(crate) fn seal_into(bwrap: i32, ops: Vec<Mount>, exe: &Path) -> std::io::Result<()> {
+    use std::io::Write;
     let request = SealRequest {
-        pid: init,
-        ops: paths.iter().cloned().map(Mount::ReadOnly).collect(),
+        pid: jail_init(bwrap)?,
+        ops,
     };
     let mut child = std::process::Command::new(exe)
         .arg(super::seal::SUBCOMMAND)

@@ -15,11 +15,14 @@
 //! - `/run`: default deny: only what name resolution and locking read (`RUN_KEEP`), the directory
 //!   `/etc/resolv.conf` links into, and the mount points of the jail's private directories.
 //!
-//! A `ControlPath` directory elsewhere (`~/.cache/ssh`) is masked by the plan as a directory.
+//! A `ControlPath` directory elsewhere (`~/.cache/ssh`) is masked by the plan as a directory. A
+//! socket opened during the session in the workspace is judged as it appears (`later`).
 
 use super::policy::RunView;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+
+pub(crate) mod later;
 
 /// What of the host's `/run` the jail sees (relative to `/run`), where it exists.
 const RUN_KEEP: &[&str] = &[

@@ -10,6 +10,10 @@
 //! (`judge::judge_created_name`); only a match costs more. In sweep mode (no inotify) the same
 //! comparison runs on the names of each directory the tick's cheap listing reads afresh
 //! (`git_markers`: only those whose stamp moved), so the alert comes within a tick or two there too.
+//!
+//! Sockets made in the workspace are told of on the same paths (`check_socket`), at once: who
+//! listens on one is judged outside the watcher (`jail::sockets::later`). That costs one `lstat`
+//! per file made in a watched workspace directory, during a `run` only.
 
 use super::*;
 use crate::alerts::Action;
@@ -32,8 +36,20 @@ impl Watcher {
         }
     }
 
+    /// A name made in the workspace tree: told of if it is a socket (`WatchConfig::new_sockets`).
+    pub(super) fn check_socket(&self, path: &Path) {
+        use std::os::unix::fs::FileTypeExt;
+        let Some(tell) = &self.cfg.new_sockets else {
+            return;
+        };
+        if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
+            // The judge is gone only once the jail is: nothing left to keep the socket from.
+            let _ = tell.send(path.to_path_buf());
+        }
+    }
+
     /// What was made in the new directory `dir` before its watch was in place: its catalogued
-    /// names, at any depth the tree walk takes (`add_tree_in`).
+    /// names and sockets, at any depth the tree walk takes (`add_tree_in`).
     pub(super) fn check_created_names_in(&mut self, dir: &Path) {
         let mut walker = walkdir::WalkDir::new(dir).follow_links(false).into_iter();
         while let Some(e) = walker.next() {
@@ -44,6 +60,10 @@ impl Watcher {
             let name = e.file_name();
             if e.file_type().is_dir() && crate::walk::pruned(name) {
                 walker.skip_current_dir();
+                continue;
+            }
+            if std::os::unix::fs::FileTypeExt::is_socket(&e.file_type()) {
+                self.check_socket(e.path());
                 continue;
             }
             let catalogued = name
@@ -62,12 +82,16 @@ impl Watcher {
     /// Sweep mode: the catalogued names of the workspace directories listed afresh (`git_markers`).
     /// One changed since the session started is kept for the next tick like a name inotify told of;
     /// each is kept once (a directory that has not settled is listed at every tick).
+    /// A socket made since is told of each time (the judge keeps each file once).
     pub(super) fn note_listed_names(&mut self, named: Vec<PathBuf>) {
         for path in named {
             if self.created_listed.contains(&path) || self.cfg.placeholders.contains(&path) {
                 continue;
             }
-            if Entry::metadata(&path).is_some_and(|e| e.ctime_ns >= self.since.started) {
+            let made = Entry::metadata(&path).filter(|e| e.ctime_ns >= self.since.started);
+            if made.as_ref().is_some_and(|e| e.kind == Kind::Other) {
+                self.check_socket(&path);
+            } else if made.is_some() {
                 self.created_listed.insert(path.clone());
                 self.created_names.insert(path);
             }

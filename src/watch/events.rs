@@ -103,6 +103,10 @@ impl Watcher {
             Role::Tree => {
                 if let Some(n) = name.as_deref() {
                     self.check_created_name(idx, n);
+                    if !mask.contains(EventMask::ISDIR) {
+                        let path = self.table[idx].path.join(n);
+                        self.check_socket(&path);
+                    }
                 }
                 // A file that is no repository marker: only a configured `hidden` glob could make
                 // it news (a build writes thousands of these).

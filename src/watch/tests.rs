@@ -17,6 +17,7 @@ fn config(ws: &Path, runtime: PathBuf) -> WatchConfig {
         writable_roots: Some(vec![ws.to_path_buf()]),
         host: HostEnv::default(),
         envrc_path_dirs: Vec::new(),
+        new_sockets: None,
     }
 }
 

@@ -152,6 +152,8 @@ pub(super) struct BeforeGate<'a> {
     pub(super) launch: &'a Launch<'a>,
     pub(super) session_dir: &'a Path,
     pub(super) t0: std::time::Instant,
+    /// Where the watcher tells of sockets made in the workspace (`jail::sockets::later`).
+    pub(super) new_sockets: Option<std::sync::mpsc::Sender<std::path::PathBuf>>,
 }
 
 /// The sealing's outcome, the watcher when one was started, and the jail's git configs when the
@@ -230,7 +232,8 @@ impl BeforeGate<'_> {
                     copied,
                 )
             });
-            let started = start_watcher_too.then(|| start_watcher(plan, launch, session_dir));
+            let started = start_watcher_too
+                .then(|| start_watcher(plan, launch, session_dir, self.new_sockets.clone()));
             let (held, copied) = sealing
                 .join()
                 .unwrap_or_else(|_| (Err(Error::Jail("sealing panicked".into())), None));

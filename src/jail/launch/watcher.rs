@@ -18,6 +18,7 @@ pub(super) fn start_watcher(
     plan: &Plan,
     launch: &Launch,
     session_dir: &Path,
+    new_sockets: Option<std::sync::mpsc::Sender<std::path::PathBuf>>,
 ) -> Result<(watch::Running, Record)> {
     let (runtime, session) = (launch.runtime, launch.session);
     let t0 = std::time::Instant::now();
@@ -46,6 +47,7 @@ pub(super) fn start_watcher(
         writable_roots: Some(plan.writable_roots()),
         host: host.clone(),
         envrc_path_dirs: plan.envrc_path_dirs.clone(),
+        new_sockets,
     };
     let t0 = std::time::Instant::now();
     let running =

@@ -180,12 +180,10 @@ pub(super) fn listening_unix_sockets() -> Vec<PathBuf> {
     let Ok(text) = std::fs::read_to_string("/proc/net/unix") else {
         return Vec::new();
     };
-    let mut out: Vec<PathBuf> = text
-        .lines()
-        .skip(1)
-        .filter_map(|l| l.split_whitespace().nth(7))
-        .filter(|p| p.starts_with('/'))
-        .map(PathBuf::from)
+    let mut out: Vec<PathBuf> = crate::jail::sockets::later::parse_net_unix(&text)
+        .into_iter()
+        .filter(|b| b.path.starts_with('/'))
+        .map(|b| PathBuf::from(b.path))
         .collect();
     out.sort();
     out.dedup();
