@@ -5,6 +5,8 @@
 #
 #   sudo bash installer/install.sh [--prefix DIR] [--sysconfdir DIR] [--binary PATH]
 #                                  [--wrap claude,codex,...] [--no-packages]
+#                                  [--lock-policy] [--fail-closed] [--audit-syslog TARGET]
+#                                  [--audit-otlp URL]
 #   sudo bash installer/install.sh --uninstall [--prefix DIR] [--sysconfdir DIR]
 #
 # The binary: --binary PATH; else the one for this machine's architecture packaged with this script
@@ -20,8 +22,11 @@
 # Idempotent. Every file and directory it creates (never one that existed before) is recorded in
 # PREFIX/share/claude-sandbox/manifest; --uninstall removes exactly those, and only its own block
 # from the shell rc files. bubblewrap stays installed.
+# --lock-policy, --fail-closed, --audit-syslog, --audit-otlp: the image's policy, written to
+# SYSCONFDIR/claude-sandbox/config.toml (`locked`, `fail_closed`, `[audit]`: docs/config.md); a file
+# there that this script did not write is left alone, and the run stops naming the lines to add.
 # Environment: as a devcontainer Feature, WRAPAGENTS=claude,codex does what --wrap does, BINARY what
-# --binary does.
+# --binary does, LOCKPOLICY/FAILCLOSED=true and AUDITSYSLOG/AUDITOTLP what the policy options do.
 set -euo pipefail
 
 prefix=/usr/local
@@ -30,6 +35,10 @@ binary=${BINARY:-}
 packages=1
 uninstall=0
 wrap=${WRAPAGENTS:-}
+lock_policy=${LOCKPOLICY:-false}
+fail_closed=${FAILCLOSED:-false}
+audit_syslog=${AUDITSYSLOG:-}
+audit_otlp=${AUDITOTLP:-}
 while [ $# -gt 0 ]; do
   case "$1" in
     --prefix) prefix=$2; shift 2 ;;
@@ -41,8 +50,14 @@ while [ $# -gt 0 ]; do
     --wrap) wrap=$2; shift 2 ;;
     --wrap=*) wrap=${1#*=}; shift ;;
     --no-packages) packages=0; shift ;;
+    --lock-policy) lock_policy=true; shift ;;
+    --fail-closed) fail_closed=true; shift ;;
+    --audit-syslog) audit_syslog=$2; shift 2 ;;
+    --audit-syslog=*) audit_syslog=${1#*=}; shift ;;
+    --audit-otlp) audit_otlp=$2; shift 2 ;;
+    --audit-otlp=*) audit_otlp=${1#*=}; shift ;;
     --uninstall) uninstall=1; shift ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "install.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -274,6 +289,38 @@ keep() { # keep SRC NAME MODE
 }
 keep "$self_dir/$(basename "${BASH_SOURCE[0]}")" install.sh 0755
 keep "$hook_src" claude-sandbox.sh 0644
+
+# The image's policy (system configuration): only what was asked for, in a file of our own.
+policy=""
+[ "$lock_policy" = true ] && policy+=$'locked = true\n'
+[ "$fail_closed" = true ] && policy+=$'fail_closed = true\n'
+if [ -n "$audit_syslog$audit_otlp" ]; then
+  for v in "$audit_syslog" "$audit_otlp"; do
+    case "$v" in *'"'*|*'\'*|*$'\n'*) die "audit target ${v@Q}: no quotes, backslashes or newlines" ;; esac
+  done
+  policy+=$'\n[audit]\n'
+  [ -n "$audit_syslog" ] && policy+="syslog = \"$audit_syslog\""$'\n'
+  [ -n "$audit_otlp" ] && policy+="otlp = \"$audit_otlp\""$'\n'
+fi
+sysconf="$etc/claude-sandbox/config.toml"
+if [ -n "$policy" ]; then
+  policy="# Written by claude-sandbox's install.sh (its options; docs/config.md)."$'\n'"$policy"
+  if [ -e "$sysconf" ] && ! grep -qxF "file:$sysconf" "$manifest"; then
+    die "$sysconf exists and was not written by this script: add these lines to it yourself (top-level keys before any [table]):
+$policy"
+  fi
+  ensure_dir "$etc/claude-sandbox"
+  printf '%s' "$policy" > "$sysconf.new"
+  chmod 0644 "$sysconf.new"
+  # The binary reads it as a launch would: a value it refuses stops the install, named.
+  if ! check=$(CLAUDE_SANDBOX_SYSTEM_CONFIG="$sysconf.new" "$root/bin/claude-sandbox" __check-system-config 2>&1); then
+    rm -f "$sysconf.new"
+    die "the policy options make a configuration claude-sandbox refuses: $check"
+  fi
+  mv -f "$sysconf.new" "$sysconf"
+  record "file:$sysconf"
+  say "policy: $sysconf ($(printf '%s' "$policy" | grep -c '=') settings)"
+fi
 
 # The prompt hook, with the binary's absolute path.
 sed "s|__claude_sandbox_bin=\${__claude_sandbox_bin:-/usr/local/bin/claude-sandbox}|__claude_sandbox_bin=\${__claude_sandbox_bin:-$bin_path}|" \

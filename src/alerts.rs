@@ -208,7 +208,10 @@ impl Store {
         {
             return Ok(false);
         }
-        let line = serde_json::to_string(alert).expect("alert serialises");
+        // The store's line is the trail's record of the alert (its extra fields are ignored when
+        // read back as an `Alert`); only where the trail cannot be written, the alert alone.
+        let line = crate::audit::record(crate::audit::alert_event(alert))
+            .unwrap_or_else(|| serde_json::to_string(alert).expect("alert serialises"));
         let marker = self.dir.alerts_pending();
         crate::runtime_dir::reserve::write_with_reserve(self.dir.root(), || {
             Self::append_line(&self.dir.alerts_log(), &line)
@@ -217,7 +220,6 @@ impl Store {
             std::fs::write(&marker, alert.id.as_bytes())
                 .map_err(|e| Error::io("touching the alert marker", e))
         })?;
-        crate::audit::record(crate::audit::alert_event(alert));
         Ok(true)
     }
 
@@ -240,11 +242,19 @@ impl Store {
             }
         }
         if let Ok(text) = std::fs::read_to_string(self.dir.alerts_acks()) {
-            c.acked = text
-                .lines()
-                .map(|l| l.trim().to_string())
-                .filter(|l| !l.is_empty())
-                .collect();
+            for l in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+                if l.starts_with('{') {
+                    // An `ack` record of the trail: its `ids`.
+                    let ids = serde_json::from_str::<serde_json::Value>(l)
+                        .ok()
+                        .and_then(|v| v.get("ids").cloned())
+                        .and_then(|v| serde_json::from_value::<Vec<String>>(v).ok())
+                        .unwrap_or_default();
+                    c.acked.extend(ids);
+                } else {
+                    c.acked.insert(l.to_string());
+                }
+            }
         }
         c
     }
@@ -269,13 +279,18 @@ impl Store {
                     .collect()
             }
         };
-        for id in &targets {
-            Self::append_line(&self.dir.alerts_acks(), id)?;
-        }
         if !targets.is_empty() {
-            crate::audit::record(
-                crate::audit::Event::new("ack", None).with("ids", targets.clone()),
-            );
+            // As for alerts: the trail's `ack` record is the line; plain ids where it cannot be
+            // written (and in stores from before).
+            let event = crate::audit::Event::new("ack", None).with("ids", targets.clone());
+            match crate::audit::record(event) {
+                Some(line) => Self::append_line(&self.dir.alerts_acks(), &line)?,
+                None => {
+                    for id in &targets {
+                        Self::append_line(&self.dir.alerts_acks(), id)?;
+                    }
+                }
+            }
         }
         Ok(targets.len())
     }

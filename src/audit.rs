@@ -16,8 +16,12 @@
 //! `hash`, 64 zeros for the first), `hash` (SHA-256, hex, of the line as written without `hash`).
 
 mod chain;
+mod ship;
 
 pub(crate) use chain::verify;
+pub(crate) use ship::{
+    configure as configure_shipping, release as release_shipping, Ship, ShipTable,
+};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -92,31 +96,56 @@ impl<'a> Event<'a> {
 
 /// Record `event` in the process's own audit directory; never fails (see the module's doc).
 /// Nothing is written inside the jail: the directory is not there, and the jail's word is not the
-/// launcher's.
-pub(crate) fn record(event: Event<'_>) {
+/// launcher's. The line as written, when it was: the alert store keeps the same record
+/// (`alerts::Store::add`).
+pub(crate) fn record(event: Event<'_>) -> Option<String> {
     let env = crate::host::HostEnv::capture();
     if crate::jail::nested::inside_this_jail(&env) {
-        return;
+        return None;
     }
-    let Some(home) = env.get(crate::host::HOME).map(PathBuf::from) else {
-        return;
-    };
-    record_in(&dir(&home, &env), event);
+    // The crate's unit tests add alerts and acks by the hundred: never into the real home's trail
+    // (a test that wants one names its directory).
+    if cfg!(test) && env.get(crate::host::AUDIT_DIR).is_none() {
+        return None;
+    }
+    let home = env.get(crate::host::HOME).map(PathBuf::from)?;
+    record_in(&dir(&home, &env), event).ok()
 }
 
-/// Record `event` in `dir`; never fails.
-pub(crate) fn record_in(dir: &Path, mut event: Event<'_>) {
+/// Before the process exits: the shipping queue's bounded wait, and what was dropped written into
+/// the chain (`ship::flush`). Nothing when no record was shipped.
+pub(crate) fn finish() {
+    let env = crate::host::HostEnv::capture();
+    if let Some(home) = env.get(crate::host::HOME).map(PathBuf::from) {
+        ship::flush(&dir(&home, &env));
+    }
+}
+
+/// Record `event` in `dir`; never in the way (a failure is said once and counted), but returned for
+/// the launch that must not start without its record (`fail_closed`).
+pub(crate) fn record_in(dir: &Path, mut event: Event<'_>) -> Result<String, String> {
     let lost = LOST.swap(0, Ordering::Relaxed);
     if lost > 0 {
         event.fields.insert("lost".into(), lost.into());
     }
+    let shipper = ship::shipper();
+    let dropped = shipper.map_or(0, ship::Shipper::take_dropped);
+    if dropped > 0 {
+        event.fields.insert("ship_dropped".into(), dropped.into());
+    }
     match chain::append(dir, &event) {
-        Ok(_) => {}
+        Ok((record, line)) => {
+            if let Some(s) = shipper {
+                s.send(record, line.clone());
+            }
+            Ok(line)
+        }
         Err(e) => {
             let before = LOST.fetch_add(1 + lost, Ordering::Relaxed);
             if before == 0 {
                 tracing::warn!("the audit record `{}` was not written: {e}", event.name);
             }
+            Err(e.to_string())
         }
     }
 }
@@ -188,9 +217,12 @@ pub(crate) fn end_event<'a>(
 }
 
 /// `alert`: every alert as the store records it (quarantines, held items, network denials, seals
-/// that came off, ...): one record, written where the alert is.
+/// that came off, ...): one record, written where the alert is. It carries every field of
+/// `alerts::Alert` (the record's own `time` and `session` among them), so that the store's line is
+/// this record itself: the prompt, `alerts` and the review read what the trail holds.
 pub(crate) fn alert_event(a: &crate::alerts::Alert) -> Event<'_> {
     Event::new("alert", Some(&a.session))
+        .with("fingerprint", a.fingerprint.clone())
         .with("id", a.id.clone())
         .with("kind", a.kind.as_str().to_string())
         .with("severity", a.severity.as_str())

@@ -457,6 +457,16 @@ pub fn main() -> i32 {
     if args.len() == 2 && args[1] == crate::net::proxy::SUBCOMMAND {
         return crate::net::proxy::exec_main();
     }
+    if args.len() == 2 && args[1] == "__check-system-config" {
+        // installer/install.sh: the policy it wrote reads as a launch would read it.
+        return match crate::config::check_system(&crate::host::HostEnv::capture()) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("{e}");
+                EXIT_USAGE
+            }
+        };
+    }
     let cli = match Cli::try_parse_from(&args) {
         Ok(c) => c,
         Err(e) => {
@@ -466,13 +476,16 @@ pub fn main() -> i32 {
     };
     init_logging(cli.verbose);
     let host = crate::host::HostEnv::capture();
-    match crate::commands::exec(cli.command, &host) {
+    let code = match crate::commands::exec(cli.command, &host) {
         Ok(code) => code,
         Err(e) => {
             crate::logfile::note(&e.to_string());
             e.exit_code()
         }
-    }
+    };
+    // Audit records still queued for the team's pipeline get their bounded wait.
+    crate::audit::finish();
+    code
 }
 
 /// Colour for this stream: a terminal, and `NO_COLOR` unset or empty (no-color.org).

@@ -38,6 +38,9 @@ struct RawConfig {
     reveal_env: Option<Spanned<Vec<String>>>,
     network: Option<Spanned<crate::net::NetTable>>,
     devices: Option<Spanned<crate::jail::devices::DevicesTable>>,
+    audit: Option<Spanned<crate::audit::ShipTable>>,
+    locked: Option<Spanned<bool>>,
+    fail_closed: Option<Spanned<bool>>,
 }
 
 /// The merged configuration, paths already expanded to absolute paths.
@@ -68,8 +71,23 @@ pub struct Config {
     /// `[devices]`: device nodes asked for by name (`jail::devices`); none by default, system and
     /// user files only.
     pub devices: crate::jail::devices::Devices,
+    /// `[audit]`: where audit records are shipped (system file only).
+    pub audit: crate::audit::Ship,
+    /// `locked` and `fail_closed` (system file only).
+    pub system: SystemPolicy,
     /// The files that were read, in order.
     pub sources: Vec<PathBuf>,
+}
+
+/// What only the image's system file decides about the others and about the launch.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SystemPolicy {
+    /// `locked = true`: the user file and the command line may only tighten, as the workspace
+    /// file.
+    pub locked: bool,
+    /// `fail_closed = true`: a launch whose guard would be less than the policy says (a gap in the
+    /// plan, no audit record) does not start.
+    pub fail_closed: bool,
 }
 
 /// Where the three files live for this user and workspace.
@@ -149,29 +167,30 @@ impl Config {
         home: &Path,
         ws: &Path,
     ) -> Result<()> {
-        let raw: RawConfig = toml::from_str(text).map_err(|e| Error::Config {
-            path: path.to_path_buf(),
-            line: line_of(text, e.span()),
-            message: format!("{}; see docs/config.md", e.message().trim()),
-        })?;
+        let raw = parse(text, path)?;
         let base = if scope == Scope::Workspace { ws } else { home };
+        self.merge_system_only(&raw, path, text, scope)?;
+        // The workspace file may only tighten; so may the user file when the system file locks.
+        let tighten_only =
+            scope == Scope::Workspace || (scope == Scope::User && self.system.locked);
+        let loosening = |span, key: &str| loosening(path, text, span, key, scope);
         if let Some(writable) = raw.writable {
-            if scope == Scope::Workspace {
-                return Err(loosening(path, text, writable.span(), "writable"));
+            if tighten_only {
+                return Err(loosening(writable.span(), "writable"));
             }
             self.writable
                 .extend(writable.into_inner().iter().map(|p| expand(p, home, base)));
         }
         if let Some(allow) = raw.allow_ssh_agent {
-            if scope == Scope::Workspace && *allow.get_ref() {
-                return Err(loosening(path, text, allow.span(), "allow_ssh_agent"));
+            if tighten_only && *allow.get_ref() {
+                return Err(loosening(allow.span(), "allow_ssh_agent"));
             }
             // Later files win, but the workspace can only turn it off.
             self.allow_ssh_agent = *allow.get_ref();
         }
         if let Some(allow) = raw.allow_user_namespaces {
-            if scope == Scope::Workspace && *allow.get_ref() {
-                return Err(loosening(path, text, allow.span(), "allow_user_namespaces"));
+            if tighten_only && *allow.get_ref() {
+                return Err(loosening(allow.span(), "allow_user_namespaces"));
             }
             self.allow_user_namespaces = *allow.get_ref();
         }
@@ -180,21 +199,21 @@ impl Config {
                 .push(expand(&h, home, base).to_string_lossy().into_owned());
         }
         if let Some(reveal) = raw.reveal {
-            if scope == Scope::Workspace {
-                return Err(loosening(path, text, reveal.span(), "reveal"));
+            if tighten_only {
+                return Err(loosening(reveal.span(), "reveal"));
             }
             self.reveal
                 .extend(reveal.into_inner().iter().map(|p| expand(p, home, base)));
         }
         if let Some(reveal) = raw.reveal_env {
-            if scope == Scope::Workspace {
-                return Err(loosening(path, text, reveal.span(), "reveal_env"));
+            if tighten_only {
+                return Err(loosening(reveal.span(), "reveal_env"));
             }
             self.reveal_env.extend(reveal.into_inner());
         }
         if let Some(q) = raw.quarantine_new_executables {
             // Stricter is always allowed; the workspace file cannot turn it off once on.
-            if scope != Scope::Workspace || q {
+            if !tighten_only || q {
                 self.quarantine_new_executables = q;
             }
         }
@@ -202,9 +221,8 @@ impl Config {
             use crate::net::MergeError;
             let span = net.span();
             let net = net.into_inner();
-            let workspace = scope == Scope::Workspace;
-            crate::net::merge(&mut self.network, net, workspace).map_err(|e| match e {
-                MergeError::Loosens(key) => loosening(path, text, span, &format!("network.{key}")),
+            crate::net::merge(&mut self.network, net, tighten_only).map_err(|e| match e {
+                MergeError::Loosens(key) => loosening(span, &format!("network.{key}")),
                 MergeError::BadMode => Error::Config {
                     path: path.to_path_buf(),
                     line: line_of(text, Some(span)),
@@ -225,8 +243,8 @@ impl Config {
         if let Some(devices) = raw.devices {
             let span = devices.span();
             if let Some(gpu) = devices.into_inner().gpu {
-                if scope == Scope::Workspace && gpu {
-                    return Err(loosening(path, text, span, "devices.gpu"));
+                if tighten_only && gpu {
+                    return Err(loosening(span, "devices.gpu"));
                 }
                 self.devices.gpu = gpu;
             }
@@ -239,17 +257,106 @@ impl Config {
         }
         Ok(())
     }
+
+    /// The keys only the system file may hold: the audit pipeline, `locked`, `fail_closed`. In a
+    /// user's or a workspace's file each is refused, named: neither may redirect the team's trail
+    /// or unlock the image's policy.
+    fn merge_system_only(
+        &mut self,
+        raw: &RawConfig,
+        path: &Path,
+        text: &str,
+        scope: Scope,
+    ) -> Result<()> {
+        let at = |span: Range<usize>, message: String| Error::Config {
+            path: path.to_path_buf(),
+            line: line_of(text, Some(span)),
+            message,
+        };
+        let only = |span: Range<usize>, key: &str| {
+            at(
+                span,
+                format!("`{key}` is read only from the system configuration ({SYSTEM_FILE}): a user's or a workspace's file may not set it"),
+            )
+        };
+        for (key, value, slot) in [
+            ("locked", &raw.locked, &mut self.system.locked),
+            (
+                "fail_closed",
+                &raw.fail_closed,
+                &mut self.system.fail_closed,
+            ),
+        ] {
+            if let Some(v) = value {
+                if scope != Scope::System {
+                    return Err(only(v.span(), key));
+                }
+                *slot = *v.get_ref();
+            }
+        }
+        if let Some(t) = &raw.audit {
+            if scope != Scope::System {
+                return Err(only(t.span(), "[audit]"));
+            }
+            self.audit =
+                crate::audit::Ship::from_table(t.get_ref()).map_err(|m| at(t.span(), m))?;
+        }
+        Ok(())
+    }
 }
 
-fn loosening(path: &Path, text: &str, span: Range<usize>, key: &str) -> Error {
+fn loosening(path: &Path, text: &str, span: Range<usize>, key: &str, scope: Scope) -> Error {
     Error::Config {
         path: path.to_path_buf(),
         line: line_of(text, Some(span)),
-        message: format!(
-            "`{key}` loosens the policy, which a workspace file may not do (the agent can edit it); \
-             move it to ~/.config/claude-sandbox/config.toml"
-        ),
+        message: if scope == Scope::Workspace {
+            format!(
+                "`{key}` loosens the policy, which a workspace file may not do (the agent can edit \
+                 it); move it to ~/.config/claude-sandbox/config.toml"
+            )
+        } else {
+            format!(
+                "{}, or remove the line",
+                locked_refusal(&format!("`{key}`"))
+            )
+        },
     }
+}
+
+/// The sentence for `what` (a key, a flag, a command) refused because the system file locks the
+/// policy.
+pub(crate) fn locked_refusal(what: &str) -> String {
+    format!(
+        "{what} loosens the policy, which the system configuration locks (`locked = true` in \
+         {SYSTEM_FILE}): ask whoever builds the image"
+    )
+}
+
+/// The system file's own keys alone (`[audit]`, `locked`, `fail_closed`), for a command that does
+/// not load the whole configuration: the human's `ack` and `restore` ship their records, `allow`
+/// is refused under a lock.
+pub(crate) fn system_only(env: &HostEnv) -> Result<Config> {
+    let path = ConfigPaths::new(Path::new("/"), Path::new("/"), env).system;
+    let mut c = Config::default();
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Ok(c);
+    };
+    c.merge_system_only(&parse(&text, &path)?, &path, &text, Scope::System)?;
+    Ok(c)
+}
+
+/// The whole system file read as a launch reads it (`__check-system-config`, for the installer).
+pub(crate) fn check_system(env: &HostEnv) -> Result<()> {
+    let path = ConfigPaths::new(Path::new("/"), Path::new("/"), env).system;
+    Config::default().merge_file(&path, Scope::System, Path::new("/"), Path::new("/"))
+}
+
+fn parse(text: &str, path: &Path) -> Result<RawConfig> {
+    toml::from_str(text).map_err(|e| Error::Config {
+        path: path.to_path_buf(),
+        line: line_of(text, e.span()),
+        message: format!("{}; see docs/config.md", e.message().trim()),
+    })
 }
 
 /// Expand `~/` to the home directory and make relative paths relative to `base`.
@@ -288,6 +395,67 @@ mod tests {
             Path::new("/w"),
         )?;
         Ok(c)
+    }
+
+    #[test]
+    fn the_system_file_alone_ships_locks_and_fails_closed() {
+        let sys = "locked = true\nfail_closed = true\n[audit]\nsyslog = \"udp:10.0.0.1:514\"\n";
+        let c = merge(sys, Scope::System).unwrap();
+        assert!(c.system.locked && c.system.fail_closed && !c.audit.is_empty());
+        for scope in [Scope::User, Scope::Workspace] {
+            for (text, key) in [(sys, "`locked`"), ("[audit]\n", "`[audit]`")] {
+                let e = merge(text, scope).unwrap_err().to_string();
+                assert!(
+                    e.contains(&format!("{key} is read only from the system")),
+                    "{e}"
+                );
+            }
+        }
+        let e = merge("[audit]\notlp = \"https://c:4318\"\n", Scope::System).unwrap_err();
+        assert!(
+            e.to_string().starts_with("/w/f.toml:1: [audit] otlp"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_locked_policy_makes_the_user_file_tighten_only() {
+        let mut c = Config::default();
+        let (h, w) = (Path::new("/h"), Path::new("/w"));
+        c.merge_text(
+            "locked = true\n",
+            Path::new("/etc/c.toml"),
+            Scope::System,
+            h,
+            w,
+        )
+        .unwrap();
+        for loose in [
+            "writable = [\"~/x\"]\n",
+            "allow_ssh_agent = true\n",
+            "reveal_env = [\"X\"]\n",
+            "[network]\nmode = \"host\"\n",
+            "[devices]\ngpu = true\n",
+        ] {
+            let e = c
+                .clone()
+                .merge_text(loose, Path::new("/u.toml"), Scope::User, h, w);
+            let e = e.unwrap_err().to_string();
+            assert!(
+                e.contains("which the system configuration locks"),
+                "{loose}: {e}"
+            );
+        }
+        assert!(c
+            .clone()
+            .merge_text(
+                "read_only = [\"~/x\"]\n[network]\nmode = \"none\"\n",
+                Path::new("/u.toml"),
+                Scope::User,
+                h,
+                w
+            )
+            .is_ok());
     }
 
     #[test]

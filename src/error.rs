@@ -32,6 +32,9 @@ pub enum Error {
         "the jail could not be set up: {0}; run `claude-sandbox doctor` for the cause and the fix"
     )]
     Jail(String),
+    /// `fail_closed = true` and the guard would be less than the policy says: nothing started.
+    #[error("not started: {0} — the system configuration says fail_closed = true ({1}); `claude-sandbox doctor` and `claude-sandbox explain` say more")]
+    FailClosed(String, String),
     #[error("runtime directory {path}: {message}")]
     RuntimeDir { path: PathBuf, message: String },
     #[error("{0}: command not found on PATH")]
@@ -73,6 +76,7 @@ impl Error {
             Error::NotExecutable(..) => EXIT_NOT_EXECUTABLE,
             Error::BwrapMissing(_)
             | Error::Jail(_)
+            | Error::FailClosed(..)
             | Error::RuntimeDir { .. }
             | Error::HeldApply(..)
             | Error::QuarantineUnrecorded { .. }

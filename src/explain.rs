@@ -120,6 +120,10 @@ pub fn explain(
             "watched_path_dirs": watched,
             "config_files": config.sources,
             "warnings": plan.warnings,
+            "gaps": plan.gaps,
+            "locked": config.system.locked,
+            "fail_closed": config.system.fail_closed,
+            "audit_shipping": config.audit.describe(),
             "not_covered": NOT_COVERED,
         });
         let _ = writeln!(
@@ -353,8 +357,30 @@ pub fn explain(
                 .join(", ")
         );
     }
+    if config.system.locked || config.system.fail_closed {
+        let _ = writeln!(
+            out,
+            "System policy:{}{}",
+            if config.system.locked {
+                " locked (your file and the command line may only tighten)"
+            } else {
+                ""
+            },
+            if config.system.fail_closed {
+                " fail_closed (a gap below stops the launch)"
+            } else {
+                ""
+            }
+        );
+    }
+    for line in config.audit.describe() {
+        let _ = writeln!(out, "Audit records shipped: {line}");
+    }
     for w in &plan.warnings {
         let _ = writeln!(out, "warning: {w}");
+    }
+    for g in &plan.gaps {
+        let _ = writeln!(out, "gap: {g}");
     }
     let _ = writeln!(out, "\nNot covered:");
     for n in NOT_COVERED {

@@ -6,6 +6,7 @@
 // Statistics over timings and counts: f64 is exact far beyond any figure measured here.
 #![allow(clippy::cast_precision_loss)]
 
+mod audit;
 mod features;
 mod links;
 mod watching;
@@ -607,7 +608,7 @@ fn main() {
     println!("claude-sandbox benchmark ({cores} cores)\n");
     Table::header();
     // `cargo bench --bench guard -- launch poll`: only the sections named (launch, baseline,
-    // detection, prompt, rest, churn, memory, realwork, network, features, hardlinks); all by default.
+    // detection, prompt, rest, churn, memory, realwork, network, features, audit, hardlinks); all by default.
     let only: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with("--"))
@@ -626,6 +627,9 @@ fn main() {
     }
     if wanted("features") {
         features::launch_every_feature();
+    }
+    if wanted("audit") {
+        audit::launch_with_shipping();
     }
     for n in [1_000, 10_000, 100_000]
         .into_iter()

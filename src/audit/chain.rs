@@ -58,7 +58,7 @@ fn rotate(dir: &Path) -> std::io::Result<()> {
 }
 
 /// Append `event` to the chain in `dir` (made 0700 if missing).
-pub(super) fn append(dir: &Path, event: &Event<'_>) -> std::io::Result<Record> {
+pub(super) fn append(dir: &Path, event: &Event<'_>) -> std::io::Result<(Record, String)> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -97,7 +97,7 @@ pub(super) fn append(dir: &Path, event: &Event<'_>) -> std::io::Result<Record> {
             // A line cut short (a full disk) is taken back: the next must not be glued to it.
             let _ = f.set_len(len);
         })?;
-    Ok(record)
+    Ok((record, line))
 }
 
 /// What `verify` found in an intact chain.

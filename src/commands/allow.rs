@@ -52,7 +52,8 @@ pub(super) fn exec(
     Ok(0)
 }
 
-/// The agent cannot allow itself: refused in the jail, whatever the form.
+/// The agent cannot allow itself: refused in the jail, whatever the form; and no one can where the
+/// system file locks the policy.
 fn outside_only(env: &crate::host::HostEnv) -> crate::Result<()> {
     if env.get(crate::host::IN_JAIL).is_some() {
         return Err(Error::Usage(
@@ -60,6 +61,11 @@ fn outside_only(env: &crate::host::HostEnv) -> crate::Result<()> {
              configuration is read-only (ask the user to run it)"
                 .into(),
         ));
+    }
+    if crate::config::system_only(env)?.system.locked {
+        return Err(Error::Usage(crate::config::locked_refusal(
+            "claude-sandbox allow",
+        )));
     }
     Ok(())
 }

@@ -12,6 +12,7 @@ mod agents;
 mod devices;
 mod jail;
 mod layers;
+mod policy;
 mod prompt_hook;
 pub(crate) use agents::installer_command;
 use agents::{check_agent_versions, check_wrappers};
@@ -96,6 +97,7 @@ const CHECKS: &[(&str, CheckFn)] = &[
     ("alerts", check_alerts),
     ("network", crate::net::doctor::check_network),
     ("devices", devices::check_devices),
+    ("policy", policy::check_policy),
 ];
 
 pub fn run_all(env: &HostEnv) -> Vec<Check> {

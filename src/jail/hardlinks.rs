@@ -208,6 +208,7 @@ pub(crate) fn record(plan: &mut super::plan::Plan, report: &Report, runtime: &Pa
     for l in &report.left {
         tracing::warn!("{l}");
     }
+    plan.gaps.extend(report.left.iter().cloned());
     alert(runtime, session, &plan.policy.workspace, report);
 }
 

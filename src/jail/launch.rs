@@ -108,7 +108,7 @@ pub fn run(opts: &RunOptions, env: &HostEnv) -> Result<i32> {
         plan
     };
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "planned");
-    for w in &plan.warnings {
+    for w in plan.warnings.iter().chain(&plan.gaps) {
         tracing::warn!("{w}");
     }
     let withheld = &plan.withheld_env;
@@ -149,14 +149,10 @@ pub fn run(opts: &RunOptions, env: &HostEnv) -> Result<i32> {
         session: &session,
         installed: &installed,
     };
-    let audit = crate::audit::dir(&input.home, env);
-    crate::audit::record_in(
-        &audit,
-        crate::audit::launch_event(&plan, &input, &session.id),
-    );
+    let audit = record_launch(&plan, &input, &session.id, env, !seals_pending)?;
     let t_run = std::time::Instant::now();
     let result = execute(plan, pending, &launch);
-    crate::audit::record_in(
+    let _ = crate::audit::record_in(
         &audit,
         crate::audit::end_event(&result, t_run.elapsed(), &session.id),
     );
@@ -295,6 +291,69 @@ fn execute(mut plan: Plan, mut pending: Option<PendingSeals>, launch: &Launch) -
     result
 }
 
+/// The session's `launch` record (its shipping configured first); the audit directory for the
+/// rest. With `fail_closed`, a launch whose record cannot be written does not start, nor one with
+/// a gap in its plan when the plan is whole now (`gaps_known`; else `PendingSeals::complete`
+/// judges them): that refusal is the session's end record.
+fn record_launch(
+    plan: &Plan,
+    input: &PlanInput,
+    session: &str,
+    env: &HostEnv,
+    gaps_known: bool,
+) -> Result<std::path::PathBuf> {
+    let audit = crate::audit::dir(&input.home, env);
+    crate::audit::configure_shipping(&input.config.audit);
+    let recorded =
+        crate::audit::record_in(&audit, crate::audit::launch_event(plan, input, session));
+    match recorded {
+        Err(e) if input.config.system.fail_closed => Err(Error::FailClosed(
+            format!(
+                "the audit trail cannot be written ({}: {e})",
+                audit.display()
+            ),
+            system_file(&input.config),
+        )),
+        _ if gaps_known => match refuse_gaps(plan, &input.config) {
+            Err(e) => {
+                let refused: Result<i32> = Err(e);
+                let _ = crate::audit::record_in(
+                    &audit,
+                    crate::audit::end_event(&refused, std::time::Duration::ZERO, session),
+                );
+                refused.map(|_| audit)
+            }
+            Ok(()) => Ok(audit),
+        },
+        _ => Ok(audit),
+    }
+}
+
+/// With `fail_closed`, a plan with a gap (`Plan::gaps`) does not start: the first gap named, the
+/// rest counted.
+fn refuse_gaps(plan: &Plan, config: &crate::config::Config) -> Result<()> {
+    let gaps = &plan.gaps;
+    match gaps.first() {
+        Some(first) if config.system.fail_closed => Err(Error::FailClosed(
+            if gaps.len() > 1 {
+                format!("{first} (and {} more)", gaps.len() - 1)
+            } else {
+                first.clone()
+            },
+            system_file(config),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The system file the configuration read, for messages about what it decides.
+fn system_file(config: &crate::config::Config) -> String {
+    config.sources.first().map_or_else(
+        || crate::config::SYSTEM_FILE.into(),
+        |p| p.display().to_string(),
+    )
+}
+
 /// A command that is masked in the jail (`sudo`, bwrap itself) would fail there with a confusing
 /// error: refuse it before anything runs.
 fn refuse_masked_command(plan: &Plan, cmd: &std::ffi::OsStr, resolved: &Path) -> Result<()> {
@@ -321,8 +380,9 @@ struct PendingSeals<'a> {
 impl PendingSeals<'_> {
     fn complete(self, plan: &mut Plan) -> Result<()> {
         let t0 = std::time::Instant::now();
-        // `plan_jail`'s warnings, already shown.
+        // `plan_jail`'s warnings and gaps, already shown.
         let shown = plan.warnings.len();
+        let gaps_shown = plan.gaps.len();
         // The hard-link scan walks the same roots: side by side (it only reads `$HOME`'s holes,
         // which `plan_jail` fixed, and renames nothing `add_seals` looks for).
         let roots = plan.writable_roots();
@@ -337,9 +397,13 @@ impl PendingSeals<'_> {
         // The jail's own files planned with the seals: their copies before the sealer binds them.
         let store = super::layers::store_dir(&self.input.home, &self.input.host);
         super::ownfiles::prepare(&store, &plan.policy.own_files)?;
-        for w in &plan.warnings[shown..] {
+        for w in plan.warnings[shown..]
+            .iter()
+            .chain(&plan.gaps[gaps_shown..])
+        {
             tracing::warn!("{w}");
         }
+        refuse_gaps(plan, &self.input.config)?;
         refuse_masked_command(plan, self.command, self.resolved)
     }
 }

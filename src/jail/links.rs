@@ -78,8 +78,9 @@ pub(crate) fn home_link_targets(
     home: &Path,
     holes: &[PathBuf],
     writable_roots: &[PathBuf],
-) -> Vec<Finding> {
+) -> (Vec<Finding>, Option<String>) {
     let mut links = Vec::new();
+    let mut cut = None;
     let mut budget = SCAN_BUDGET;
     let mut dirs = scan_roots(home);
     while let Some((dir, depth)) = dirs.pop() {
@@ -91,7 +92,9 @@ pub(crate) fn home_link_targets(
         };
         for e in rd.flatten() {
             if budget == 0 {
-                tracing::warn!("stopped looking for links into the workspace after {SCAN_BUDGET} entries of $HOME");
+                cut = Some(format!(
+                    "stopped looking for links into the workspace after {SCAN_BUDGET} entries of $HOME"
+                ));
                 break;
             }
             budget -= 1;
@@ -130,7 +133,7 @@ pub(crate) fn home_link_targets(
             });
         }
     }
-    out
+    (out, cut)
 }
 
 /// Findings for the files the human's global git config includes and the hooks directory it names,
@@ -213,11 +216,12 @@ mod tests {
         link(&ws.join("sshconfig"), ".ssh/config"); // inside ~/.ssh
         link(&ws.join("nvim/init.lua"), ".config/nvim/lua/init.lua"); // three levels down
         link(&ws.join("aliases.sh"), ".bashrc.d/aliases.sh"); // a *.d directory, dangling
-        let got = home_link_targets(
+        let (got, cut) = home_link_targets(
             &home,
             std::slice::from_ref(&cache),
             &[ws.clone(), cache.clone()],
         );
+        assert_eq!(cut, None);
         let mut paths: Vec<_> = got.iter().map(|f| f.path.clone()).collect();
         paths.sort();
         let want: Vec<PathBuf> = [

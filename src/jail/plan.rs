@@ -125,8 +125,13 @@ impl PlanInput {
 pub struct Plan {
     pub policy: Policy,
     pub placeholders: Vec<Placeholder>,
-    /// Entry points that are symlinks: their target is sealed, the link itself could be replaced.
+    /// Notes for the human: a configured path that does not exist, an entry point nothing can
+    /// create, a git config that keeps its read-only seal.
     pub warnings: Vec<String>,
+    /// Where the guard is less than the plan: an entry point left unsealed (a symlink that can be
+    /// replaced, a path that cannot be worked out), state left shared, a scan cut short. Said
+    /// like the warnings; with `fail_closed` the launch refuses to start (`launch::refuse_gaps`).
+    pub gaps: Vec<String>,
     pub repos: Vec<entrypoints::Repo>,
     /// From the configuration: quarantine new executables that shadow nothing too.
     pub quarantine_new: bool,
@@ -204,6 +209,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         )));
     }
     let mut warnings = Vec::new();
+    let mut gaps = Vec::new();
     let mut placeholders = Vec::new();
 
     // Writable holes in $HOME: existing ones, plus the launched agent's own state (created).
@@ -235,7 +241,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
     }
     // What an agent writes and runs later itself: a private tmpfs per session (`runtimes`).
     let (state_private, mut state_views) =
-        state_private(input, &home, &holes, &mut placeholders, &mut warnings);
+        state_private(input, &home, &holes, &mut placeholders, &mut gaps);
     for rel in present_runtimes(input).iter().flat_map(|r| r.home_views) {
         let p = home.join(rel);
         if input.held(&p) {
@@ -408,6 +414,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         policy,
         placeholders,
         warnings,
+        gaps,
         repos: Vec::new(),
         quarantine_new: input.config.quarantine_new_executables,
         hidden_globs: input

@@ -267,8 +267,9 @@ pub fn proxy_env(hook_bin: Option<&str>, node_options: Option<&str>) -> Vec<(Str
     env
 }
 
-/// Merge one file's `[network]` table. The workspace file may only tighten: a stricter mode, more
-/// deny entries. Returns the key that would loosen the policy, for the caller's error.
+/// Merge one file's `[network]` table. The workspace file (and the user's when the system file
+/// locks the policy) may only tighten: a stricter mode, more deny entries. Returns the key that
+/// would loosen the policy, for the caller's error.
 pub(crate) fn merge(
     net: &mut NetConfig,
     table: NetTable,
@@ -326,9 +327,17 @@ pub(crate) fn apply_cli(
     net: &mut NetConfig,
     mode: Option<Mode>,
     allow: &[String],
+    locked: bool,
 ) -> crate::error::Result<()> {
+    let refused = |flag: &str| crate::error::Error::Usage(crate::config::locked_refusal(flag));
     if let Some(m) = mode {
+        if locked && m < net.mode() {
+            return Err(refused("--network"));
+        }
         net.mode = Some(m);
+    }
+    if locked && !allow.is_empty() {
+        return Err(refused("--allow-domain"));
     }
     for d in allow {
         pattern::Pattern::parse(d)

@@ -61,6 +61,19 @@ fn a_session_its_quarantine_and_the_humans_decisions_are_one_chain_the_jail_cann
         "{r:#?}"
     );
     assert!(r.iter().any(|r| r["event"] == "ack"), "{r:#?}");
+    // The alert store keeps the same records, not a second list: each line of its alerts and its
+    // acknowledgements is a line of the trail, byte for byte.
+    let trail =
+        std::fs::read_to_string(f.home.join(".local/state/claude-sandbox/audit/audit.jsonl"))
+            .unwrap();
+    let trail: Vec<&str> = trail.lines().collect();
+    for store in ["alerts.jsonl", "alerts.acks"] {
+        let text = std::fs::read_to_string(f.rt.join(store)).unwrap();
+        assert!(!text.is_empty(), "{store} is empty");
+        for line in text.lines() {
+            assert!(trail.contains(&line), "{store}: {line} is not in the trail");
+        }
+    }
     // One chain: seq counts up by one, each prev is the last hash.
     for w in r.windows(2) {
         assert_eq!(

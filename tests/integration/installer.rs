@@ -408,3 +408,63 @@ fn a_packaged_install_takes_the_binary_of_this_architecture_and_keeps_itself() {
         std::fs::remove_dir_all(f.root.join(if npm { "g" } else { "feature" })).unwrap();
     }
 }
+
+#[test]
+fn the_policy_options_write_the_system_file_the_launch_reads_and_uninstall_removes_it() {
+    let f = Fixture::new();
+    let r = Root::new(&f);
+    let binary = bin().display().to_string();
+    let args = [
+        "--binary",
+        &binary,
+        "--lock-policy",
+        "--fail-closed",
+        "--audit-syslog",
+        "udp:127.0.0.1:514",
+    ];
+    ok(&r.install(&args, SYS_PATH));
+    let file = r.etc.join("claude-sandbox/config.toml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        text.contains(
+            "locked = true\nfail_closed = true\n\n[audit]\nsyslog = \"udp:127.0.0.1:514\"\n"
+        ),
+        "{text}"
+    );
+    // The launch reads it: the lock refuses a loosening flag.
+    let o = f
+        .cmd(["run", "--network", "host", "--", "true"])
+        .env("CLAUDE_SANDBOX_SYSTEM_CONFIG", &file)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("which the system configuration locks"),
+        "{}",
+        stderr(&o)
+    );
+    // Again: idempotent. A value the binary refuses stops the install and leaves the file as it was.
+    ok(&r.install(&args, SYS_PATH));
+    let bad = r.install(
+        &["--binary", &binary, "--audit-otlp", "https://c:4318"],
+        SYS_PATH,
+    );
+    assert_eq!(bad.status.code(), Some(1), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("[audit] otlp"), "{}", stderr(&bad));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
+    ok(&r.install(&["--uninstall"], SYS_PATH));
+    assert!(
+        !r.etc.join("claude-sandbox").exists(),
+        "the policy outlived the uninstall"
+    );
+    // A system file of the image's own is never overwritten: the lines to add are named instead.
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, "[network]\nmode = \"none\"\n").unwrap();
+    let o = r.install(&["--binary", &binary, "--fail-closed"], SYS_PATH);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("fail_closed = true"), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "[network]\nmode = \"none\"\n"
+    );
+}

@@ -4,6 +4,7 @@
 
 mod agent_state;
 mod audit;
+mod audit_ship;
 mod battery;
 mod claude_local;
 mod cli_texts;

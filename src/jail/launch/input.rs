@@ -85,7 +85,15 @@ pub fn plan_input(
         std::fs::canonicalize(&workspace).map_err(|e| Error::io("resolving the workspace", e))?;
     let config_paths = ConfigPaths::new(&home, &workspace, env);
     let mut config = Config::load(&config_paths, opts.config.as_deref(), &home, &workspace)?;
-    crate::net::apply_cli(&mut config.network, opts.network, &opts.allow_domains)?;
+    crate::net::apply_cli(
+        &mut config.network,
+        opts.network,
+        &opts.allow_domains,
+        config.system.locked,
+    )?;
+    if config.system.locked && !opts.writable.is_empty() {
+        return Err(Error::Usage(crate::config::locked_refusal("--writable")));
+    }
     for w in &opts.writable {
         config.writable.push(if w.is_absolute() {
             w.clone()

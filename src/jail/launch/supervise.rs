@@ -191,6 +191,8 @@ impl Jail {
                     .map_err(|e| Error::io("starting the sealer", e))?,
             )),
         };
+        // The audit records' thread waited for the fork above (`audit::ship`).
+        crate::audit::release_shipping();
         let (seccomp_r, seccomp_w) = pipe()?;
         let (status_r, status_w) = pipe()?;
         // bwrap's own stderr is captured, so a setup failure becomes one clear line; the command

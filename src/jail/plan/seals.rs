@@ -13,15 +13,14 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
     let writable_roots = plan.writable_roots();
 
     let (mut discovery, extras) = discover(plan, input, &ws);
-    warnings.append(&mut discovery.warnings);
+    // What the walk could not read or work out is not sealed.
+    let mut gaps = std::mem::take(&mut discovery.warnings);
     let mut findings = std::mem::take(&mut discovery.findings);
     findings.extend(entrypoints::discover_state(&home, &plan.holes));
     let link_holes = link_holes(plan, &home, &writable_roots);
-    findings.extend(crate::jail::links::home_link_targets(
-        &home,
-        &link_holes,
-        &writable_roots,
-    ));
+    let (links, cut) = crate::jail::links::home_link_targets(&home, &link_holes, &writable_roots);
+    findings.extend(links);
+    gaps.extend(cut);
     findings.extend(crate::jail::links::global_git_targets(
         &home,
         &plan.holes,
@@ -54,8 +53,13 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
         plan.unread
             .extend(readers::unread(&mut findings, extra, &search));
     }
-    let (mut sealed, mut stubs, closed) =
-        seal(findings, &writable_roots, &input.held, &mut warnings);
+    let (mut sealed, mut stubs, closed) = seal(
+        findings,
+        &writable_roots,
+        &input.held,
+        &mut warnings,
+        &mut gaps,
+    );
     // What the launched runtime writes in the project at every start: a view for the session.
     let views = views_and_own_files(plan, input, &ws, &mut sealed);
     // A sealed directory that is also a private tmpfs's parent is made once, as agent state.
@@ -103,6 +107,7 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
     policy.sealed.retain(|s| !views.leave_out(&s.path));
     policy.anchors.retain(|a| !views.leave_out(a));
     plan.warnings.extend(warnings);
+    plan.gaps.extend(gaps);
     plan.worktree_listings = crate::jail::worktrees::listings(&discovery.repos, &writable_roots);
     plan.repos = discovery.repos;
     plan.workspace_dirs = discovery.dirs;
@@ -119,6 +124,7 @@ pub(super) fn seal(
     roots: &[PathBuf],
     held: &std::collections::HashSet<PathBuf>,
     warnings: &mut Vec<String>,
+    gaps: &mut Vec<String>,
 ) -> (Vec<Sealed>, Vec<Placeholder>, Vec<PathBuf>) {
     let mut closed = Vec::new();
     let mut sealed: Vec<Sealed> = Vec::new();
@@ -152,7 +158,7 @@ pub(super) fn seal(
             }
             Ok(m) if m.file_type().is_symlink() => match std::fs::canonicalize(&f.path) {
                 Ok(t) if roots.iter().any(|r| t.starts_with(r)) => {
-                    warnings.push(format!(
+                    gaps.push(format!(
                         "{} is a symlink: its target {} is sealed, the link itself stays replaceable",
                         f.path.display(),
                         t.display()
@@ -162,7 +168,7 @@ pub(super) fn seal(
                 }
                 Ok(_) => continue, // points outside every writable root: read-only already
                 Err(_) => {
-                    warnings.push(format!(
+                    gaps.push(format!(
                         "{} is a dangling symlink; the watcher must catch its target",
                         f.path.display()
                     ));

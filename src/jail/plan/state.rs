@@ -98,7 +98,7 @@ pub(super) fn state_private(
     home: &Path,
     holes: &[PathBuf],
     placeholders: &mut Vec<Placeholder>,
-    warnings: &mut Vec<String>,
+    gaps: &mut Vec<String>,
 ) -> (Vec<PathBuf>, Vec<(PathBuf, Vec<OsString>)>) {
     let (mut private, mut views) = (Vec::new(), Vec::new());
     for sd in crate::runtimes::state_dirs() {
@@ -121,7 +121,7 @@ pub(super) fn state_private(
                 .ancestors()
                 .any(|a| a.starts_with(&dir) && a != dir && is_symlink(a))
             {
-                warnings.push(format!(
+                gaps.push(format!(
                     "{} is reached through a symlink: not made private",
                     p.display()
                 ));
@@ -139,7 +139,7 @@ pub(super) fn state_private(
                     placeholders.extend(held);
                 }
                 Ok(_) => {
-                    warnings.push(format!(
+                    gaps.push(format!(
                         "{} is not a directory: it stays as it is, writable",
                         p.display()
                     ));
