@@ -41,6 +41,7 @@ struct RawConfig {
     audit: Option<Spanned<crate::audit::ShipTable>>,
     locked: Option<Spanned<bool>>,
     fail_closed: Option<Spanned<bool>>,
+    ssh: Option<Spanned<crate::ssh_agent::SshTable>>,
 }
 
 /// The merged configuration, paths already expanded to absolute paths.
@@ -52,7 +53,8 @@ pub struct Config {
     pub read_only: Vec<PathBuf>,
     /// Extra paths masked with `/dev/null` (files, sockets) or an empty read-only dir.
     pub masked: Vec<PathBuf>,
-    /// Let the jail use `$SSH_AUTH_SOCK` (off by default).
+    /// Deprecated: the filtering ssh agent with every host `known_hosts` names, every key and
+    /// commit signing (`ssh_agent::plan`); off by default.
     pub allow_ssh_agent: bool,
     /// Let the jail create nested user namespaces (refused by the seccomp filter by default).
     pub allow_user_namespaces: bool,
@@ -75,6 +77,8 @@ pub struct Config {
     pub audit: crate::audit::Ship,
     /// `locked` and `fail_closed` (system file only).
     pub system: SystemPolicy,
+    /// `[ssh]`: the filtering ssh agent's hosts, keys and commit signing (`ssh_agent`).
+    pub ssh: crate::ssh_agent::SshConfig,
     /// The files that were read, in order.
     pub sources: Vec<PathBuf>,
 }
@@ -249,6 +253,11 @@ impl Config {
                 self.devices.gpu = gpu;
             }
         }
+        if let Some(ssh) = raw.ssh {
+            let span = ssh.span();
+            crate::ssh_agent::merge(&mut self.ssh, ssh.into_inner(), tighten_only)
+                .map_err(|e| ssh_error(path, text, span, e, scope))?;
+        }
         for p in raw.read_only.unwrap_or_default() {
             self.read_only.push(expand(&p, home, base));
         }
@@ -357,6 +366,25 @@ fn parse(text: &str, path: &Path) -> Result<RawConfig> {
         line: line_of(text, e.span()),
         message: format!("{}; see docs/config.md", e.message().trim()),
     })
+}
+
+fn ssh_error(
+    path: &Path,
+    text: &str,
+    span: Range<usize>,
+    e: crate::ssh_agent::MergeError,
+    scope: Scope,
+) -> Error {
+    match e {
+        crate::ssh_agent::MergeError::Loosens(key) => {
+            loosening(path, text, span, &format!("ssh.{key}"), scope)
+        }
+        e => Error::Config {
+            path: path.to_path_buf(),
+            line: line_of(text, Some(span)),
+            message: format!("[ssh] {e}; see docs/ssh.md"),
+        },
+    }
 }
 
 /// Expand `~/` to the home directory and make relative paths relative to `base`.
@@ -540,6 +568,21 @@ mod tests {
         let err = merge("[network]\nallow = [\"http://x\"]\n", Scope::User).unwrap_err();
         assert!(err.to_string().contains("not a host pattern"), "{err}");
         assert!(merge("[network]\nports = []\n", Scope::User).is_err());
+    }
+
+    #[test]
+    fn ssh_hosts_come_from_the_humans_files_only() {
+        let c = merge("[ssh]\nallow = [\"github.com\"]\n", Scope::User).unwrap();
+        assert_eq!(c.ssh.allow, ["github.com"]);
+        let err = merge(
+            "read_only = []\n[ssh]\nallow = [\"x.org\"]\n",
+            Scope::Workspace,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains(":2: `ssh.allow` loosens"), "{err}");
+        let err = merge("[ssh]\nallow = [\"*.x.org\"]\n", Scope::User).unwrap_err();
+        assert!(err.to_string().contains(":1: [ssh] allow:"), "{err}");
+        assert!(merge("[ssh]\nport = 22\n", Scope::User).is_err());
     }
 
     #[test]

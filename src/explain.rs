@@ -314,6 +314,14 @@ pub fn explain(
     for line in crate::net::describe(&p.network, |items| some(items, full)) {
         let _ = writeln!(out, "{line}");
     }
+    // The default (masked, no [ssh]) is said by the unset variables above; the rest always.
+    let ssh_set = !config.ssh.allow.is_empty() || config.allow_ssh_agent;
+    if full || ssh_set {
+        let (ssh, legacy) = (&config.ssh, config.allow_ssh_agent);
+        for line in crate::ssh_agent::describe(p.ssh.as_ref(), ssh, legacy) {
+            let _ = writeln!(out, "{line}");
+        }
+    }
     if !p.devices.is_empty() {
         let nodes: Vec<String> = p
             .devices

@@ -21,7 +21,7 @@ pub(crate) const XDG_RUNTIME_DIR: &str = "XDG_RUNTIME_DIR";
 pub(crate) const XDG_CONFIG_HOME: &str = "XDG_CONFIG_HOME";
 /// npm's global prefix: its `bin/` is on the human's PATH.
 pub(crate) const NPM_CONFIG_PREFIX: &str = "NPM_CONFIG_PREFIX";
-/// The ssh agent's socket: masked in the jail unless `allow_ssh_agent`.
+/// The ssh agent's socket: always masked in the jail; `[ssh]` sets it to the filter's (`ssh_agent`).
 pub(crate) const SSH_AUTH_SOCK: &str = "SSH_AUTH_SOCK";
 /// Passed on to the login shell that tells the PATH of the human's future shells.
 pub(crate) const LOGIN_SHELL_VARS: &[&str] = &["USER", "LOGNAME", "LANG"];

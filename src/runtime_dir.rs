@@ -214,6 +214,11 @@ impl SessionDir {
         self.0.join("baseline.json")
     }
 
+    /// `ssh/`: the filtering ssh agent's socket (`ssh_agent`), bound read-only into the jail.
+    pub(crate) fn ssh_agent(&self) -> PathBuf {
+        self.0.join("ssh")
+    }
+
     /// `network-allow`: hosts allowed for this session only (`allow HOST --session`), read by its
     /// proxy (`net::proxy::session_allow`).
     pub(crate) fn network_allow(&self) -> PathBuf {

@@ -43,6 +43,9 @@ pub enum AlertKind {
     MergeRefused,
     /// A workspace-root entry point nothing installed reads, created in the session (`jail::plan`).
     EntryPointCreated,
+    /// A request the filtering ssh agent refused: a signature the `[ssh]` policy does not allow, or
+    /// a change to the agent (`ssh_agent`).
+    SshRefused,
     /// Something a session would have handed back that is more than data, held for review
     /// (`crate::held`): the alert's id is the held item's.
     Held,
@@ -70,6 +73,7 @@ impl AlertKind {
         AlertKind::GitConfigKept,
         AlertKind::MergeRefused,
         AlertKind::EntryPointCreated,
+        AlertKind::SshRefused,
         AlertKind::Held,
     ];
 
@@ -92,6 +96,7 @@ impl AlertKind {
             AlertKind::GitConfigKept => "git-config-kept",
             AlertKind::MergeRefused => "merge-refused",
             AlertKind::EntryPointCreated => "entry-point-created",
+            AlertKind::SshRefused => "ssh-refused",
             AlertKind::Held => "held",
             AlertKind::Other(s) => s,
         }

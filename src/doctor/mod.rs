@@ -96,6 +96,7 @@ const CHECKS: &[(&str, CheckFn)] = &[
     ("cache layers", check_layers),
     ("alerts", check_alerts),
     ("network", crate::net::doctor::check_network),
+    ("ssh agent", crate::ssh_agent::check_doctor),
     ("devices", devices::check_devices),
     ("policy", policy::check_policy),
 ];

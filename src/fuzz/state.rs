@@ -27,6 +27,10 @@ const KEYS: &[&str] = &[
     "network.deny",
     "devices",
     "devices.gpu",
+    "ssh",
+    "ssh.allow",
+    "ssh.keys",
+    "ssh.sign_commits",
     "unknown",
 ];
 
@@ -44,6 +48,8 @@ const VALUES: &[&str] = &[
     "{ mode = \"host\" }",
     "{ allow = [\"evil.test\"] }",
     "{ gpu = true }",
+    "{ sign_commits = true }",
+    "[\"SHA256:lWjL0C3S5+B8ePwi/DFRh00bqCJl9Ng5J+uTx5VRZF0\"]",
     "'''\nmulti\n'''",
 ];
 
@@ -51,7 +57,7 @@ fn toml_line() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
         3 => (proptest::sample::select(KEYS), proptest::sample::select(VALUES))
             .prop_map(|(k, v)| format!("{k} = {v}\n").into_bytes()),
-        1 => proptest::sample::select(&["[network]\n", "[devices]\n", "[[network]]\n", "# c\n", "\n", "é = 1\n"][..])
+        1 => proptest::sample::select(&["[network]\n", "[devices]\n", "[ssh]\n", "[[network]]\n", "# c\n", "\n", "é = 1\n"][..])
             .prop_map(|s| s.as_bytes().to_vec()),
     ]
 }
@@ -65,7 +71,8 @@ fn toml_text() -> impl Strategy<Value = Vec<u8>> {
 
 /// The human's user file, which the workspace file is merged over.
 const USER: &str = "writable = [\"~/extra\"]\nallow_ssh_agent = true\nallow_user_namespaces = true\n\
-                    reveal = [\"~/.aws/config\"]\n[devices]\ngpu = true\n[network]\nmode = \"allowlist\"\nallow = [\"a.test\"]\n";
+                    reveal = [\"~/.aws/config\"]\n[devices]\ngpu = true\n[network]\nmode = \"allowlist\"\nallow = [\"a.test\"]\n\
+                    [ssh]\nallow = [\"a.test\"]\nkeys = [\"SHA256:2ZVS3ORjMcB2CdBuJzhNAFW4ULjqQgQKcwL4P7Jvf6U\"]\n";
 
 #[test]
 fn no_workspace_file_loosens_the_policy_and_every_refusal_names_a_line() {
@@ -95,6 +102,10 @@ fn no_workspace_file_loosens_the_policy_and_every_refusal_names_a_line() {
                 prop_assert!(c.network.mode() >= user.network.mode());
                 prop_assert!(c.devices.gpu <= user.devices.gpu);
                 prop_assert_eq!(&c.network.allow, &user.network.allow);
+                prop_assert_eq!(&c.ssh.allow, &user.ssh.allow);
+                prop_assert!(c.ssh.sign_commits <= user.ssh.sign_commits);
+                let (now, before) = (c.ssh.keys.as_ref(), user.ssh.keys.as_ref());
+                prop_assert!(now.is_some_and(|n| n.iter().all(|k| before.unwrap().contains(k))));
             }
             Err(crate::error::Error::Config { line, .. }) => {
                 prop_assert!(

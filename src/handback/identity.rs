@@ -69,8 +69,9 @@ fn jwt_claims(token: &str) -> Option<Value> {
     serde_json::from_slice(&base64url(payload)?).ok()
 }
 
-/// Decode unpadded or padded base64url (the alphabet of JSON web tokens).
-fn base64url(s: &str) -> Option<Vec<u8>> {
+/// Decode unpadded or padded base64url (the alphabet of JSON web tokens), or standard base64
+/// (`known_hosts` keys and salts: `ssh_agent`).
+pub(crate) fn base64url(s: &str) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(s.len() * 3 / 4);
     let (mut acc, mut bits) = (0u32, 0u32);
     for c in s.trim_end_matches('=').bytes() {

@@ -33,6 +33,11 @@ pub(crate) const NET_DIR: &str = "/tmp/.claude-sandbox-net";
 /// The proxy's socket in `NET_DIR` (and in the host directory bound there).
 pub(crate) const NET_SOCKET: &str = "proxy.sock";
 
+/// The directory of the filtering ssh agent's socket (`ssh_agent`), bound from the session directory.
+pub(crate) const SSH_DIR: &str = "/tmp/.claude-sandbox-ssh";
+/// The agent's socket in `SSH_DIR`: the jail's `$SSH_AUTH_SOCK`.
+pub(crate) const SSH_SOCKET: &str = "agent.sock";
+
 /// Where the sealer makes the symlink it mounts over a git config (`mounts::Mount::LinkOver`),
 /// removed once it is mounted.
 pub(crate) const LINK_SCRATCH: &str = "/tmp/.claude-sandbox-link";
@@ -69,6 +74,7 @@ mod tests {
             HOOK_BIN_DIR,
             GIT_COPIES,
             NET_DIR,
+            SSH_DIR,
             LINK_SCRATCH,
             UNDER_SCRATCH,
         ];

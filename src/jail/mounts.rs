@@ -102,6 +102,10 @@ pub(crate) fn mounts(policy: &Policy, git_copies: &[GitCopy]) -> Vec<Mount> {
         // The proxy's socket: the jail's only way out in allowlist mode (in the private `/tmp`).
         out.push(bind(dir, Path::new(layout::NET_DIR), true));
     }
+    if let Some(ssh) = &policy.ssh {
+        // The filtering ssh agent's socket (in the private `/tmp`), read-only: `$SSH_AUTH_SOCK`.
+        out.push(bind(&ssh.dir, Path::new(layout::SSH_DIR), false));
+    }
     if let Some(bin) = &policy.hook_bin {
         // A read-only tmpfs mount point holding only a read-only bind: neither can be replaced.
         let dir = Path::new(layout::HOOK_BIN_DIR);

@@ -300,19 +300,21 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         }
     }
     let private = private_dirs(input);
-    let allowed_sockets: Vec<PathBuf> = input
-        .config
-        .allow_ssh_agent
-        .then(|| input.host.get(host::SSH_AUTH_SOCK).map(PathBuf::from))
-        .flatten()
-        .into_iter()
-        .collect();
-    let run_view = super::sockets::run_view(&private, &allowed_sockets);
+    let run_view = super::sockets::run_view(&private);
     let mut unsetenv: Vec<String> = UNSET_ENV
         .iter()
         .map(std::string::ToString::to_string)
         .collect();
-    if !input.config.allow_ssh_agent {
+    // The human's agent stays masked; `[ssh]` gets the jail a filtering one of its own instead.
+    let ssh = crate::ssh_agent::plan(
+        &input.config.ssh,
+        input.config.allow_ssh_agent,
+        &input.host,
+        &input.home,
+        &input.session_home,
+        &mut warnings,
+    );
+    if ssh.is_none() {
         unsetenv.insert(0, host::SSH_AUTH_SOCK.into());
     }
     let mut network = input.config.network.policy();
@@ -332,6 +334,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         (host::IN_JAIL.into(), "1".into()),
         (host::HOOK_BIN.into(), super::layout::HOOK_BIN.into()),
     ];
+    setenv.extend(ssh.as_ref().map(|_| crate::ssh_agent::jail_env()));
     // Decided here (bwrap takes the environment before the seals are planned): a root name that
     // may become a placeholder, missing now, whose reader fails on a directory.
     let search = readers::search_dirs(&input.path_env, &home, &input.host);
@@ -399,6 +402,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         own_files: Vec::new(),
         network,
         net_dir,
+        ssh,
         git_copies: Vec::new(),
         views,
         seccomp: super::seccomp::Options {

@@ -128,6 +128,8 @@ pub struct Policy {
     pub network: crate::net::NetPolicy,
     /// Allowlist mode: the host directory holding the proxy's socket, bound at `layout::NET_DIR`.
     pub net_dir: Option<PathBuf>,
+    /// The filtering ssh agent (`ssh_agent`): its socket's directory is bound at `layout::SSH_DIR`.
+    pub ssh: Option<crate::ssh_agent::Filter>,
     /// Repository configs the jail sees as its own copy (see `gitcopy`); with the launcher sealing
     /// only (bwrap cannot mount a symlink: its fallback keeps them read-only).
     pub git_copies: Vec<GitCopy>,
@@ -387,6 +389,7 @@ impl Policy {
             own_files: Vec::new(),
             network: crate::net::NetPolicy::default(),
             net_dir: None,
+            ssh: None,
             git_copies: Vec::new(),
             views: Vec::new(),
             seccomp: super::seccomp::Options::default(),

@@ -35,7 +35,7 @@ const RUN_KEEP: &[&str] = &[
 ];
 
 /// `/run` as the jail sees it, or `None` where `/run` is not a directory.
-pub(crate) fn run_view(private: &[PathBuf], allowed_sockets: &[PathBuf]) -> Option<RunView> {
+pub(crate) fn run_view(private: &[PathBuf]) -> Option<RunView> {
     let run = Path::new(super::layout::RUN);
     if !std::fs::symlink_metadata(run).is_ok_and(|m| m.is_dir()) {
         return None;
@@ -46,12 +46,6 @@ pub(crate) fn run_view(private: &[PathBuf], allowed_sockets: &[PathBuf]) -> Opti
             keep.push(dir.to_path_buf());
         }
     }
-    keep.extend(
-        allowed_sockets
-            .iter()
-            .filter(|s| s.starts_with(run))
-            .cloned(),
-    );
     keep.retain(|p| std::fs::symlink_metadata(p).is_ok());
     keep.sort();
     keep.dedup();
@@ -274,7 +268,7 @@ mod tests {
 
     #[test]
     fn run_keeps_name_resolution_and_private_mount_points_only() {
-        let v = run_view(&["/tmp".into(), "/run/user/1000".into()], &[]).unwrap();
+        let v = run_view(&["/tmp".into(), "/run/user/1000".into()]).unwrap();
         assert_eq!(v.dirs, [PathBuf::from("/run/user/1000")]);
         assert!(v.keep.iter().all(|k| k.starts_with("/run")));
         assert!(!v.keep.iter().any(|k| k.ends_with("docker.sock")));

@@ -39,7 +39,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 pub(crate) use limits::Limits;
-pub(crate) use process::{exec_main, Running, SUBCOMMAND};
+pub(crate) use process::{exec_main, prepare as prepare_process, Running, SUBCOMMAND};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -233,7 +233,7 @@ impl Proxy {
 /// or `XDG_RUNTIME_DIR` can make the path longer than a socket address holds (108 bytes); then the
 /// name is bound through the directory's descriptor (`/proc/self/fd/N/NAME`), which names the same
 /// directory in a few bytes, instead of refusing the launch.
-fn bind_unix(dir: &Path, path: &Path) -> std::io::Result<UnixListener> {
+pub(crate) fn bind_unix(dir: &Path, path: &Path) -> std::io::Result<UnixListener> {
     const SUN_PATH: usize = 108;
     if path.as_os_str().len() < SUN_PATH {
         return UnixListener::bind(path);

@@ -465,6 +465,17 @@ pub fn pip_or_say(test: &str) -> bool {
     pip
 }
 
+/// A daemon a test starts (sshd, ssh-agent, rsyslogd, a receiver), killed and reaped when dropped.
+#[allow(dead_code)]
+pub struct Daemon(pub std::process::Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A launcher that is killed (and its jail with it: `--die-with-parent`) if the test fails before it
 /// ends, so that no jail outlives its fixture.
 #[allow(dead_code)]

@@ -41,6 +41,7 @@ mod secrets_kinds;
 mod session_log;
 mod soak;
 mod sockets;
+mod ssh_agent;
 mod statedir;
 mod watcher;
 mod watcher_judges;

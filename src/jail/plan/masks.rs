@@ -47,7 +47,7 @@ pub(super) fn masks(
     for (p, why) in KNOWN_SOCKETS {
         add(PathBuf::from(p), why.to_string(), &mut out);
     }
-    let mut env_sockets = vec![
+    let env_sockets = [
         (
             "VSCODE_IPC_HOOK_CLI",
             "VS Code IPC: opens and runs files on the host",
@@ -57,13 +57,12 @@ pub(super) fn masks(
             "VSCODE_GIT_IPC_HANDLE",
             "VS Code git askpass: the human's git credentials",
         ),
-    ];
-    if !input.config.allow_ssh_agent {
-        env_sockets.push((
+        // Always: `[ssh]` reaches it only through the filter (`ssh_agent`), from outside.
+        (
             crate::host::SSH_AUTH_SOCK,
             "ssh-agent: authenticate as the human",
-        ));
-    }
+        ),
+    ];
     for (var, why) in env_sockets {
         if let Some(v) = input.host.get_str(var).filter(|v| v.starts_with('/')) {
             add(PathBuf::from(v), format!("{why} (${var})"), &mut out);

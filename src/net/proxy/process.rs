@@ -136,8 +136,8 @@ pub(crate) fn exec_main() -> i32 {
 }
 
 /// The process's own conditions: its own process group, death with `parent`, only `keep` (and
-/// stderr) open, stdin and stdout on `/dev/null`.
-fn prepare(parent: i32, keep: &[RawFd]) {
+/// stderr) open, stdin and stdout on `/dev/null` (the filtering ssh agent's too: `ssh_agent::serve`).
+pub(crate) fn prepare(parent: i32, keep: &[RawFd]) {
     let _ = rustix::process::setpgid(None, None);
     let dies =
         rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
