@@ -459,3 +459,94 @@ fn fail_closed_refuses_a_launch_with_a_gap_or_without_its_audit_record_and_nothi
         .unwrap();
     assert_eq!(left["mark"], "pass", "{left}");
 }
+
+/// Security review h41r: records written by the network proxy (forked from the launcher while
+/// shipping was configured and held back) are never shipped and never counted: the jail's
+/// network denials, its exfiltration attempts, are missing from the team's copy without a
+/// `ship_dropped` or a `ship-dropped` record. A plain HTTP collector that answers 200 at once.
+#[test]
+fn a_network_denial_recorded_by_the_proxy_reaches_the_collector_or_is_counted() {
+    use std::io::{Read, Write};
+    let f = Fixture::new();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u64>::new()));
+    let g = std::sync::Arc::clone(&got);
+    std::thread::spawn(move || {
+        for c in listener.incoming() {
+            let Ok(mut c) = c else { continue };
+            let mut data = Vec::new();
+            let mut buf = [0u8; 65536];
+            let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
+            let body = loop {
+                let Ok(n) = c.read(&mut buf) else { break None };
+                if n == 0 {
+                    break None;
+                }
+                data.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&data).to_string();
+                let Some((head, body)) = text.split_once("\r\n\r\n") else {
+                    continue;
+                };
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length:")
+                            .map(|v| v.trim().parse().unwrap())
+                    })
+                    .unwrap();
+                if body.len() >= len {
+                    break Some(body.to_string());
+                }
+            };
+            let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+            if let Some(b) = body {
+                let v: serde_json::Value = serde_json::from_str(&b).unwrap();
+                for r in v["resourceLogs"][0]["scopeLogs"][0]["logRecords"]
+                    .as_array()
+                    .unwrap()
+                {
+                    let line: serde_json::Value =
+                        serde_json::from_str(r["body"]["stringValue"].as_str().unwrap()).unwrap();
+                    g.lock().unwrap().push(line["seq"].as_u64().unwrap());
+                }
+            }
+        }
+    });
+    system_config(
+        &f,
+        &format!("[audit]\notlp = \"http://127.0.0.1:{port}\"\n"),
+    );
+    // The session lasts: the proxy has every chance to send.
+    let out = f
+        .cmd([
+            "run",
+            "--",
+            "bash",
+            "-c",
+            "curl -s -m 3 http://evil.example.com/ >/dev/null; sleep 2",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let records = trail(&f);
+    let denial = records
+        .iter()
+        .find(|r| r["event"] == "alert" && r["kind"] == "network-denied")
+        .unwrap_or_else(|| panic!("no network-denied record: {records:#?}"))["seq"]
+        .as_u64()
+        .unwrap();
+    let last = records.last().unwrap()["seq"].as_u64().unwrap();
+    wait_for("the session's end shipped", || {
+        got.lock().unwrap().contains(&last)
+    });
+    let counted = records
+        .iter()
+        .any(|r| r.get("ship_dropped").is_some() || r["event"] == "ship-dropped");
+    assert!(
+        got.lock().unwrap().contains(&denial) || counted,
+        "record {denial} (the network denial) was neither shipped nor counted: shipped {:?}, trail {records:#?}",
+        got.lock().unwrap()
+    );
+}
