@@ -116,3 +116,34 @@ fn a_session_its_quarantine_and_the_humans_decisions_are_one_chain_the_jail_cann
     assert_eq!(j["ok"], false);
     assert!(j["error"].as_str().unwrap().contains("edited"), "{j}");
 }
+
+/// Security review h41r: a git config value the jail chose is copied whole into the alert's record
+/// (its fingerprint and its detail); a record past the 256 KiB the appender reads back from the
+/// file's end makes the next record start a new chain (seq 1, the genesis prev), and `audit verify`
+/// then says a line was removed: a false tamper alarm the jail raises at will, and the shipped
+/// copy's seq numbers start again.
+#[test]
+fn a_huge_value_the_jail_planted_does_not_cut_the_chain() {
+    let f = Fixture::new();
+    let script = "git init -q sub && { printf '[core]\\n\\tfsmonitor = '; \
+        head -c 300000 /dev/zero | tr '\\0' a; printf '\\n'; } >> sub/.git/config; sleep 2";
+    let out = f.jail(script);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(f.root.join("audit/audit.jsonl")).unwrap();
+    let seqs: Vec<u64> = text
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["seq"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert!(seqs.len() >= 3, "launch, the alert, the end: {seqs:?}");
+    let verify = f.cmd(["audit", "verify"]).output().unwrap();
+    assert!(
+        verify.status.success(),
+        "seqs {seqs:?}: {}{}",
+        stdout(&verify),
+        stderr(&verify)
+    );
+}
