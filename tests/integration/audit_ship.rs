@@ -476,7 +476,7 @@ fn a_network_denial_recorded_by_the_proxy_reaches_the_collector_or_is_counted() 
         for c in listener.incoming() {
             let Ok(mut c) = c else { continue };
             let mut data = Vec::new();
-            let mut buf = [0u8; 65536];
+            let mut buf = vec![0u8; 65536];
             let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
             let body = loop {
                 let Ok(n) = c.read(&mut buf) else { break None };
