@@ -55,7 +55,27 @@ pub struct Alert {
     pub fingerprint: String,
 }
 
+/// The longest `detail` stored; past it the rest is elided (and counted).
+const MAX_DETAIL: usize = 4096;
+/// A fingerprint past this is stored as its SHA-256 (still unique, still compared exactly).
+const MAX_FINGERPRINT: usize = 512;
+
 impl Alert {
+    /// This alert with its jail-chosen text bounded: `detail` cut at `MAX_DETAIL` bytes, a long
+    /// fingerprint replaced by its digest.
+    pub(crate) fn bounded(&self) -> Alert {
+        use sha2::Digest;
+        let mut a = self.clone();
+        a.detail = crate::audit::bounded_text(&a.detail, MAX_DETAIL);
+        if a.fingerprint.len() > MAX_FINGERPRINT {
+            a.fingerprint = format!(
+                "sha256:{}",
+                crate::baseline::hex(&sha2::Sha256::digest(a.fingerprint.as_bytes()))
+            );
+        }
+        a
+    }
+
     /// An alert of `kind` about `path`, found now in `session`: alerted (nothing quarantined), one
     /// per session for that kind and path (`fingerprint`).
     pub(crate) fn new(
@@ -199,6 +219,9 @@ impl Store {
 
     /// Append an alert unless one with the same fingerprint exists. Returns whether it was added.
     pub fn add(&self, alert: &Alert) -> Result<bool> {
+        // A value the jail chose (a planted config's value) is bounded before it is stored,
+        // compared or recorded: a 300 KB fingerprint once cut the audit chain.
+        let alert = &alert.bounded();
         let _lock = self.locked()?;
         let existing = self.read_unlocked();
         if existing

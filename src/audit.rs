@@ -121,9 +121,43 @@ pub(crate) fn finish() {
     }
 }
 
+/// The longest string a record keeps of any field; past it the rest is elided and its length
+/// said. Records stay well under what the appender reads back and what a datagram carries.
+const MAX_TEXT: usize = 4096;
+
+/// `text` cut at `max` bytes (on a character boundary), with how much was left out.
+pub(crate) fn bounded_text(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…[+{} bytes]", &text[..end], text.len() - end)
+}
+
+/// Every string in `v` bounded (`MAX_TEXT`), and an array's elements past 256 left out.
+fn bound(v: &mut Value) {
+    match v {
+        Value::String(s) if s.len() > MAX_TEXT => *s = bounded_text(s, MAX_TEXT),
+        Value::Array(a) => {
+            if a.len() > 256 {
+                let more = a.len() - 256;
+                a.truncate(256);
+                a.push(Value::from(format!("…[+{more} more]")));
+            }
+            a.iter_mut().for_each(bound);
+        }
+        Value::Object(o) => o.values_mut().for_each(bound),
+        _ => {}
+    }
+}
+
 /// Record `event` in `dir`; never in the way (a failure is said once and counted), but returned for
 /// the launch that must not start without its record (`fail_closed`).
 pub(crate) fn record_in(dir: &Path, mut event: Event<'_>) -> Result<String, String> {
+    event.fields.values_mut().for_each(bound);
     let lost = LOST.swap(0, Ordering::Relaxed);
     if lost > 0 {
         event.fields.insert("lost".into(), lost.into());
@@ -184,8 +218,27 @@ pub(crate) fn launch_event<'a>(
         .iter()
         .map(|a| Value::from(a.to_string_lossy().into_owned()))
         .collect();
+    // The variables that move what the launch reads or how it seals (test overrides a human can
+    // set): named, never their values, so a launch under another system file shows in the trail.
+    let overrides: Vec<Value> = [
+        crate::host::SYSTEM_CONFIG,
+        crate::host::AUDIT_DIR,
+        crate::host::BWRAP,
+        crate::host::SEAL,
+        crate::host::WATCH,
+        crate::host::RUNTIME_DIR,
+        crate::host::LAYERS_DIR,
+        crate::host::TEST_DEV_ROOT,
+        crate::host::TEST_HOSTS,
+        crate::host::TEST_NET_LIMITS,
+    ]
+    .into_iter()
+    .filter(|v| input.host.get(v).is_some())
+    .map(Value::from)
+    .collect();
     Event::new("launch", Some(session))
         .with("command", command)
+        .with("overrides", overrides)
         .with("workspace", input.workspace.to_string_lossy().into_owned())
         .with(
             "network",

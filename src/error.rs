@@ -33,7 +33,7 @@ pub enum Error {
     )]
     Jail(String),
     /// `fail_closed = true` and the guard would be less than the policy says: nothing started.
-    #[error("not started: {0} — the system configuration says fail_closed = true ({1}); `claude-sandbox doctor` and `claude-sandbox explain` say more")]
+    #[error("not started: {0} — the system configuration says fail_closed = true ({1}): remove or fix what it names (`claude-sandbox explain` lists every gap, `claude-sandbox doctor` the rest)")]
     FailClosed(String, String),
     #[error("runtime directory {path}: {message}")]
     RuntimeDir { path: PathBuf, message: String },

@@ -27,18 +27,48 @@ pub(super) fn seal(mut record: Record) -> (Record, String) {
     (record, line)
 }
 
-/// The last record of `file`, if it has one that parses (read from its end).
-fn last_record(file: &Path) -> Option<Record> {
-    let mut f = std::fs::File::open(file).ok()?;
-    let len = f.metadata().ok()?.len();
-    let from = len.saturating_sub(256 << 10);
-    f.seek(SeekFrom::Start(from)).ok()?;
-    let mut tail = String::new();
-    f.read_to_string(&mut tail).ok()?;
-    tail.lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .and_then(|l| serde_json::from_str(l).ok())
+/// The last record of `file`: `Ok(None)` when it has none (missing or empty), an error when its
+/// last line does not read as a record. Read from the end, further back until a whole last line is
+/// in hand (records are bounded, so one 256 KiB read almost always is enough).
+fn last_record(file: &Path) -> std::io::Result<Option<Record>> {
+    let mut f = match std::fs::File::open(file) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let len = f.metadata()?.len();
+    let mut back: u64 = 256 << 10;
+    loop {
+        let from = len.saturating_sub(back);
+        f.seek(SeekFrom::Start(from))?;
+        let mut tail = Vec::new();
+        f.read_to_end(&mut tail)?;
+        let text = String::from_utf8_lossy(&tail);
+        let trimmed = text.trim_end();
+        if trimmed.is_empty() {
+            return Ok(None);
+        }
+        // A whole last line: one that starts after a newline in what was read, or at the start.
+        match trimmed.rfind('\n') {
+            Some(i) => {
+                return serde_json::from_str(&trimmed[i + 1..]).map(Some).map_err(|e| {
+                    std::io::Error::other(format!(
+                        "{}: its last line is not a record ({e}): run `claude-sandbox audit verify`",
+                        file.display()
+                    ))
+                })
+            }
+            None if from == 0 => {
+                return serde_json::from_str(trimmed).map(Some).map_err(|e| {
+                    std::io::Error::other(format!(
+                        "{}: its last line is not a record ({e}): run `claude-sandbox audit verify`",
+                        file.display()
+                    ))
+                })
+            }
+            None => back = back.saturating_mul(4),
+        }
+    }
 }
 
 /// Rotated file `n` (1 = the newest rotated).
@@ -71,7 +101,12 @@ pub(super) fn append(dir: &Path, event: &Event<'_>) -> std::io::Result<(Record, 
     }
     // The chain goes on from the newest file that has a record: the current one, or the one just
     // rotated.
-    let last = last_record(&current).or_else(|| last_record(&rotated(dir, 1)));
+    // A last line that does not read stops the append (counted as lost): a new chain started there
+    // would look like a cut.
+    let last = match last_record(&current)? {
+        Some(r) => Some(r),
+        None => last_record(&rotated(dir, 1))?,
+    };
     let (seq, prev) = last.map_or((1, GENESIS.to_string()), |r| (r.seq + 1, r.hash));
     let (record, line) = seal(Record {
         v: SCHEMA,
@@ -205,6 +240,39 @@ mod tests {
 
     fn put(dir: &Path, lines: &[String]) {
         std::fs::write(dir.join(FILE), lines.join("\n") + "\n").unwrap();
+    }
+
+    #[test]
+    fn a_long_last_line_is_read_whole_and_an_unreadable_one_stops_the_chain_instead_of_restarting_it(
+    ) {
+        let d = tempfile::tempdir().unwrap();
+        write(d.path(), 1);
+        // A record longer than the first read from the end (not one a record makes: a test of the
+        // reader alone).
+        append(
+            d.path(),
+            &Event::new("big", None).with("x", "a".repeat(600 << 10)),
+        )
+        .unwrap();
+        let (r, _) = append(d.path(), &Event::new("after", None)).unwrap();
+        assert_eq!(r.seq, 3);
+        assert!(verify(d.path()).is_ok());
+        let mut l = lines(d.path());
+        l.push("{\"half a rec".into());
+        put(d.path(), &l);
+        let e = append(d.path(), &Event::new("next", None)).unwrap_err();
+        assert!(e.to_string().contains("is not a record"), "{e}");
+        assert_eq!(
+            lines(d.path()).len(),
+            4,
+            "nothing appended after the unreadable line"
+        );
+    }
+
+    #[test]
+    fn text_is_bounded_on_a_character_boundary_and_says_how_much_was_left_out() {
+        assert_eq!(super::super::bounded_text("abc", 3), "abc");
+        assert_eq!(super::super::bounded_text("ééé", 3), "é…[+4 bytes]");
     }
 
     #[test]

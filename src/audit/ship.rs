@@ -21,7 +21,7 @@ use super::Record;
 use serde::Deserialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 /// Records waiting to be sent; past this they are dropped (and counted).
@@ -63,7 +63,9 @@ impl Ship {
                 .as_deref()
                 .map_or(Ok(syslog::DEFAULT_FACILITY), syslog::facility)?,
             otlp: t.otlp.as_deref().map(otlp::Endpoint::parse).transpose()?,
-            timeout: Duration::from_millis(t.timeout_ms.unwrap_or(TIMEOUT_MS).clamp(10, 10_000)),
+            // At most 2 s: the network proxy flushes before its summary, which the launcher
+            // waits for that long.
+            timeout: Duration::from_millis(t.timeout_ms.unwrap_or(TIMEOUT_MS).clamp(10, 2_000)),
         })
     }
 
@@ -148,41 +150,68 @@ struct Shared {
     idle: Condvar,
 }
 
-static SHIPPER: OnceLock<Option<Shipper>> = OnceLock::new();
+/// Each process's shipper, by pid: a process forked from the launcher (the network proxy) has a
+/// copy of the launcher's memory, whose shipper's thread does not exist there; it gets its own.
+/// (Forks happen while the launcher has one thread, so the lock is never held across one.)
+static SHIPPERS: Mutex<Vec<(u32, &'static Option<Shipper>)>> = Mutex::new(Vec::new());
+
+/// This process's shipper, made by `make` the first time.
+fn this_process(make: impl FnOnce() -> Option<Shipper>) -> Option<&'static Shipper> {
+    let pid = std::process::id();
+    let mut all = SHIPPERS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, s)) = all.iter().find(|(p, _)| *p == pid) {
+        return s.as_ref();
+    }
+    // One per process for its whole life: leaked on purpose.
+    let s: &'static Option<Shipper> = Box::leak(Box::new(make()));
+    all.push((pid, s));
+    s.as_ref()
+}
+
+/// This process's shipper, if it has made one (`flush`, `release`: never made there).
+fn existing() -> Option<&'static Shipper> {
+    let pid = std::process::id();
+    SHIPPERS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+        .find(|(p, _)| *p == pid)
+        .and_then(|(_, s)| s.as_ref())
+}
 
 /// Use `ship` for this process (the launcher passes the configuration it loaded), its thread held
 /// back until `release`. The first call, or the first record, decides.
 pub(crate) fn configure(ship: &Ship) {
-    let _ = SHIPPER.get_or_init(|| Shipper::new(ship, true));
+    let _ = this_process(|| Shipper::new(ship, true));
 }
 
 /// Start the thread that sends (the launcher, once its sealer is forked).
 pub(crate) fn release() {
-    if let Some(Some(s)) = SHIPPER.get() {
+    if let Some(s) = existing() {
         s.release();
     }
 }
 
 /// This process's shipper: configured, or read from the system file on the first record.
 pub(super) fn shipper() -> Option<&'static Shipper> {
-    SHIPPER
-        .get_or_init(|| {
-            let env = crate::host::HostEnv::capture();
-            match crate::config::system_only(&env) {
-                Ok(c) => Shipper::new(&c.audit, false),
-                Err(e) => {
-                    tracing::warn!("audit records are not shipped: {e}");
-                    None
-                }
+    this_process(|| {
+        let env = crate::host::HostEnv::capture();
+        match crate::config::system_only(&env) {
+            Ok(c) => Shipper::new(&c.audit, false),
+            Err(e) => {
+                tracing::warn!("audit records are not shipped: {e}");
+                None
             }
-        })
-        .as_ref()
+        }
+    })
 }
 
 /// Wait until the queue is sent, at most the configured timeout; then write what was dropped into
-/// the chain in `dir`.
+/// the chain in `dir`. Every process that records calls it before it ends (`audit::finish`).
 pub(crate) fn flush(dir: &std::path::Path) {
-    let Some(Some(s)) = SHIPPER.get() else {
+    let Some(s) = existing() else {
         return;
     };
     // A launch that stopped before its sealer still ships what it recorded.

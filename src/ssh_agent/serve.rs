@@ -45,11 +45,28 @@ struct Handover {
     live: bool,
 }
 
-/// The serving filter; killed when dropped.
+/// The serving filter; ended when dropped: asked first (SIGTERM: its alerts' audit records are
+/// shipped before it exits, `audit::finish`), killed if it has not ended within `ENDING`.
 pub(crate) struct Running(std::process::Child);
+
+/// How long the filter has to end when asked: above the audit's shipping wait (at most 2 s).
+const ENDING: std::time::Duration = std::time::Duration::from_millis(2500);
 
 impl Drop for Running {
     fn drop(&mut self) {
+        if let Ok(pid) = i32::try_from(self.0.id()) {
+            let _ = rustix::process::kill_process(
+                rustix::process::Pid::from_raw(pid).expect("a child's pid is positive"),
+                rustix::process::Signal::TERM,
+            );
+            let until = std::time::Instant::now() + ENDING;
+            while std::time::Instant::now() < until {
+                if matches!(self.0.try_wait(), Ok(Some(_)) | Err(_)) {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
@@ -136,9 +153,32 @@ pub(crate) fn exec_main() -> i32 {
     crate::logfile::divert_process(&h.alerts.0, &format!("ssh agent of session {}", h.alerts.1));
     // SAFETY: the launcher placed this socket here for this process alone.
     let listener = unsafe { UnixListener::from(OwnedFd::from_raw_fd(LISTENER_FD)) };
+    // Asked to end (`Running::drop`): what it recorded goes to the team's pipeline first.
+    if let Ok(mut term) = signal_hook::iterator::Signals::new([signal_hook::consts::SIGTERM]) {
+        let _ = std::thread::Builder::new()
+            .name("ssh-agent-end".into())
+            .spawn(move || {
+                if term.forever().next().is_some() {
+                    crate::audit::finish();
+                    std::process::exit(0);
+                }
+            });
+    }
+    let mut policy = h.policy;
+    if let Some(host) = policy.hosts.first() {
+        if accepts_a_forged_bind(&h.upstream, &host.blob) {
+            // The filter's one trust in the human's agent is that it verifies a bind's signature:
+            // an agent that does not would let the jail bind an allowed host's key to any session.
+            tracing::warn!(
+                "ssh agent: the human's agent accepted a session-bind with a forged signature: \
+                 no login signature is given through the filter (commit signing unaffected)"
+            );
+            policy.hosts.clear();
+        }
+    }
     let shared = Arc::new(Shared {
         upstream: h.upstream,
-        policy: h.policy,
+        policy,
         entries: h.entries,
         alerts: h.alerts,
         alerted: Mutex::new(BTreeSet::new()),
@@ -163,6 +203,33 @@ pub(crate) fn exec_main() -> i32 {
         }
     }
     0
+}
+
+/// Whether the agent at `upstream` answers SUCCESS to a `session-bind` whose signature cannot be
+/// valid (64 zero bytes over a made-up session id), on a connection of its own. OpenSSH's agent
+/// verifies it and answers FAILURE; an agent that does not support the extension answers FAILURE
+/// too (and then no bind is ever recorded: no login signatures, fail closed).
+fn accepts_a_forged_bind(upstream: &std::path::Path, host_key: &[u8]) -> bool {
+    let Ok(mut up) = UnixStream::connect(upstream) else {
+        return false;
+    };
+    let _ = up.set_read_timeout(Some(Duration::from_secs(5)));
+    let key_type = wire::Reader::new(host_key)
+        .string()
+        .unwrap_or(b"ssh-ed25519");
+    let mut sig = Vec::new();
+    wire::put_string(&mut sig, key_type);
+    wire::put_string(&mut sig, &[0u8; 64]);
+    let mut body = vec![wire::EXTENSION];
+    wire::put_string(&mut body, wire::SESSION_BIND);
+    wire::put_string(&mut body, host_key);
+    wire::put_string(&mut body, &[0x5a; 32]);
+    wire::put_string(&mut body, &sig);
+    body.push(0);
+    if wire::write_frame(&mut up, &body).is_err() {
+        return false;
+    }
+    wire::read_frame(&mut up).is_ok_and(|a| a.first() == Some(&wire::SUCCESS))
 }
 
 struct Shared {
@@ -287,5 +354,40 @@ impl Shared {
         if let Err(e) = crate::alerts::Store::new(runtime).add(&alert) {
             tracing::warn!("ssh agent: the alert was not recorded: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An agent on a socket that answers every message with `answer`.
+    fn agent(dir: &std::path::Path, answer: u8) -> std::path::PathBuf {
+        let path = dir.join(format!("agent-{answer}.sock"));
+        let l = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        std::thread::spawn(move || {
+            for mut c in l.incoming().flatten() {
+                while wire::read_frame(&mut c).is_ok() {
+                    if wire::write_frame(&mut c, &[answer]).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        path
+    }
+
+    #[test]
+    fn an_agent_that_accepts_a_forged_bind_is_found_and_one_that_verifies_is_not() {
+        let d = tempfile::tempdir().unwrap();
+        let mut key = Vec::new();
+        wire::put_string(&mut key, b"ssh-ed25519");
+        wire::put_string(&mut key, &[7u8; 32]);
+        assert!(accepts_a_forged_bind(&agent(d.path(), wire::SUCCESS), &key));
+        assert!(!accepts_a_forged_bind(
+            &agent(d.path(), wire::FAILURE),
+            &key
+        ));
+        assert!(!accepts_a_forged_bind(&d.path().join("none.sock"), &key));
     }
 }

@@ -14,6 +14,11 @@ use std::fmt::Write as _;
 use std::io::Write;
 use std::time::Duration;
 
+/// A datagram (UDP, a local socket) carries at most this much of a message; the rest is cut (RFC
+/// 5424 allows it), the record's `hash` still in the structured data, so one long record can never
+/// fail the target (EMSGSIZE) and take the records after it down with it.
+const MAX_DATAGRAM: usize = 60_000;
+
 /// `auth` (4): a security record.
 pub(super) const DEFAULT_FACILITY: u8 = 4;
 
@@ -170,13 +175,16 @@ impl Sender {
         let pid = std::process::id();
         for item in batch {
             let msg = format(&item.record, &item.line, self.facility, pid);
+            let datagram = || crate::audit::bounded_text(&msg, MAX_DATAGRAM);
             match &self.target {
                 Target::Unix(path) => {
+                    let msg = datagram();
                     let s = std::os::unix::net::UnixDatagram::unbound()?;
                     s.set_write_timeout(Some(timeout))?;
                     s.send_to(msg.as_bytes(), path)?;
                 }
                 Target::Udp(addr) => {
+                    let msg = datagram();
                     let to = super::otlp::resolve(addr)?;
                     let local = if to.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
                     let s = std::net::UdpSocket::bind(local)?;

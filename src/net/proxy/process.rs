@@ -211,6 +211,8 @@ fn run(listener: &UnixListener, control: &UnixStream, mut config: Config) -> i32
     };
     tracing::debug!(limits = ?shared.limits, "network proxy serving");
     serve::serve(listener, control, &shared);
+    // Its alerts' audit records go to the team's pipeline before the launcher stops waiting.
+    crate::audit::finish();
     let summary = shared.summary();
     tracing::debug!(?summary, "network proxy done");
     let mut c = control;
