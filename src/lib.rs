@@ -33,6 +33,7 @@ pub(crate) mod net;
 pub(crate) mod runtime_dir;
 pub(crate) mod runtimes;
 pub(crate) mod secrets;
+pub(crate) mod service;
 pub(crate) mod ssh_agent;
 pub(crate) mod tempname;
 
