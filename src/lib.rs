@@ -14,6 +14,7 @@ pub(crate) mod catalogue;
 pub mod cli;
 pub(crate) mod commands;
 pub(crate) mod config;
+pub(crate) mod docker;
 #[cfg(test)]
 mod docs_tables;
 pub(crate) mod doctor;

@@ -1,5 +1,6 @@
 //! A per-session service of the launcher's on a unix socket bound into the jail: the filtering ssh
-//! agent (`ssh_agent::serve`) is started, handed its configuration and served this way, here once.
+//! agent (`ssh_agent::serve`) and the Docker filter (`docker::serve`) are started, handed their
+//! configuration and served the same way, here once.
 //!
 //! Guards against the jail reaching the launcher through a service: the socket is bound in a 0700
 //! session directory by the launcher, then served by a process of its own (executed as an internal
@@ -39,9 +40,11 @@ impl Drop for Running {
     }
 }
 
-/// The services a launch's policy asks for, started; each ended when dropped.
+/// The services a launch's policy asks for, started; each ended when dropped (the Docker filter's
+/// end removes the session's containers).
 pub(crate) struct Services {
     _ssh_agent: Option<Running>,
+    _docker: Option<crate::docker::Running>,
 }
 
 pub(crate) fn for_policy(
@@ -51,6 +54,7 @@ pub(crate) fn for_policy(
 ) -> crate::error::Result<Services> {
     Ok(Services {
         _ssh_agent: crate::ssh_agent::serve::for_policy(policy, runtime, session)?,
+        _docker: crate::docker::serve::for_policy(policy, runtime, session)?,
     })
 }
 
