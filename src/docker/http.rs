@@ -47,7 +47,7 @@ impl Request {
     pub(crate) fn param(&self, name: &str) -> Option<String> {
         self.query.split('&').find_map(|kv| {
             let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-            (k == name).then(|| decode(v))
+            (decode(k) == name).then(|| decode(v))
         })
     }
 
@@ -59,7 +59,8 @@ impl Request {
     }
 }
 
-/// `%XX` and `+` decoded (a bad escape kept as written).
+/// A query's key or value: `%XX` and `+` decoded, as the engine decodes them (a bad escape kept as
+/// written: the engine drops that pair).
 pub(crate) fn decode(v: &str) -> String {
     let v = v.replace('+', " ");
     crate::net::upstream::percent_decode(&v).map_or(v, |b| String::from_utf8_lossy(&b).into_owned())
@@ -119,6 +120,9 @@ pub(crate) fn read_request(r: &mut impl BufRead) -> Result<Request, ReadError> {
         if k.is_empty() || k.contains(char::is_whitespace) {
             return Err(ReadError::Bad("a bad header name"));
         }
+        if v.chars().any(|c| c.is_control() && c != '\t') {
+            return Err(ReadError::Bad("a control character in a header"));
+        }
         if k.eq_ignore_ascii_case("content-length") {
             let n: usize = v
                 .parse()
@@ -174,9 +178,14 @@ fn parse_request_line(line: &str) -> Result<Request, ReadError> {
         return Err(ReadError::Bad("a request target that is not a path"));
     }
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    if query.contains(';') {
+        return Err(ReadError::Bad("a ';' in the query"));
+    }
     let (version, path) = split_version(path);
     // The judge reads the path decoded: `%2F` and `..` must not hide a segment from it.
-    let path = decode(path);
+    let path = crate::net::upstream::percent_decode(path)
+        .and_then(|b| String::from_utf8(b).ok())
+        .ok_or(ReadError::Bad("a bad escape in the path"))?;
     if path.split('/').any(|s| s == ".." || s == ".") {
         return Err(ReadError::Bad("a dot segment in the path"));
     }
@@ -406,6 +415,9 @@ mod tests {
             b"POST /x HTTP/1.1\r\nContent-Length: 5\r\n\r\n{}",
             b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
             b"GET /x HTTP/1.1\r\n",
+            b"GET /containers/json?filters=a;filters=b HTTP/1.1\r\n\r\n",
+            b"GET /containers/%zz/json HTTP/1.1\r\n\r\n",
+            b"GET /x HTTP/1.1\r\nX: a\rb\r\n\r\n",
         ] {
             assert!(
                 matches!(read(bad), Err(ReadError::Bad(_))),

@@ -34,7 +34,14 @@ pub(crate) struct SessionState {
 }
 
 impl SessionState {
+    /// A container created: a name given again is the new container's (the old one is gone).
     pub(crate) fn created(&mut self, id: &str, name: Option<String>) {
+        let name = name.map(|n| n.strip_prefix('/').unwrap_or(&n).to_string());
+        for (_, n) in &mut self.containers {
+            if n.is_some() && *n == name {
+                *n = None;
+            }
+        }
         self.containers.push((id.to_string(), name));
     }
 
@@ -213,14 +220,16 @@ fn with_label_filter(query: &str, session: &str) -> String {
     let want = format!("{LABEL}={session}");
     let mut filters: Map<String, Value> = Map::new();
     let mut rest: Vec<&str> = Vec::new();
+    // Every `filters` pair dropped, however its key is escaped (the engine reads the first one):
+    // the first kept, narrowed.
     for kv in query.split('&').filter(|kv| !kv.is_empty()) {
-        match kv.split_once('=') {
-            Some(("filters", v)) => {
-                if let Ok(Value::Object(m)) = serde_json::from_str(&super::http::decode(v)) {
-                    filters = m;
-                }
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        if super::http::decode(k) != "filters" {
+            rest.push(kv);
+        } else if filters.is_empty() {
+            if let Ok(Value::Object(m)) = serde_json::from_str(&super::http::decode(v)) {
+                filters = m;
             }
-            _ => rest.push(kv),
         }
     }
     // Both forms the engine reads: `{"label": ["k=v"]}` and `{"label": {"k=v": true}}`; a label
@@ -238,9 +247,8 @@ fn with_label_filter(query: &str, session: &str) -> String {
         "filters={}",
         super::http::encode(&Value::Object(filters).to_string())
     );
-    rest.into_iter()
-        .map(str::to_string)
-        .chain([f])
+    [f].into_iter()
+        .chain(rest.into_iter().map(str::to_string))
         .collect::<Vec<_>>()
         .join("&")
 }

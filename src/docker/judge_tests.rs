@@ -210,6 +210,14 @@ fn only_the_sessions_containers_are_operated_on() {
             "{m} {t}"
         );
     }
+    // A name given again names the new container.
+    let mut again = SessionState::default();
+    again.created(&id, Some("web".into()));
+    again.created(&other, Some("/web".into()));
+    assert_eq!(
+        path(judge(&req("GET", "/containers/web/json", b""), &p, &again)),
+        format!("/containers/{other}/json")
+    );
     let mut attach = req("POST", "/containers/web/attach?stream=1", b"");
     attach.upgrade = true;
     assert!(matches!(judge(&attach, &p, &state), Verdict::Upgrade(_)));
@@ -302,4 +310,18 @@ fn the_listing_is_narrowed_to_the_session() {
     );
     let (_, f) = list("filters=garbage");
     assert_eq!(f, json!({"label": ["claude-sandbox.session=s1"]}));
+    // A `filters` key escaped (the engine decodes keys) is dropped, not left first.
+    let Verdict::Forward(r) = judge(
+        &req("GET", "/containers/json?filter%73=%7B%7D&all=1", b""),
+        &policy(false),
+        &SessionState::default(),
+    ) else {
+        panic!()
+    };
+    assert!(
+        r.query.starts_with("filters=") && r.query.ends_with("&all=1"),
+        "{}",
+        r.query
+    );
+    assert_eq!(r.query.matches("filter").count(), 1, "{}", r.query);
 }
