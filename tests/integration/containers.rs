@@ -218,6 +218,17 @@ fn the_docker_cli_runs_through_the_filter_and_host_access_is_refused() {
             .unwrap_or_else(|| panic!("no {class} alert: {alerts:?}"));
         assert_eq!(a["severity"], "high", "{a}");
     }
+    // doctor says the filter can start.
+    let doc = f
+        .cmd(["doctor"])
+        .env("DOCKER_HOST", d.host())
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&doc).contains("docker filter: the filter starts"),
+        "{}",
+        stdout(&doc)
+    );
     // One per kind: --net host and --pid host are one alert.
     let ns = alerts
         .iter()
