@@ -208,7 +208,33 @@ fn ask(upstream: &Path, method: &str, target: &str) -> std::io::Result<http::Res
 
 /// Remove (forced, with their anonymous volumes) the containers labelled with `session`.
 pub(crate) fn remove_session_containers(upstream: &Path, session: &str) -> std::io::Result<usize> {
-    let filters = serde_json::json!({ "label": [format!("{}={session}", judge::LABEL)] });
+    remove_labelled(upstream, &format!("{}={session}", judge::LABEL), |_| true)
+}
+
+/// At a launch, the containers of this runtime directory's sessions that no longer run (a
+/// launcher killed outright could not remove its own): removed, said in the log.
+pub(crate) fn sweep(upstream: &Path, runtime: &Path, current: &str) {
+    let label = format!("{}={}", judge::RUNTIME_LABEL, runtime.display());
+    let dead = |labels: &serde_json::Value| {
+        labels
+            .get(judge::LABEL)
+            .and_then(serde_json::Value::as_str)
+            .is_some_and(|s| s != current && !crate::jail::liveness::held_by_id(runtime, s))
+    };
+    match remove_labelled(upstream, &label, dead) {
+        Ok(0) => {}
+        Ok(n) => tracing::info!("docker filter: {n} container(s) of ended sessions removed"),
+        Err(e) => tracing::warn!("docker filter: ended sessions' containers not swept: {e}"),
+    }
+}
+
+/// Remove the containers labelled `label` whose labels `pick` picks; how many.
+fn remove_labelled(
+    upstream: &Path,
+    label: &str,
+    pick: impl Fn(&serde_json::Value) -> bool,
+) -> std::io::Result<usize> {
+    let filters = serde_json::json!({ "label": [label] });
     let list = ask(
         upstream,
         "GET",
@@ -220,6 +246,7 @@ pub(crate) fn remove_session_containers(upstream: &Path, session: &str) -> std::
     let ids: Vec<String> = serde_json::from_slice::<Vec<serde_json::Value>>(&list.body)
         .map_err(std::io::Error::other)?
         .iter()
+        .filter(|c| c.get("Labels").is_some_and(&pick))
         .filter_map(|c| c.get("Id")?.as_str().map(str::to_string))
         .filter(|id| id.bytes().all(|b| b.is_ascii_hexdigit()))
         .collect();

@@ -18,11 +18,16 @@ use serde_json::{Map, Value};
 
 /// The label every container the jail creates carries: `LABEL=<session id>`.
 pub(crate) const LABEL: &str = "claude-sandbox.session";
+/// And the runtime directory of the session's launcher, whose lock says whether it still runs
+/// (`docker::sweep`).
+pub(crate) const RUNTIME_LABEL: &str = "claude-sandbox.runtime";
 
 /// What the filter knows of the launch.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Policy {
     pub session: String,
+    /// The launcher's runtime directory (`RUNTIME_LABEL`).
+    pub runtime: String,
     /// The jail's network is not the host's (allowlist or none): containers get no network.
     pub isolated: bool,
 }
@@ -330,13 +335,9 @@ fn create(req: &Request, policy: &Policy) -> Result<Request, Refusal> {
         None | Some(Value::Null) => {}
         Some(Value::Object(n)) => {
             let endpoints = n.get("EndpointsConfig").and_then(Value::as_object);
-            let ok = |k: &String| {
-                network != "none" && [network.as_str(), "default", "bridge"].contains(&k.as_str())
-            };
-            if let Some(other) = endpoints.and_then(|e| e.keys().find(|k| !ok(k))) {
-                if network != "none" || other != "bridge" && other != "default" {
-                    return Err(Refusal::Network(other.clone()));
-                }
+            let allowed = |k: &str| ["default", "bridge", network.as_str()].contains(&k);
+            if let Some(other) = endpoints.and_then(|e| e.keys().find(|k| !allowed(k))) {
+                return Err(Refusal::Network(other.clone()));
             }
         }
         Some(_) => return Err(Refusal::BadBody),
@@ -348,13 +349,13 @@ fn create(req: &Request, policy: &Policy) -> Result<Request, Refusal> {
         .entry("Labels")
         .or_insert_with(|| Value::Object(Map::new()))
     {
-        Value::Object(l) => {
-            l.insert(LABEL.into(), Value::String(policy.session.clone()));
-        }
-        v @ Value::Null => {
-            *v = serde_json::json!({ LABEL: policy.session });
-        }
+        v @ Value::Null => *v = Value::Object(Map::new()),
+        Value::Object(_) => {}
         _ => return Err(Refusal::BadBody),
+    }
+    if let Some(l) = body.get_mut("Labels").and_then(Value::as_object_mut) {
+        l.insert(LABEL.into(), Value::String(policy.session.clone()));
+        l.insert(RUNTIME_LABEL.into(), Value::String(policy.runtime.clone()));
     }
     body.insert("HostConfig".into(), Value::Object(host));
     let mut r = req.clone();

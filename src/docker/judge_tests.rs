@@ -4,6 +4,7 @@ use serde_json::json;
 fn policy(isolated: bool) -> Policy {
     Policy {
         session: "s1".into(),
+        runtime: "/rt".into(),
         isolated,
     }
 }
@@ -106,6 +107,7 @@ fn a_plain_create_is_labelled_and_kept_off_the_network() {
     });
     let b = create_with(&plain, false).unwrap();
     assert_eq!(b["Labels"][LABEL], "s1");
+    assert_eq!(b["Labels"][RUNTIME_LABEL], "/rt");
     assert_eq!(b["HostConfig"]["NetworkMode"], "default");
     assert_eq!(
         b["HostConfig"]["PortBindings"]["80/tcp"][0]["HostIp"],

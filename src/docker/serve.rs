@@ -46,12 +46,14 @@ pub(crate) fn for_policy(
             filter.dir.display()
         ))
     };
+    super::sweep(&filter.upstream, runtime, session);
     let listener =
         crate::service::bind(&filter.dir, crate::jail::layout::DOCKER_SOCKET).map_err(err)?;
     let handover = Handover {
         upstream: filter.upstream.clone(),
         policy: judge::Policy {
             session: session.to_string(),
+            runtime: runtime.display().to_string(),
             isolated: filter.isolated,
         },
     };

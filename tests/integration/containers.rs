@@ -1,7 +1,7 @@
 //! The Docker filter (issue 41 part 3): with `[containers] docker = true`, the jail's `$DOCKER_HOST`
 //! is a filter the launcher serves, which runs a plain container, refuses a host bind mount,
 //! `--privileged` and the host's network (alerted), keeps the human's containers out of reach,
-//! and removes the session's containers at its end. A real dockerd of the test's own (a private
+//! and removes the session's containers at its end (and an ended session's at the next launch). A real dockerd of the test's own (a private
 //! data root and socket, no bridge), a real docker CLI in a real jail, an image made from this
 //! machine's own `sh` and `sleep` (no pull).
 
@@ -137,6 +137,36 @@ fn refused_alerts(f: &Fixture) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// doctor says the filter starts; a high `docker-refused` alert for each kind of refusal the jail
+/// tried, one per kind.
+fn assert_doctor_and_alerts(f: &Fixture, d: &Dockerd) {
+    let alerts = refused_alerts(f);
+    for class in ["mount", "privileged", "host-namespace", "not-ours"] {
+        let a = alerts
+            .iter()
+            .find(|a| a["path"] == format!("docker:{class}"))
+            .unwrap_or_else(|| panic!("no {class} alert: {alerts:?}"));
+        assert_eq!(a["severity"], "high", "{a}");
+    }
+    // doctor says the filter can start.
+    let doc = f
+        .cmd(["doctor"])
+        .env("DOCKER_HOST", d.host())
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&doc).contains("docker filter: the filter starts"),
+        "{}",
+        stdout(&doc)
+    );
+    // One per kind: --net host and --pid host are one alert.
+    let ns = alerts
+        .iter()
+        .filter(|a| a["path"] == "docker:host-namespace")
+        .count();
+    assert_eq!(ns, 1, "{alerts:?}");
+}
+
 fn names(d: &Dockerd) -> Vec<String> {
     let out = d.docker(&["ps", "-a", "--format", "{{.Names}}"]);
     stdout(&out).lines().map(str::to_string).collect()
@@ -154,6 +184,26 @@ fn the_docker_cli_runs_through_the_filter_and_host_access_is_refused() {
     // The human's own container, which the jail may not touch.
     let out = d.docker(&["run", "-d", "--name", "humans", IMAGE, "sleep", "300"]);
     assert!(out.status.success(), "{}", stderr(&out));
+    // A session of this runtime directory killed outright left one (swept at this launch); one of
+    // another runtime directory's is not this launcher's to judge (kept).
+    let rt = format!("claude-sandbox.runtime={}", f.rt.display());
+    for (name, runtime) in [
+        ("dead", rt.as_str()),
+        ("elsewhere", "claude-sandbox.runtime=/x"),
+    ] {
+        let out = d.docker(&[
+            "create",
+            "--name",
+            name,
+            "--label",
+            "claude-sandbox.session=1-dead",
+            "--label",
+            runtime,
+            IMAGE,
+            "true",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
     let script = format!(
         r#"
         echo "host=$DOCKER_HOST"
@@ -210,31 +260,9 @@ fn the_docker_cli_runs_through_the_filter_and_host_access_is_refused() {
     let left = names(&d);
     assert!(!left.iter().any(|n| n == "left"), "{left:?}");
     assert!(left.iter().any(|n| n == "humans"), "{left:?}");
-    let alerts = refused_alerts(&f);
-    for class in ["mount", "privileged", "host-namespace", "not-ours"] {
-        let a = alerts
-            .iter()
-            .find(|a| a["path"] == format!("docker:{class}"))
-            .unwrap_or_else(|| panic!("no {class} alert: {alerts:?}"));
-        assert_eq!(a["severity"], "high", "{a}");
-    }
-    // doctor says the filter can start.
-    let doc = f
-        .cmd(["doctor"])
-        .env("DOCKER_HOST", d.host())
-        .output()
-        .unwrap();
-    assert!(
-        stdout(&doc).contains("docker filter: the filter starts"),
-        "{}",
-        stdout(&doc)
-    );
-    // One per kind: --net host and --pid host are one alert.
-    let ns = alerts
-        .iter()
-        .filter(|a| a["path"] == "docker:host-namespace")
-        .count();
-    assert_eq!(ns, 1, "{alerts:?}");
+    assert!(!left.iter().any(|n| n == "dead"), "swept: {left:?}");
+    assert!(left.iter().any(|n| n == "elsewhere"), "{left:?}");
+    assert_doctor_and_alerts(&f, &d);
 }
 
 #[test]
