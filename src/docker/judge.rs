@@ -175,6 +175,15 @@ impl Refusal {
 pub(crate) fn judge(req: &Request, policy: &Policy, state: &SessionState) -> Verdict {
     let segs: Vec<&str> = req.path.trim_start_matches('/').split('/').collect();
     let m = req.method.as_str();
+    // Before API 1.24 the engine applies a `HostConfig` sent with start: none but the current
+    // semantics, and no body but a create's.
+    if !version_at_least_1_24(&req.version) {
+        return Verdict::Refuse(Refusal::Field(format!("API version {}", req.version)));
+    }
+    let is_create = m == "POST" && segs == ["containers", "create"];
+    if !req.body.is_empty() && !is_create {
+        return Verdict::Refuse(Refusal::Field(format!("a body on {m} {}", req.path)));
+    }
     let refuse = || Verdict::Refuse(Refusal::Endpoint(format!("{m} {}", req.path)));
     let forward = || Verdict::Forward(req.clone());
     match (m, segs.as_slice()) {
@@ -200,6 +209,17 @@ pub(crate) fn judge(req: &Request, policy: &Policy, state: &SessionState) -> Ver
             ["containers", c, op @ ("start" | "stop" | "kill" | "wait" | "restart" | "resize" | "attach")],
         ) => owned(req, state, c, Some(op)),
         _ => refuse(),
+    }
+}
+
+/// `/v1.NN` at 1.24 or later, or none (the engine's own, the newest).
+fn version_at_least_1_24(v: &str) -> bool {
+    let Some((major, minor)) = v.strip_prefix("/v").and_then(|v| v.split_once('.')) else {
+        return v.is_empty();
+    };
+    match (major.parse::<u32>(), minor.parse::<u32>()) {
+        (Ok(a), Ok(b)) => (a, b) >= (1, 24),
+        _ => false,
     }
 }
 
@@ -295,7 +315,6 @@ const PASSED: &[&str] = &[
     "MemorySwap",
     "MemorySwappiness",
     "NanoCpus",
-    "OomScoreAdj",
     "PidsLimit",
     "ReadonlyRootfs",
     "RestartPolicy",
@@ -428,6 +447,8 @@ fn judge_host(host: &mut Map<String, Value>, policy: &Policy) -> Result<String, 
                 }
             }
             "Runtime" if text(v) == "runc" => {}
+            // Below 0 the host's own processes are killed first when memory runs out.
+            "OomScoreAdj" if v.as_i64().is_some_and(|n| n >= 0) => {}
             "NetworkMode" | "PortBindings" => {}
             other => return Err(Refusal::Field(format!("HostConfig.{other}"))),
         }

@@ -79,6 +79,7 @@ fn every_dangerous_field_of_a_create_is_refused() {
         (json!({"Runtime": "runsc-debug"}), "field"),
         (json!({"OomKillDisable": true}), "field"),
         (json!({"Links": ["other:o"]}), "field"),
+        (json!({"OomScoreAdj": -1000}), "field"),
         (json!({"MaskedPaths": []}), "field"),
         (json!({"ReadonlyPaths": ["/proc"]}), "field"),
         (json!({"PublishAllPorts": true}), "field"),
@@ -277,6 +278,35 @@ fn endpoints_outside_the_list_are_refused() {
         judge(&req("POST", "/images/create?fromImage=x", b""), &p, &s),
         Verdict::Refuse(Refusal::Pull)
     );
+    // Before 1.24 a start's body is a HostConfig the engine applies: old versions and bodies
+    // outside a create are refused.
+    let mut state = SessionState::default();
+    state.created(&"a".repeat(64), Some("web".into()));
+    let bind = br#"{"Binds": ["/:/host"], "Privileged": true}"#;
+    for (t, body) in [
+        ("/v1.23/containers/web/start", &b""[..]),
+        ("/v1.12/_ping", b""),
+        ("/containers/web/start", bind),
+        ("/v1.41/containers/web/wait", b"{}"),
+    ] {
+        let m = if t.ends_with("_ping") { "GET" } else { "POST" };
+        assert!(
+            matches!(
+                judge(&req(m, t, body), &p, &state),
+                Verdict::Refuse(Refusal::Field(_))
+            ),
+            "{t}"
+        );
+    }
+    assert!(matches!(
+        judge(&req("POST", "/v1.24/containers/web/start", b""), &p, &state),
+        Verdict::Forward(_)
+    ));
+    // Not a version: the path as it is, no endpoint.
+    assert!(matches!(
+        judge(&req("GET", "/v1.x/_ping", b""), &p, &state),
+        Verdict::Refuse(Refusal::Endpoint(_))
+    ));
 }
 
 #[test]
