@@ -470,6 +470,9 @@ pub fn main() -> i32 {
     if args.len() == 2 && args[1] == crate::ssh_agent::serve::SUBCOMMAND {
         return crate::ssh_agent::serve::exec_main();
     }
+    if args.len() == 2 && args[1] == crate::docker::serve::SUBCOMMAND {
+        return crate::docker::serve::exec_main();
+    }
     let cli = match Cli::try_parse_from(&args) {
         Ok(c) => c,
         Err(e) => {

@@ -42,6 +42,7 @@ struct RawConfig {
     locked: Option<Spanned<bool>>,
     fail_closed: Option<Spanned<bool>>,
     ssh: Option<Spanned<crate::ssh_agent::SshTable>>,
+    containers: Option<Spanned<crate::docker::ContainersTable>>,
 }
 
 /// The merged configuration, paths already expanded to absolute paths.
@@ -79,6 +80,9 @@ pub struct Config {
     pub system: SystemPolicy,
     /// `[ssh]`: the filtering ssh agent's hosts, keys and commit signing (`ssh_agent`).
     pub ssh: crate::ssh_agent::SshConfig,
+    /// `[containers] docker`: the Docker filter (`docker`); off by default, system and user files
+    /// only.
+    pub containers: crate::docker::Containers,
     /// The files that were read, in order.
     pub sources: Vec<PathBuf>,
 }
@@ -257,6 +261,15 @@ impl Config {
             let span = ssh.span();
             crate::ssh_agent::merge(&mut self.ssh, ssh.into_inner(), tighten_only)
                 .map_err(|e| ssh_error(path, text, span, e, scope))?;
+        }
+        if let Some(c) = raw.containers {
+            let span = c.span();
+            if let Some(on) = c.into_inner().docker {
+                if tighten_only && on {
+                    return Err(loosening(span, "containers.docker"));
+                }
+                self.containers.docker = on;
+            }
         }
         for p in raw.read_only.unwrap_or_default() {
             self.read_only.push(expand(&p, home, base));

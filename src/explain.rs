@@ -322,6 +322,12 @@ pub fn explain(
             let _ = writeln!(out, "{line}");
         }
     }
+    if full || config.containers.docker {
+        let on = config.containers.docker;
+        for line in crate::docker::describe(p.docker.as_ref(), on) {
+            let _ = writeln!(out, "{line}");
+        }
+    }
     if !p.devices.is_empty() {
         let nodes: Vec<String> = p
             .devices

@@ -14,6 +14,7 @@ pub(crate) mod catalogue;
 pub mod cli;
 pub(crate) mod commands;
 pub(crate) mod config;
+pub(crate) mod docker;
 #[cfg(test)]
 mod docs_tables;
 pub(crate) mod doctor;
@@ -33,6 +34,7 @@ pub(crate) mod net;
 pub(crate) mod runtime_dir;
 pub(crate) mod runtimes;
 pub(crate) mod secrets;
+pub(crate) mod service;
 pub(crate) mod ssh_agent;
 pub(crate) mod tempname;
 

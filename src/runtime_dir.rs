@@ -219,6 +219,11 @@ impl SessionDir {
         self.0.join("ssh")
     }
 
+    /// `docker/`: the Docker filter's socket (`docker`), bound read-only into the jail.
+    pub(crate) fn docker(&self) -> PathBuf {
+        self.0.join("docker")
+    }
+
     /// `network-allow`: hosts allowed for this session only (`allow HOST --session`), read by its
     /// proxy (`net::proxy::session_allow`).
     pub(crate) fn network_allow(&self) -> PathBuf {

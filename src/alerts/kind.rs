@@ -46,6 +46,9 @@ pub enum AlertKind {
     /// A request the filtering ssh agent refused: a signature the `[ssh]` policy does not allow, or
     /// a change to the agent (`ssh_agent`).
     SshRefused,
+    /// A request the Docker filter refused: an endpoint it does not pass, a container's create
+    /// with a host mount, privileges or a host namespace, another's container (`docker`).
+    DockerRefused,
     /// Something a session would have handed back that is more than data, held for review
     /// (`crate::held`): the alert's id is the held item's.
     Held,
@@ -74,6 +77,7 @@ impl AlertKind {
         AlertKind::MergeRefused,
         AlertKind::EntryPointCreated,
         AlertKind::SshRefused,
+        AlertKind::DockerRefused,
         AlertKind::Held,
     ];
 
@@ -97,6 +101,7 @@ impl AlertKind {
             AlertKind::MergeRefused => "merge-refused",
             AlertKind::EntryPointCreated => "entry-point-created",
             AlertKind::SshRefused => "ssh-refused",
+            AlertKind::DockerRefused => "docker-refused",
             AlertKind::Held => "held",
             AlertKind::Other(s) => s,
         }

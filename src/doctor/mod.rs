@@ -97,6 +97,7 @@ const CHECKS: &[(&str, CheckFn)] = &[
     ("alerts", check_alerts),
     ("network", crate::net::doctor::check_network),
     ("ssh agent", crate::ssh_agent::check_doctor),
+    ("docker filter", crate::docker::check_doctor),
     ("devices", devices::check_devices),
     ("policy", policy::check_policy),
 ];

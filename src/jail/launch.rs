@@ -184,11 +184,12 @@ fn execute(mut plan: Plan, mut pending: Option<PendingSeals>, launch: &Launch) -
     let session_home = SessionHome::prepare(&plan, launch, states_now)?;
     let session_dir = session_home.dir.clone();
     // Allowlist mode: the proxy's socket is bound now (bwrap binds its directory into the jail) and
-    // served by a process of its own, forked while the launcher has one thread; `[ssh]`'s filter too.
+    // served by a process of its own, forked while the launcher has one thread; `[ssh]`'s and
+    // `[containers]`'s filters too (`service`).
     let (net_dir, host) = (plan.policy.net_dir.as_deref(), &launch.input.host);
     let proxy_running =
         crate::net::proxy::for_policy(net_dir, &plan.policy.network, runtime, &session.id, host)?;
-    let _ssh_agent = crate::ssh_agent::serve::for_policy(&plan.policy, runtime, &session.id)?;
+    let _services = crate::service::for_policy(&plan.policy, runtime, &session.id)?;
     let (for_bwrap, held_placeholders) = placeholders_before_bwrap(&plan, sealing, launch)?;
     let mut placeholders_made = false;
     let t0 = std::time::Instant::now();

@@ -38,6 +38,11 @@ pub(crate) const SSH_DIR: &str = "/tmp/.claude-sandbox-ssh";
 /// The agent's socket in `SSH_DIR`: the jail's `$SSH_AUTH_SOCK`.
 pub(crate) const SSH_SOCKET: &str = "agent.sock";
 
+/// The directory of the Docker filter's socket (`docker`), bound from the session directory.
+pub(crate) const DOCKER_DIR: &str = "/tmp/.claude-sandbox-docker";
+/// The filter's socket in `DOCKER_DIR`: the jail's `$DOCKER_HOST`.
+pub(crate) const DOCKER_SOCKET: &str = "docker.sock";
+
 /// Where the sealer makes the symlink it mounts over a git config (`mounts::Mount::LinkOver`),
 /// removed once it is mounted.
 pub(crate) const LINK_SCRATCH: &str = "/tmp/.claude-sandbox-link";
@@ -75,6 +80,7 @@ mod tests {
             GIT_COPIES,
             NET_DIR,
             SSH_DIR,
+            DOCKER_DIR,
             LINK_SCRATCH,
             UNDER_SCRATCH,
         ];

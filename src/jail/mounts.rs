@@ -106,6 +106,10 @@ pub(crate) fn mounts(policy: &Policy, git_copies: &[GitCopy]) -> Vec<Mount> {
         // The filtering ssh agent's socket (in the private `/tmp`), read-only: `$SSH_AUTH_SOCK`.
         out.push(bind(&ssh.dir, Path::new(layout::SSH_DIR), false));
     }
+    if let Some(docker) = &policy.docker {
+        // The Docker filter's socket (in the private `/tmp`), read-only: `$DOCKER_HOST`.
+        out.push(bind(&docker.dir, Path::new(layout::DOCKER_DIR), false));
+    }
     if let Some(bin) = &policy.hook_bin {
         // A read-only tmpfs mount point holding only a read-only bind: neither can be replaced.
         let dir = Path::new(layout::HOOK_BIN_DIR);

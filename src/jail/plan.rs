@@ -335,6 +335,19 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         (host::HOOK_BIN.into(), super::layout::HOOK_BIN.into()),
     ];
     setenv.extend(ssh.as_ref().map(|_| crate::ssh_agent::jail_env()));
+    // The engine stays masked; `[containers] docker` gets the jail a filter of its own instead.
+    let isolated = network.mode.unshares();
+    let docker = crate::docker::plan(
+        input.config.containers.docker,
+        &input.host,
+        &input.session_home,
+        isolated,
+        &mut warnings,
+    );
+    if docker.is_some() {
+        unsetenv.retain(|v| v != "DOCKER_HOST");
+        setenv.push(crate::docker::jail_env());
+    }
     // Decided here (bwrap takes the environment before the seals are planned): a root name that
     // may become a placeholder, missing now, whose reader fails on a directory.
     let search = readers::search_dirs(&input.path_env, &home, &input.host);
@@ -403,6 +416,7 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         network,
         net_dir,
         ssh,
+        docker,
         git_copies: Vec::new(),
         views,
         seccomp: super::seccomp::Options {

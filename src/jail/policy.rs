@@ -130,6 +130,9 @@ pub struct Policy {
     pub net_dir: Option<PathBuf>,
     /// The filtering ssh agent (`ssh_agent`): its socket's directory is bound at `layout::SSH_DIR`.
     pub ssh: Option<crate::ssh_agent::Filter>,
+    /// The Docker filter (`docker`): its socket's directory is bound at `layout::DOCKER_DIR`.
+    #[serde(default)]
+    pub docker: Option<crate::docker::Filter>,
     /// Repository configs the jail sees as its own copy (see `gitcopy`); with the launcher sealing
     /// only (bwrap cannot mount a symlink: its fallback keeps them read-only).
     pub git_copies: Vec<GitCopy>,
@@ -390,6 +393,7 @@ impl Policy {
             network: crate::net::NetPolicy::default(),
             net_dir: None,
             ssh: None,
+            docker: None,
             git_copies: Vec::new(),
             views: Vec::new(),
             seccomp: super::seccomp::Options::default(),

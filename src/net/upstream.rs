@@ -215,7 +215,7 @@ fn credentials_in(url: &str) -> Vec<Vec<u8>> {
     out
 }
 
-fn percent_decode(s: &str) -> Option<Vec<u8>> {
+pub(crate) fn percent_decode(s: &str) -> Option<Vec<u8>> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

@@ -5,26 +5,20 @@
 //!
 //! Guards against the jail reaching the launcher through the agent (whatever it makes the filter
 //! hold, the filter holds), against a flood of connections (`MAX_CONNECTIONS` at once; more are
-//! closed), and against an alert per message (one per kind of refusal and session). The process
-//! is in a process group of its own, dies with the launcher (`PR_SET_PDEATHSIG`) and is killed
-//! when the session ends (`Running`'s drop).
+//! closed), and against an alert per message (one per kind of refusal and session). Started,
+//! handed its configuration and ended as every per-session service is (`crate::service`).
 
 use super::judge::{self, ConnState, Refusal, Verdict};
 use super::{known_hosts, wire};
 use crate::alerts::{Action, Alert, AlertKind, Severity};
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// argv\[1\] of the executed filter.
 pub(crate) const SUBCOMMAND: &str = "__ssh-agent";
-
-const LISTENER_FD: RawFd = 3;
 
 /// Connections served at once; one more is closed as it comes.
 const MAX_CONNECTIONS: usize = 64;
@@ -32,44 +26,12 @@ const MAX_CONNECTIONS: usize = 64;
 /// How long the filter waits for the human's agent to answer (a hardware key waits for a touch).
 const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// What the executed filter reads on its stdin.
+/// What the executed filter reads on its stdin (`service::start`).
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Handover {
     upstream: PathBuf,
     policy: judge::Policy,
     entries: Vec<known_hosts::Entry>,
-    /// The runtime directory and the session, for alerts.
-    alerts: (PathBuf, String),
-    parent: i32,
-    log: String,
-    live: bool,
-}
-
-/// The serving filter; ended when dropped: asked first (SIGTERM: its alerts' audit records are
-/// shipped before it exits, `audit::finish`), killed if it has not ended within `ENDING`.
-pub(crate) struct Running(std::process::Child);
-
-/// How long the filter has to end when asked: above the audit's shipping wait (at most 2 s).
-const ENDING: std::time::Duration = std::time::Duration::from_millis(2500);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Ok(pid) = i32::try_from(self.0.id()) {
-            let _ = rustix::process::kill_process(
-                rustix::process::Pid::from_raw(pid).expect("a child's pid is positive"),
-                rustix::process::Signal::TERM,
-            );
-            let until = std::time::Instant::now() + ENDING;
-            while std::time::Instant::now() < until {
-                if matches!(self.0.try_wait(), Ok(Some(_)) | Err(_)) {
-                    return;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// The filter a launch's policy asks for (`[ssh]`), started: served outside for the session's
@@ -78,95 +40,37 @@ pub(crate) fn for_policy(
     policy: &crate::jail::policy::Policy,
     runtime: &Path,
     session: &str,
-) -> crate::error::Result<Option<Running>> {
-    policy
-        .ssh
-        .as_ref()
-        .map(|f| start(f, runtime, session))
-        .transpose()
-}
-
-/// Bind the socket in `filter.dir` (made 0700) and start the filter's process.
-fn start(filter: &super::Filter, runtime: &Path, session: &str) -> crate::error::Result<Running> {
-    use std::os::unix::fs::DirBuilderExt;
+) -> crate::error::Result<Option<crate::service::Running>> {
+    let Some(filter) = &policy.ssh else {
+        return Ok(None);
+    };
     let err = |e: std::io::Error| {
         crate::error::Error::Jail(format!(
             "starting the filtering ssh agent in {}: {e}",
             filter.dir.display()
         ))
     };
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .recursive(true)
-        .create(&filter.dir)
-        .map_err(err)?;
-    let path = filter.dir.join(crate::jail::layout::SSH_SOCKET);
-    let _ = std::fs::remove_file(&path);
-    let listener = crate::net::proxy::bind_unix(&filter.dir, &path).map_err(err)?;
+    let listener =
+        crate::service::bind(&filter.dir, crate::jail::layout::SSH_SOCKET).map_err(err)?;
     let handover = Handover {
         upstream: filter.upstream.clone(),
         policy: filter.policy.clone(),
         entries: filter.entries.clone(),
-        alerts: (runtime.to_path_buf(), session.to_string()),
-        parent: i32::try_from(std::process::id()).unwrap_or(0),
-        log: tracing::level_filters::LevelFilter::current()
-            .to_string()
-            .to_ascii_lowercase(),
-        live: crate::logfile::live(),
     };
-    let text = serde_json::to_vec(&handover).map_err(|e| err(std::io::Error::other(e)))?;
-    let mut cmd = std::process::Command::new(std::env::current_exe().map_err(err)?);
-    cmd.arg(SUBCOMMAND)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null());
-    let l = listener.as_raw_fd();
-    // SAFETY: between fork and exec only fcntl and dup2, async-signal-safe, on a descriptor that
-    // stays open (copied above the target first, so that placing it never closes it).
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
-            let high = libc::fcntl(l, libc::F_DUPFD, 10);
-            if high < 0 || libc::dup2(high, LISTENER_FD) != LISTENER_FD {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().map_err(err)?;
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(&text).map_err(err)?;
-    }
-    Ok(Running(child))
+    crate::service::start(SUBCOMMAND, &listener, handover, runtime, session)
+        .map(Some)
+        .map_err(err)
 }
 
 /// `claude-sandbox __ssh-agent`: the filter executed.
 pub(crate) fn exec_main() -> i32 {
-    let mut text = Vec::new();
-    if std::io::stdin().read_to_end(&mut text).is_err() {
-        return 1;
-    }
-    let Ok(h) = serde_json::from_slice::<Handover>(&text) else {
-        eprintln!("claude-sandbox: {SUBCOMMAND} is internal: the launcher starts it");
-        return crate::error::EXIT_USAGE;
+    let r = match crate::service::receive::<Handover>(SUBCOMMAND, "ssh agent") {
+        Ok(r) => r,
+        Err(code) => return code,
     };
-    crate::cli::init_process_logging(&h.log, h.live);
-    crate::net::proxy::prepare_process(h.parent, &[LISTENER_FD]);
-    crate::logfile::divert_process(&h.alerts.0, &format!("ssh agent of session {}", h.alerts.1));
-    // SAFETY: the launcher placed this socket here for this process alone.
-    let listener = unsafe { UnixListener::from(OwnedFd::from_raw_fd(LISTENER_FD)) };
-    // Asked to end (`Running::drop`): what it recorded goes to the team's pipeline first.
-    if let Ok(mut term) = signal_hook::iterator::Signals::new([signal_hook::consts::SIGTERM]) {
-        let _ = std::thread::Builder::new()
-            .name("ssh-agent-end".into())
-            .spawn(move || {
-                if term.forever().next().is_some() {
-                    crate::audit::finish();
-                    std::process::exit(0);
-                }
-            });
-    }
-    let mut policy = h.policy;
+    let mut policy = r.body.policy;
     if let Some(host) = policy.hosts.first() {
-        if accepts_a_forged_bind(&h.upstream, &host.blob) {
+        if accepts_a_forged_bind(&r.body.upstream, &host.blob) {
             // The filter's one trust in the human's agent is that it verifies a bind's signature:
             // an agent that does not would let the jail bind an allowed host's key to any session.
             tracing::warn!(
@@ -177,31 +81,19 @@ pub(crate) fn exec_main() -> i32 {
         }
     }
     let shared = Arc::new(Shared {
-        upstream: h.upstream,
+        upstream: r.body.upstream,
         policy,
-        entries: h.entries,
-        alerts: h.alerts,
+        entries: r.body.entries,
+        alerts: r.alerts,
         alerted: Mutex::new(BTreeSet::new()),
-        open: AtomicUsize::new(0),
     });
-    for conn in listener.incoming() {
-        let Ok(conn) = conn else { continue };
-        if shared.open.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
-            shared.open.fetch_sub(1, Ordering::SeqCst);
-            tracing::info!("ssh agent: {MAX_CONNECTIONS} connections open; one more closed");
-            continue;
-        }
-        let s = Arc::clone(&shared);
-        let spawned = std::thread::Builder::new()
-            .name("ssh-agent".into())
-            .spawn(move || {
-                s.connection(conn);
-                s.open.fetch_sub(1, Ordering::SeqCst);
-            });
-        if spawned.is_err() {
-            shared.open.fetch_sub(1, Ordering::SeqCst);
-        }
-    }
+    crate::service::serve_each(
+        &r.listener,
+        MAX_CONNECTIONS,
+        "ssh-agent",
+        &shared,
+        Shared::connection,
+    );
     0
 }
 
@@ -239,7 +131,6 @@ struct Shared {
     alerts: (PathBuf, String),
     /// The kinds of refusal already alerted this session.
     alerted: Mutex<BTreeSet<&'static str>>,
-    open: AtomicUsize,
 }
 
 impl Shared {

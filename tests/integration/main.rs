@@ -11,6 +11,7 @@ mod cli_texts;
 #[path = "../common/mod.rs"]
 mod common;
 mod concurrent;
+mod containers;
 mod devices;
 mod direnv;
 mod disks;
