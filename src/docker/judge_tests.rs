@@ -357,3 +357,74 @@ fn the_listing_is_narrowed_to_the_session() {
     );
     assert_eq!(r.query.matches("filter").count(), 1, "{}", r.query);
 }
+
+/// Review h41d (attacker's pass), F1: the engine decodes a create body with Go's encoding/json,
+/// which matches a key to a field whatever its case, and decodes a second key of the same field
+/// into the same value (a struct merged, the last scalar winning). A key the judge reads by its
+/// exact spelling is therefore not the only one the engine honours: `hostconfig` carries
+/// `Binds`, `Privileged`, `NetworkMode: host` past the judge (measured on dockerd 20.10: a file
+/// written on the host as root from a container made through the filter).
+#[test]
+fn review_h41d_a_create_key_in_another_case_is_judged() {
+    // `Hoſtconfig` (U+017F, the long s): Go folds it to `S` as well (measured likewise).
+    let mut passed = Vec::new();
+    for key in ["hostconfig", "hostConfig", "HOSTCONFIG", "Ho\u{17f}tconfig"] {
+        let mut body = json!({ "Image": "img", "Cmd": ["true"] });
+        body[key] = json!({"Binds": ["/:/host"], "Privileged": true, "NetworkMode": "host"});
+        let r = req(
+            "POST",
+            "/v1.41/containers/create",
+            body.to_string().as_bytes(),
+        );
+        if !matches!(
+            judge(&r, &policy(true), &SessionState::default()),
+            Verdict::Refuse(_)
+        ) {
+            passed.push(key);
+        }
+    }
+    // `networkingconfig` names a network past the endpoint check; `labels` overwrites the
+    // session's label (the container is then never removed at the session's end).
+    for (key, value) in [
+        (
+            "networkingconfig",
+            json!({"EndpointsConfig": {"hostnet": {}}}),
+        ),
+        ("labels", json!({ LABEL: "another" })),
+        (
+            "NetworkingConfig",
+            json!({"endpointsconfig": {"the-humans-compose-net": {}}}),
+        ),
+    ] {
+        let mut body = json!({ "Image": "img" });
+        body[key] = value;
+        let r = req(
+            "POST",
+            "/v1.41/containers/create",
+            body.to_string().as_bytes(),
+        );
+        if !matches!(
+            judge(&r, &policy(false), &SessionState::default()),
+            Verdict::Refuse(_)
+        ) {
+            passed.push(key);
+        }
+    }
+    assert!(passed.is_empty(), "passed the judge: {passed:?}");
+}
+
+/// Review h41d, F1 inside `HostConfig`: where the judge reads one key of a nested object
+/// (`LogConfig.Type`, a port binding's `HostIp`), the same key in another case is what the engine
+/// takes last (`serde_json` writes keys sorted: `Type` before `type`).
+#[test]
+fn review_h41d_a_nested_key_in_another_case_is_judged() {
+    let passed: Vec<_> = [
+        json!({"LogConfig": {"Type": "json-file", "type": "syslog",
+            "Config": {"syslog-address": "tcp://192.0.2.1:514"}}}),
+        json!({"PortBindings": {"80/tcp": [{"HostIp": "127.0.0.1", "hostip": "0.0.0.0"}]}}),
+    ]
+    .into_iter()
+    .filter(|host| create_with(host, false).is_ok())
+    .collect();
+    assert!(passed.is_empty(), "passed the judge: {passed:?}");
+}
