@@ -217,8 +217,9 @@ fn version_at_least_1_24(v: &str) -> bool {
     let Some((major, minor)) = v.strip_prefix("/v").and_then(|v| v.split_once('.')) else {
         return v.is_empty();
     };
+    // Above 1.99: a version no engine knows, answered with an error (never judged further).
     match (major.parse::<u32>(), minor.parse::<u32>()) {
-        (Ok(a), Ok(b)) => (a, b) >= (1, 24),
+        (Ok(a), Ok(b)) => (a, b) >= (1, 24) && (a, b) <= (1, 99),
         _ => false,
     }
 }
@@ -317,11 +318,149 @@ const PASSED: &[&str] = &[
     "NanoCpus",
     "PidsLimit",
     "ReadonlyRootfs",
-    "RestartPolicy",
     "ShmSize",
-    "Tmpfs",
     "Ulimits",
+];
+
+/// `HostConfig` keys judged by value below; with `PASSED`, every key this version knows (any other
+/// spelling is refused, set or not: the engine's decoder matches keys ignoring case).
+const JUDGED: &[&str] = &[
+    "Binds",
+    "Mounts",
+    "VolumesFrom",
+    "VolumeDriver",
+    "Privileged",
+    "CapAdd",
+    "Capabilities",
+    "Devices",
+    "DeviceRequests",
+    "DeviceCgroupRules",
+    "SecurityOpt",
+    "PidMode",
+    "IpcMode",
+    "UTSMode",
+    "UsernsMode",
+    "CgroupnsMode",
+    "Cgroup",
+    "LogConfig",
+    "Runtime",
+    "OomScoreAdj",
+    "NetworkMode",
+    "PortBindings",
+    "MaskedPaths",
+    "ReadonlyPaths",
+    "RestartPolicy",
+    "Tmpfs",
     "Annotations",
+    "Sysctls",
+    "CgroupParent",
+    "Links",
+    "PublishAllPorts",
+    "OomKillDisable",
+    "StorageOpt",
+];
+
+/// The create body's own keys (the engine's `container.Config`, and the two it adds): nothing
+/// else passes, so a second spelling of one (`hostconfig`, `Hoſtconfig`) never reaches an engine
+/// that would merge it over the judged one.
+const CREATE_KEYS: &[&str] = &[
+    "Hostname",
+    "Domainname",
+    "User",
+    "AttachStdin",
+    "AttachStdout",
+    "AttachStderr",
+    "ExposedPorts",
+    "Tty",
+    "OpenStdin",
+    "StdinOnce",
+    "Env",
+    "Cmd",
+    "Healthcheck",
+    "ArgsEscaped",
+    "Image",
+    "Volumes",
+    "WorkingDir",
+    "Entrypoint",
+    "NetworkDisabled",
+    "MacAddress",
+    "OnBuild",
+    "Labels",
+    "StopSignal",
+    "StopTimeout",
+    "Shell",
+    "HostConfig",
+    "NetworkingConfig",
+];
+
+/// Every object in `v`, at any depth, has ASCII keys only and no two keys equal ignoring ASCII
+/// case: Go's decoder folds case (and `ſ` to `s`, `K` to `k`) and merges a second spelling into
+/// the same field, so either would let a key the judge did not read win.
+fn unambiguous_keys(v: &Value, at: &str) -> Result<(), Refusal> {
+    match v {
+        Value::Object(o) => {
+            let mut seen = std::collections::BTreeSet::new();
+            for (k, v) in o {
+                if !k.is_ascii() || !seen.insert(k.to_ascii_lowercase()) {
+                    return Err(Refusal::Field(format!(
+                        "{at}: the key {k:?} (non-ASCII, or a second spelling of a key)"
+                    )));
+                }
+                unambiguous_keys(v, at)?;
+            }
+            Ok(())
+        }
+        Value::Array(a) => a.iter().try_for_each(|v| unambiguous_keys(v, at)),
+        _ => Ok(()),
+    }
+}
+
+/// Every key of `o` is one of `keys`, spelt exactly.
+fn only_keys(o: &Map<String, Value>, keys: &[&str], at: &str) -> Result<(), Refusal> {
+    match o.keys().find(|k| !keys.contains(&k.as_str())) {
+        Some(k) => Err(Refusal::Field(format!("{at}.{k}"))),
+        None => Ok(()),
+    }
+}
+
+/// A restart policy that restarts nothing: a container that restarts itself outlives a launcher
+/// killed outright.
+fn no_restart(v: &Value) -> bool {
+    v.as_object().is_some_and(|o| {
+        only_keys(o, &["Name", "MaximumRetryCount"], "").is_ok()
+            && matches!(
+                o.get("Name").and_then(Value::as_str),
+                None | Some("" | "no")
+            )
+    })
+}
+
+/// Tmpfs mounts whose options are all `TMPFS_OPTIONS` (a `bind` there reaches runc).
+fn plain_tmpfs(v: &Value) -> bool {
+    v.as_object().is_some_and(|o| {
+        o.values().all(|opts| {
+            opts.as_str().is_some_and(|opts| {
+                opts.split(',')
+                    .filter(|s| !s.is_empty())
+                    .all(|opt| TMPFS_OPTIONS.contains(&opt.split('=').next().unwrap_or_default()))
+            })
+        })
+    })
+}
+
+/// Tmpfs options that set size and permissions, never a bind or a propagation.
+const TMPFS_OPTIONS: &[&str] = &[
+    "size",
+    "mode",
+    "uid",
+    "gid",
+    "ro",
+    "rw",
+    "noexec",
+    "exec",
+    "nosuid",
+    "nodev",
+    "nr_inodes",
 ];
 
 /// A value that sets nothing: null, false, 0, "", [], {}.
@@ -342,6 +481,8 @@ fn create(req: &Request, policy: &Policy) -> Result<Request, Refusal> {
     let Ok(Value::Object(mut body)) = serde_json::from_slice::<Value>(&req.body) else {
         return Err(Refusal::BadBody);
     };
+    unambiguous_keys(&Value::Object(body.clone()), "the create body")?;
+    only_keys(&body, CREATE_KEYS, "the create body")?;
     let mut host = match body.remove("HostConfig") {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(h)) => h,
@@ -353,6 +494,7 @@ fn create(req: &Request, policy: &Policy) -> Result<Request, Refusal> {
     match body.get("NetworkingConfig") {
         None | Some(Value::Null) => {}
         Some(Value::Object(n)) => {
+            only_keys(n, &["EndpointsConfig"], "NetworkingConfig")?;
             let endpoints = n.get("EndpointsConfig").and_then(Value::as_object);
             let allowed = |k: &str| ["default", "bridge", network.as_str()].contains(&k);
             if let Some(other) = endpoints.and_then(|e| e.keys().find(|k| !allowed(k))) {
@@ -377,6 +519,8 @@ fn create(req: &Request, policy: &Policy) -> Result<Request, Refusal> {
         l.insert(RUNTIME_LABEL.into(), Value::String(policy.runtime.clone()));
     }
     body.insert("HostConfig".into(), Value::Object(host));
+    // The body as it goes on: what was inserted can collide with nothing that came in.
+    unambiguous_keys(&Value::Object(body.clone()), "the create body")?;
     let mut r = req.clone();
     r.body = Value::Object(body).to_string().into_bytes();
     r.headers
@@ -390,6 +534,9 @@ fn create(req: &Request, policy: &Policy) -> Result<Request, Refusal> {
 fn judge_host(host: &mut Map<String, Value>, policy: &Policy) -> Result<String, Refusal> {
     let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
     for (k, v) in host.iter() {
+        if !PASSED.contains(&k.as_str()) && !JUDGED.contains(&k.as_str()) {
+            return Err(Refusal::Field(format!("HostConfig.{k}")));
+        }
         // An empty list of masked or read-only paths unmasks `/proc` (`systempaths=unconfined`).
         if ["MaskedPaths", "ReadonlyPaths"].contains(&k.as_str()) && !v.is_null() {
             return Err(Refusal::Field(format!("HostConfig.{k}")));
@@ -441,12 +588,17 @@ fn judge_host(host: &mut Map<String, Value>, policy: &Policy) -> Result<String, 
                 }
             }
             "LogConfig" => {
+                if let Some(o) = v.as_object() {
+                    only_keys(o, &["Type", "Config"], "HostConfig.LogConfig")?;
+                }
                 let t = v.get("Type").map(text).unwrap_or_default();
                 if !["", "json-file", "local", "none"].contains(&t.as_str()) {
                     return Err(Refusal::Field(format!("HostConfig.LogConfig.Type {t:?}")));
                 }
             }
             "Runtime" if text(v) == "runc" => {}
+            "RestartPolicy" if no_restart(v) => {}
+            "Tmpfs" if plain_tmpfs(v) => {}
             // Below 0 the host's own processes are killed first when memory runs out.
             "OomScoreAdj" if v.as_i64().is_some_and(|n| n >= 0) => {}
             "NetworkMode" | "PortBindings" => {}
@@ -466,6 +618,7 @@ fn judge_host(host: &mut Map<String, Value>, policy: &Policy) -> Result<String, 
     if let Some(Value::Object(ports)) = host.get_mut("PortBindings") {
         for bindings in ports.values_mut().filter_map(Value::as_array_mut) {
             for b in bindings.iter_mut().filter_map(Value::as_object_mut) {
+                only_keys(b, &["HostIp", "HostPort"], "HostConfig.PortBindings")?;
                 let ip = b.get("HostIp").map(text).unwrap_or_default();
                 if !["", "0.0.0.0", "::", "127.0.0.1"].contains(&ip.as_str()) {
                     return Err(Refusal::Ports(ip));

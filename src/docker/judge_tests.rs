@@ -428,3 +428,49 @@ fn review_h41d_a_nested_key_in_another_case_is_judged() {
     .collect();
     assert!(passed.is_empty(), "passed the judge: {passed:?}");
 }
+
+#[test]
+fn a_second_spelling_inserted_over_a_rewritten_key_and_loose_options_are_refused() {
+    // `networkmode: ""` alone would be merged after the `NetworkMode: none` the judge inserts.
+    for host in [
+        json!({"networkmode": ""}),
+        json!({"Tmpfs": {"/mnt": "bind"}}),
+        json!({"Tmpfs": {"/mnt": "size=64m,rbind"}}),
+        json!({"RestartPolicy": {"Name": "always"}}),
+        json!({"Annotations": {"org.systemd.property.KillMode": "'none'"}}),
+        json!({"LogConfig": {"Type": "json-file", "type": "syslog"}}),
+        json!({"PortBindings": {"80/tcp": [{"HostIp": "127.0.0.1", "hostip": "0.0.0.0"}]}}),
+    ] {
+        assert!(create_with(&host, true).is_err(), "{host}");
+    }
+    for host in [
+        json!({"Tmpfs": {"/mnt": "size=64m,mode=1777,noexec"}}),
+        json!({"RestartPolicy": {"Name": "no", "MaximumRetryCount": 0}}),
+        json!({"Annotations": {}}),
+    ] {
+        assert!(create_with(&host, true).is_ok(), "{host}");
+    }
+}
+
+#[test]
+fn only_an_answer_that_takes_the_connection_over_lets_the_jail_write_to_the_engine() {
+    use super::super::serve::takes_over;
+    assert!(takes_over(
+        b"HTTP/1.1 101 UPGRADED\r\nConnection: Upgrade\r\n\r\n"
+    ));
+    assert!(takes_over(
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/vnd.docker.raw-stream\r\n\r\n"
+    ));
+    assert!(!takes_over(
+        b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n"
+    ));
+    assert!(!takes_over(
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n"
+    ));
+    // A version no engine knows is refused before it can be answered with an error.
+    let r = req("POST", "/v9.99/containers/x/attach?stream=1", b"");
+    assert!(matches!(
+        judge(&r, &policy(true), &SessionState::default()),
+        Verdict::Refuse(_)
+    ));
+}

@@ -197,9 +197,64 @@ impl Shared {
     }
 }
 
+/// The head of the engine's answer to an attach, and any bytes read past it; `None`: no whole
+/// head within 64 KiB.
+fn engine_head(up: &mut UnixStream) -> Option<(Vec<u8>, Vec<u8>)> {
+    let mut got = Vec::new();
+    let mut buf = [0; 4096];
+    while got.len() < 64 * 1024 {
+        let n = up.read(&mut buf).ok().filter(|n| *n > 0)?;
+        got.extend_from_slice(&buf[..n]);
+        if let Some(i) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            let rest = got.split_off(i + 4);
+            return Some((got, rest));
+        }
+    }
+    None
+}
+
+/// Whether an answer's head takes the connection over: `101`, or a `200` of the raw stream.
+pub(crate) fn takes_over(head: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(head).to_ascii_lowercase();
+    let status = text.split_whitespace().nth(1).unwrap_or_default();
+    status == "101"
+        || (status == "200"
+            && text
+                .lines()
+                .any(|l| l.starts_with("content-type:") && l.contains("application/vnd.docker.")))
+}
+
 /// Attach after the engine's answer: bytes both ways until the engine closes (the jail's side
-/// half-closed on its own end of file, as the docker CLI closes stdin).
+/// half-closed on its own end of file, as the docker CLI closes stdin). Only once the engine has
+/// taken the connection over: an attach it refused (a 400) leaves its HTTP connection open, and
+/// what the jail sent next would be read there as a request nobody judged. Then the answer goes
+/// back and both ends are closed.
 fn hijack(mut from_jail: BufReader<UnixStream>, mut jail: UnixStream, mut up: UnixStream) {
+    let Some((head, rest)) = engine_head(&mut up) else {
+        let _ = jail.shutdown(std::net::Shutdown::Both);
+        return;
+    };
+    let _ = jail.write_all(&head);
+    let _ = jail.write_all(&rest);
+    if !takes_over(&head) {
+        // Not taken over: the rest of a short answer (an error's JSON), then nothing more.
+        let text = String::from_utf8_lossy(&head).to_ascii_lowercase();
+        let length = text
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .unwrap_or(0);
+        if rest.len() < length {
+            let _ = up.set_read_timeout(Some(std::time::Duration::from_secs(2)));
+            let mut buf = [0; 16 * 1024];
+            if let Ok(n) = up.read(&mut buf) {
+                let _ = jail.write_all(&buf[..n]);
+            }
+        }
+        let _ = jail.shutdown(std::net::Shutdown::Both);
+        let _ = up.shutdown(std::net::Shutdown::Both);
+        return;
+    }
     let Ok(mut up_w) = up.try_clone() else {
         return;
     };

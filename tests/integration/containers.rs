@@ -294,6 +294,10 @@ fn the_workspace_file_cannot_turn_the_filter_on() {
 #[test]
 fn testcontainers_basic_case_runs_in_the_jail() {
     const TEST: &str = "containers::testcontainers_basic_case_runs_in_the_jail";
+    // The engine first: an ordinary user has none (said, not failed), whatever else is there.
+    let Some(d) = Dockerd::start(TEST) else {
+        return;
+    };
     let venv = Path::new("/opt/claude-sandbox-tc-venv/bin/python");
     if !venv.is_file() {
         let why = "python3 -m venv /opt/claude-sandbox-tc-venv && \
@@ -301,9 +305,6 @@ fn testcontainers_basic_case_runs_in_the_jail() {
         not_run(TEST, why, false);
         return;
     }
-    let Some(d) = Dockerd::start(TEST) else {
-        return;
-    };
     let f = Fixture::new();
     let cfg = f.home.join(".config/claude-sandbox");
     std::fs::create_dir_all(&cfg).unwrap();
@@ -329,4 +330,68 @@ fn testcontainers_basic_case_runs_in_the_jail() {
         stderr(&out)
     );
     assert!(names(&d).is_empty(), "{:?}", names(&d));
+}
+
+/// Security review h41d: a second spelling of `HostConfig` (Go's decoder folds case and merges it
+/// over the judged one), and a request smuggled behind an attach the engine refused without taking
+/// the connection over: neither reaches the engine; no container of neither is left.
+#[test]
+fn a_second_spelling_and_a_request_behind_a_refused_attach_never_reach_the_engine() {
+    let Some(d) = Dockerd::start("containers::a_second_spelling_and_a_request_behind") else {
+        return;
+    };
+    let f = Fixture::new();
+    let cfg = f.home.join(".config/claude-sandbox");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(cfg.join("config.toml"), "[containers]\ndocker = true\n").unwrap();
+    let py = format!(
+        r#"
+import json, os, socket
+path = os.environ["DOCKER_HOST"][len("unix://"):]
+def send(raw):
+    s = socket.socket(socket.AF_UNIX); s.connect(path); s.settimeout(5)
+    s.sendall(raw); out = b""
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b: break
+            out += b
+    except socket.timeout:
+        pass
+    return out
+def post(target, body):
+    b = json.dumps(body).encode()
+    return (f"POST {{target}} HTTP/1.1\r\nHost: d\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {{len(b)}}\r\n\r\n").encode() + b
+bad = {{"Image": "{IMAGE}", "Cmd": ["true"], "hostconfig": {{"Binds": ["/:/host"]}}}}
+print("spelling", send(post("/v1.41/containers/create?name=spelt", bad)).split(b"\r\n")[0].decode())
+own = send(post("/v1.41/containers/create?name=own", {{"Image": "{IMAGE}", "Cmd": ["true"]}}))
+print("own", own.split(b"\r\n")[0].decode())
+# A version the judge lets by and this engine refuses ("too new"), its connection kept open.
+attach = (b"POST /v1.99/containers/own/attach?stream=1&stdin=1 HTTP/1.1\r\n"
+          b"Host: d\r\nConnection: Upgrade\r\nUpgrade: tcp\r\nContent-Length: 0\r\n\r\n")
+smuggled = post("/v1.41/containers/create?name=smuggled",
+                {{"Image": "{IMAGE}", "Cmd": ["true"], "HostConfig": {{"Binds": ["/:/host"]}}}})
+answers = send(attach + smuggled)
+print("attach", answers.split(b"\r\n")[0].decode(), answers.count(b"HTTP/1.1"))
+"#
+    );
+    let out = f
+        .cmd(["run", "--", "python3", "-c", &py])
+        .env("DOCKER_HOST", d.host())
+        .output()
+        .unwrap();
+    let so = stdout(&out);
+    assert!(out.status.success(), "{so}\n{}", stderr(&out));
+    assert!(
+        so.contains("spelling HTTP/1.1 403"),
+        "{so}\n{}",
+        stderr(&out)
+    );
+    assert!(so.contains("own HTTP/1.1 201"), "{so}\n{}", stderr(&out));
+    let left = names(&d);
+    assert!(
+        !left.iter().any(|n| n == "smuggled" || n == "spelt"),
+        "{left:?}\n{so}"
+    );
 }
