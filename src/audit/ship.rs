@@ -466,18 +466,7 @@ mod tests {
         std::thread::sleep(Duration::from_millis(50));
         assert_eq!(*s.state.pending.lock().unwrap(), 1);
         s.release();
-        let r = Record {
-            v: 1,
-            seq: 1,
-            time: "2026-01-01T00:00:00Z".into(),
-            host: "h".into(),
-            uid: 0,
-            session: None,
-            event: "launch".into(),
-            fields: serde_json::Map::new(),
-            prev: String::new(),
-            hash: String::new(),
-        };
+        let r = r_for_test();
         let t0 = Instant::now();
         for _ in 0..4 {
             s.send(r.clone(), "{}".into());
@@ -513,18 +502,8 @@ mod tests {
 
     #[test]
     fn severities_follow_the_alert() {
-        let mut r = Record {
-            v: 1,
-            seq: 1,
-            time: String::new(),
-            host: String::new(),
-            uid: 0,
-            session: None,
-            event: "alert".into(),
-            fields: serde_json::Map::new(),
-            prev: String::new(),
-            hash: String::new(),
-        };
+        let mut r = r_for_test();
+        r.event = "alert".into();
         assert_eq!(severity(&r).0, 6);
         r.fields.insert("severity".into(), "high".into());
         assert_eq!(severity(&r), (4, 13, "high"));

@@ -465,6 +465,16 @@ pub fn pip_or_say(test: &str) -> bool {
     pip
 }
 
+/// A loopback TCP port free a moment ago (for a daemon a test starts, or one nothing listens on).
+#[allow(dead_code)]
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// A daemon a test starts (sshd, ssh-agent, rsyslogd, a receiver), killed and reaped when dropped.
 #[allow(dead_code)]
 pub struct Daemon(pub std::process::Child);

@@ -31,14 +31,6 @@ fn trail_lines(f: &Fixture) -> Vec<String> {
         .collect()
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     let t0 = Instant::now();
     while !done() {

@@ -167,6 +167,15 @@ fn assert_doctor_and_alerts(f: &Fixture, d: &Dockerd) {
     assert_eq!(ns, 1, "{alerts:?}");
 }
 
+/// A fixture whose user file turns the filter on.
+fn filter_on() -> Fixture {
+    let f = Fixture::new();
+    let cfg = f.home.join(".config/claude-sandbox");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(cfg.join("config.toml"), "[containers]\ndocker = true\n").unwrap();
+    f
+}
+
 fn names(d: &Dockerd) -> Vec<String> {
     let out = d.docker(&["ps", "-a", "--format", "{{.Names}}"]);
     stdout(&out).lines().map(str::to_string).collect()
@@ -177,10 +186,7 @@ fn the_docker_cli_runs_through_the_filter_and_host_access_is_refused() {
     let Some(d) = Dockerd::start("containers::the_docker_cli_runs_through_the_filter") else {
         return;
     };
-    let f = Fixture::new();
-    let cfg = f.home.join(".config/claude-sandbox");
-    std::fs::create_dir_all(&cfg).unwrap();
-    std::fs::write(cfg.join("config.toml"), "[containers]\ndocker = true\n").unwrap();
+    let f = filter_on();
     // The human's own container, which the jail may not touch.
     let out = d.docker(&["run", "-d", "--name", "humans", IMAGE, "sleep", "300"]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -305,10 +311,7 @@ fn testcontainers_basic_case_runs_in_the_jail() {
         not_run(TEST, why, false);
         return;
     }
-    let f = Fixture::new();
-    let cfg = f.home.join(".config/claude-sandbox");
-    std::fs::create_dir_all(&cfg).unwrap();
-    std::fs::write(cfg.join("config.toml"), "[containers]\ndocker = true\n").unwrap();
+    let f = filter_on();
     let py = format!(
         "from testcontainers.core.container import DockerContainer\n\
          from testcontainers.core.waiting_utils import wait_for_logs\n\
@@ -340,10 +343,7 @@ fn a_second_spelling_and_a_request_behind_a_refused_attach_never_reach_the_engin
     let Some(d) = Dockerd::start("containers::a_second_spelling_and_a_request_behind") else {
         return;
     };
-    let f = Fixture::new();
-    let cfg = f.home.join(".config/claude-sandbox");
-    std::fs::create_dir_all(&cfg).unwrap();
-    std::fs::write(cfg.join("config.toml"), "[containers]\ndocker = true\n").unwrap();
+    let f = filter_on();
     let py = format!(
         r#"
 import json, os, socket

@@ -66,14 +66,6 @@ struct Sshd {
     host_key: Key,
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 impl Sshd {
     fn start(dir: &Path, name: &str, authorized: &[&Key]) -> Sshd {
         let dir = dir.join(name);
