@@ -204,9 +204,17 @@ impl BeforeGate<'_> {
             });
             let sealing = scope.spawn(|| -> (Result<Held>, Option<Vec<_>>) {
                 // Always: another session's placeholders this one sealed as it found them (made
-                // between this session's look at the registry and its walk) are held by it too.
-                let sealed: Vec<PathBuf> =
-                    plan.policy.sealed.iter().map(|s| s.path.clone()).collect();
+                // between this session's look at the registry and its walk) are held by it too;
+                // so are those it mounts a view on (Claude Code's `.claude` in the project: made
+                // by a session started a moment before, it was removed at that one's end under
+                // this one's view, and left in the workspace).
+                let sealed: Vec<PathBuf> = plan
+                    .policy
+                    .sealed
+                    .iter()
+                    .map(|s| s.path.clone())
+                    .chain(plan.policy.state_views.iter().map(|(p, _)| p.clone()))
+                    .collect();
                 let made = make_placeholders(launch, for_sealer, &sealed);
                 // Joined before anything fails: the copies' diversions are withdrawn with them.
                 let Ok(copied) = copying.map(std::thread::ScopedJoinHandle::join).transpose()
