@@ -360,6 +360,16 @@ const JUDGED: &[&str] = &[
     "StorageOpt",
 ];
 
+/// The namespace fields of `HostConfig`: refused unless the container's own.
+const NAMESPACES: &[&str] = &[
+    "PidMode",
+    "IpcMode",
+    "UTSMode",
+    "UsernsMode",
+    "CgroupnsMode",
+    "Cgroup",
+];
+
 /// The create body's own keys (the engine's `container.Config`, and the two it adds): nothing
 /// else passes, so a second spelling of one (`hostconfig`, `Hoſtconfig`) never reaches an engine
 /// that would merge it over the judged one.
@@ -573,17 +583,7 @@ fn judge_host(host: &mut Map<String, Value>, policy: &Policy) -> Result<String, 
                     _ => false,
                 };
                 if !own {
-                    let f = [
-                        "PidMode",
-                        "IpcMode",
-                        "UTSMode",
-                        "UsernsMode",
-                        "CgroupnsMode",
-                        "Cgroup",
-                    ]
-                    .into_iter()
-                    .find(|f| f == k)
-                    .unwrap_or("?");
+                    let f = NAMESPACES.iter().copied().find(|f| f == k).unwrap_or("?");
                     return Err(Refusal::Namespace(f, mode));
                 }
             }
