@@ -132,6 +132,12 @@ impl RuntimeDir {
         self.root.join("reserve")
     }
 
+    /// `key-scan`: the home scan's verdicts on files read for a private key, by their stamp
+    /// (`secrets::keys::Remembered`), so that an unchanged file is not read again.
+    pub(crate) fn key_scan(&self) -> PathBuf {
+        self.root.join("key-scan")
+    }
+
     /// `claude-sandbox.log`: the sessions' diagnostics while the command owns the terminal.
     pub(crate) fn log(&self) -> PathBuf {
         self.root.join("claude-sandbox.log")

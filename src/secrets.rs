@@ -13,6 +13,7 @@
 //! tools need as masked views (`views`); the environment by name and value (`env`).
 
 pub(crate) mod env;
+pub(crate) mod keys;
 pub(crate) mod stores;
 pub(crate) mod views;
 
@@ -113,28 +114,10 @@ pub(crate) fn ssh_private_keys(home: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Whether the file starts like a private key. Opened without following a symlink or blocking on a
-/// FIFO; a file that cannot be read is not one (it cannot leak through the jail either).
+/// Whether the file starts like a private key (`keys::looks_like_private_key`). A file that cannot
+/// be read is not one (it cannot leak through the jail either).
 fn holds_private_key(path: &Path) -> bool {
-    use rustix::fs::{Mode, OFlags};
-    use std::io::Read;
-    let Ok(fd) = rustix::fs::open(
-        path,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
-        Mode::empty(),
-    ) else {
-        return false;
-    };
-    let mut head = Vec::with_capacity(4096);
-    if std::fs::File::from(fd)
-        .take(4096)
-        .read_to_end(&mut head)
-        .is_err()
-    {
-        return false;
-    }
-    let has = |needle: &[u8]| head.windows(needle.len()).any(|w| w == needle);
-    has(b"PRIVATE KEY-----") || head.starts_with(b"PuTTY-User-Key-File-")
+    keys::read_head(path).is_some_and(|h| keys::looks_like_private_key(&h))
 }
 
 /// Whether a pattern has glob characters.

@@ -242,3 +242,67 @@ fn pip_reads_its_index_from_the_masked_pip_conf_without_the_password() {
         "pip does not see its index:\n{text}"
     );
 }
+
+/// A private key of the shape `openssl genpkey -algorithm ed25519` writes, marked with `mark`.
+fn key(mark: &str) -> String {
+    format!("-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEI{mark}AAAAAAAAAAAAAAAAAAAAAAAA\n-----END PRIVATE KEY-----\n")
+}
+
+#[test]
+fn private_keys_anywhere_in_home_and_other_names_of_secrets_are_hidden_at_every_launch() {
+    let f = Fixture::new();
+    put(&f, "work/infra/deploy.pem", &key("KEYONE"));
+    put(&f, "Downloads/notes", &key("KEYTWO"));
+    put(&f, "work/infra/README", "PLAIN-README\n");
+    put(
+        &f,
+        ".aws/credentials",
+        "[default]\nsecret = AWS-LINKED-SECRET\n",
+    );
+    put(&f, ".npmrc", "//r.example/:_authToken=NPM-LINKED-SECRET\n");
+    std::fs::create_dir_all(f.home.join("dotfiles")).unwrap();
+    std::fs::hard_link(f.home.join(".aws/credentials"), f.home.join("dotfiles/aws")).unwrap();
+    let read = "cat ~/work/infra/deploy.pem ~/Downloads/notes ~/work/infra/README ~/dotfiles/* \
+                ~/work/infra/second 2>&1; \
+                python3 -c 'import sys; print(open(sys.argv[1]).read())' ~/Downloads/notes 2>&1; \
+                grep -r 'PRIVATE KEY' ~ 2>&1; true";
+    let leaks = |text: &str| {
+        ["KEYONE", "KEYTWO", "KEYTHREE", "AWS-LINKED", "NPM-LINKED"]
+            .into_iter()
+            .filter(|s| text.contains(s))
+            .collect::<Vec<_>>()
+    };
+    // Older than the racy second: the first launch remembers these directories' listings.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    let out = f.jail(read);
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert_eq!(
+        leaks(&text),
+        Vec::<&str>::new(),
+        "readable in the jail:\n{text}"
+    );
+    assert!(
+        text.contains("PLAIN-README"),
+        "a plain file beside a key stays readable:\n{text}"
+    );
+    let remembered = f.rt.join("key-scan");
+    assert!(
+        remembered.is_file(),
+        "the listings are remembered in {}",
+        remembered.display()
+    );
+    // Between two launches, in directories whose listings were remembered: a new key and a new
+    // name of a masked config. The second launch hides both.
+    put(&f, "work/infra/second", &key("KEYTHREE"));
+    std::fs::hard_link(f.home.join(".npmrc"), f.home.join("dotfiles/npmrc")).unwrap();
+    let out = f.jail(read);
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert_eq!(
+        leaks(&text),
+        Vec::<&str>::new(),
+        "readable in the jail:\n{text}"
+    );
+    // Outside, the human's files are as they were.
+    let kept = std::fs::read_to_string(f.home.join("work/infra/second")).unwrap();
+    assert!(kept.contains("KEYTHREE"));
+}

@@ -10,8 +10,9 @@ use super::*;
 pub(super) fn masks(
     input: &PlanInput,
     home: &Path,
-    private: &[PathBuf],
-    hidden: &[PathBuf],
+    (private, hidden): (&[PathBuf], &[PathBuf]),
+    secrets: Secrets,
+    gaps: &mut Vec<String>,
 ) -> Vec<Mask> {
     let mut out: Vec<Mask> = Vec::new();
     let add = |path: PathBuf, why: String, out: &mut Vec<Mask>| {
@@ -140,19 +141,70 @@ pub(super) fn masks(
     for p in &input.config.masked {
         add(p.clone(), "configured mask".into(), &mut out);
     }
-    for p in crate::secrets::resolve(
-        home,
-        &input.host,
-        &input.config.hidden,
-        &input.config.reveal,
-    ) {
+    let Secrets {
+        hidden: by_kind,
+        found,
+    } = secrets;
+    for p in by_kind {
         add(
             p,
             "hidden: a secret no tool in the jail needs".into(),
             &mut out,
         );
     }
+    for p in found.keys {
+        let why = "hidden: a private key (by its content)".into();
+        add(p, why, &mut out);
+    }
+    for p in found.others {
+        let why = "hidden: another name (a hard link) of a hidden secret".into();
+        add(p, why, &mut out);
+    }
+    if found.cut_short {
+        gaps.push(format!(
+            "the scan of $HOME for private keys stopped at {} entries: a key beyond is readable in \
+             the jail (name it in `hidden`)",
+            crate::secrets::keys::BUDGET
+        ));
+    }
     out
+}
+
+/// The secrets to hide: those found by kind (`secrets::resolve`), and what the home's scan found
+/// (`secrets::keys`).
+pub(super) struct Secrets {
+    hidden: Vec<PathBuf>,
+    found: crate::secrets::keys::Found,
+}
+
+/// Find the secrets to hide. The scan skips what the jail does not see of the home or sees as its
+/// own (`private`, `hidden`), the writable roots (the work), what is hidden already and `~/.ssh`
+/// (by name and content: `secrets::ssh_private_keys`), and looks for other names of the secrets and
+/// of the masked `views`' files.
+pub(super) fn secrets(
+    input: &PlanInput,
+    home: &Path,
+    (private, hidden): (&[PathBuf], &[PathBuf]),
+    (writable, views): (&[PathBuf], &[PathBuf]),
+) -> Secrets {
+    let by_kind = crate::secrets::resolve(
+        home,
+        &input.host,
+        &input.config.hidden,
+        &input.config.reveal,
+    );
+    let skip: Vec<PathBuf> = [writable, private, hidden, &by_kind]
+        .concat()
+        .into_iter()
+        .chain([home.join(".ssh")])
+        .collect();
+    let linked: Vec<PathBuf> = by_kind.iter().chain(views).cloned().collect();
+    let cache = crate::runtime_dir::RuntimeDir::new(&input.runtime_dir).key_scan();
+    let found = crate::secrets::keys::elsewhere(home, &skip, &linked, &cache);
+    Secrets {
+        hidden: by_kind,
+        found,
+    }
 }
 
 /// Whether a process of our uid and groups *without capabilities* (the jail's processes: bwrap drops

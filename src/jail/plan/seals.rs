@@ -7,6 +7,31 @@ use super::*;
 /// The rest of the plan: the workspace's entry points (sealed, or placeholders where missing), the
 /// anchors, the hidden runtime directory, the masks, the repositories for the watcher.
 pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
+    let home = plan.policy.home.clone();
+    let writable_roots = plan.writable_roots();
+    let private = plan.policy.private.clone();
+    let hidden = hidden_dirs(input, &home, &private);
+    let views: Vec<PathBuf> = plan.policy.views.iter().map(|v| v.path.clone()).collect();
+    std::thread::scope(|s| {
+        // The home's scan for secrets runs beside the workspace's walk: two independent reads, and
+        // the longest parts of the plan.
+        let secrets = s
+            .spawn(|| masks::secrets(input, &home, (&private, &hidden), (&writable_roots, &views)));
+        let secrets = || {
+            secrets
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p))
+        };
+        seal_all(plan, input, hidden.clone(), secrets);
+    });
+}
+
+fn seal_all(
+    plan: &mut Plan,
+    input: &PlanInput,
+    hidden: Vec<PathBuf>,
+    secrets: impl FnOnce() -> masks::Secrets,
+) {
     let ws = plan.policy.workspace.clone();
     let home = plan.policy.home.clone();
     let mut warnings = Vec::new();
@@ -78,8 +103,7 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
     anchor_roots.extend(extras);
     let anchors = anchors(&anchor_roots, &discovery.repos, &sealed, &closed);
     let private = &plan.policy.private;
-    let hidden = hidden_dirs(input, &home, private);
-    let mut masks = masks(input, &home, private, &hidden);
+    let mut masks = masks(input, &home, (private, &hidden), secrets(), &mut gaps);
     // ssh's ControlMaster sockets outside `~/.ssh` (a fixed view): their directory is masked.
     for dir in crate::jail::sockets::control_path_dirs(&home) {
         if !dir.starts_with(home.join(".ssh")) && dir != home && dir.is_dir() {
