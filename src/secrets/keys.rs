@@ -9,12 +9,13 @@
 //! `~/.npmrc` linked from `~/dotfiles/npmrc`, is one inode with two names; the second name is hidden
 //! too (whole: it reads empty, not as the masked view).
 //!
-//! The cost is one directory listing per directory and one `stat` per file; a file is *read* only
-//! when the scan has not seen it before as it is now. What was read is remembered in the runtime
-//! directory (`runtime_dir::RuntimeDir::key_scan`, which the jail cannot see), keyed by device,
-//! inode, size, modification and change time, so that any change to a file is read again: a write
-//! changes its mtime and ctime, and neither can be set back by its owner (ctime never; a file whose
-//! ctime is within a second of the scan is not remembered, as git treats a racy index entry). Not
+//! The cost is one `stat` per directory and per file, and a listing only of a directory whose
+//! entries changed; a file is *read* only when the scan has not seen it before as it is now. What
+//! was learnt is remembered in the runtime directory (`runtime_dir::RuntimeDir::key_scan`, which the
+//! jail cannot see): per directory its stamp (device, inode, size, mtime, ctime), its subdirectories
+//! and its files, each with its own stamp and verdict, so that a new name, a write in place and a
+//! new link are all seen: each moves a ctime, which its owner cannot set back (a stamp within a
+//! second of the scan is not trusted later, as git treats a racy index entry). Not
 //! walked: the writable roots (the work: the jail reads and writes it anyway), what is hidden
 //! already, `~/.ssh`, `.git` and `node_modules` and declared caches (`walk`), below `MAX_DEPTH`, and
 //! beyond `BUDGET` entries (a gap: said, and refused under `fail_closed`).
@@ -50,10 +51,13 @@ pub(crate) struct Found {
 }
 
 /// Whether the start of a file is a private key's (PEM `-----BEGIN … PRIVATE KEY-----`, OpenSSH's
-/// `-----BEGIN OPENSSH PRIVATE KEY-----`, `PuTTY`'s `.ppk`). The one content rule, for `~/.ssh` too.
+/// `-----BEGIN OPENSSH PRIVATE KEY-----`, an armoured `PGP PRIVATE KEY BLOCK`, `PuTTY`'s `.ppk`,
+/// age's `AGE-SECRET-KEY-1`). The one content rule, for `~/.ssh` too.
 pub(crate) fn looks_like_private_key(head: &[u8]) -> bool {
     let has = |needle: &[u8]| head.windows(needle.len()).any(|w| w == needle);
-    (has(b"-----BEGIN ") && has(b"PRIVATE KEY-----")) || head.starts_with(b"PuTTY-User-Key-File-")
+    (has(b"-----BEGIN ") && (has(b"PRIVATE KEY-----") || has(b"PRIVATE KEY BLOCK-----")))
+        || head.starts_with(b"PuTTY-User-Key-File-")
+        || has(b"AGE-SECRET-KEY-1")
 }
 
 /// Whether a file of this size is read at all.
@@ -61,12 +65,14 @@ fn candidate(size: u64) -> bool {
     (MIN_SIZE..=MAX_SIZE).contains(&size)
 }
 
-/// What identifies a directory's listing without reading it: a change to its entries (a name
-/// created, removed or renamed) moves its mtime and ctime, and its owner cannot set the ctime back.
+/// What identifies a directory's listing, or a file's content and links, without reading it: a
+/// change to a directory's entries (a name created, removed or renamed), a write to a file and a
+/// new link to it all move the ctime, which its owner cannot set back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct Stamp {
     dev: u64,
     ino: u64,
+    size: u64,
     mtime: (i64, i64),
     ctime: (i64, i64),
 }
@@ -76,10 +82,28 @@ impl Stamp {
         Stamp {
             dev: m.dev(),
             ino: m.ino(),
+            size: m.size(),
             mtime: (m.mtime(), m.mtime_nsec()),
             ctime: (m.ctime(), m.ctime_nsec()),
         }
     }
+
+    /// Whether a change within the same clock tick could have left it as it is (git's racy
+    /// entry): not trusted later.
+    fn racy(&self, now: i64) -> bool {
+        self.ctime.0 >= now - 1 || self.mtime.0 >= now - 1
+    }
+}
+
+/// What a regular file was found to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    Plain,
+    Key,
+    /// Another name of a secret.
+    Other,
+    /// Judged, but its stamp was racy: judged again next time.
+    Unsure,
 }
 
 /// What the scan learnt of one directory whose listing is as it was (`Stamp`).
@@ -87,10 +111,8 @@ impl Stamp {
 struct Listing {
     /// Subdirectories to go on into (their own listings are looked at again).
     dirs: Vec<OsString>,
-    /// Files holding a private key.
-    keys: Vec<OsString>,
-    /// Other names of the secrets.
-    others: Vec<OsString>,
+    /// Its regular files, each judged while its stamp is as it was.
+    files: Vec<(OsString, Stamp, Verdict)>,
 }
 
 /// What earlier scans learnt, by directory: read from and written back to one file.
@@ -148,13 +170,13 @@ impl Remembered {
 /// The file's format: a magic line, the hash of the linked inodes, then per directory its path,
 /// stamp and three lists of names, each length-prefixed (names are any bytes).
 mod codec {
-    use super::{Listing, Stamp};
+    use super::{Listing, Stamp, Verdict};
     use std::collections::HashMap;
     use std::ffi::OsString;
     use std::os::unix::ffi::{OsStrExt, OsStringExt};
     use std::path::PathBuf;
 
-    const MAGIC: &[u8] = b"claude-sandbox key scan 1\n";
+    const MAGIC: &[u8] = b"claude-sandbox key scan 2\n";
 
     pub(super) fn encode(linked: u64, dirs: &HashMap<PathBuf, (Stamp, Listing)>) -> Vec<u8> {
         let mut out = MAGIC.to_vec();
@@ -163,19 +185,31 @@ mod codec {
             out.extend((b.len() as u64).to_le_bytes());
             out.extend(b);
         };
-        for (path, (st, l)) in dirs {
-            bytes(&mut out, path.as_os_str().as_bytes());
-            for n in [st.dev, st.ino] {
+        let stamp = |out: &mut Vec<u8>, st: &Stamp| {
+            for n in [st.dev, st.ino, st.size] {
                 out.extend(n.to_le_bytes());
             }
             for n in [st.mtime.0, st.mtime.1, st.ctime.0, st.ctime.1] {
                 out.extend(n.to_le_bytes());
             }
-            for names in [&l.dirs, &l.keys, &l.others] {
-                out.extend((names.len() as u64).to_le_bytes());
-                for n in names {
-                    bytes(&mut out, n.as_bytes());
-                }
+        };
+        for (path, (st, l)) in dirs {
+            bytes(&mut out, path.as_os_str().as_bytes());
+            stamp(&mut out, st);
+            out.extend((l.dirs.len() as u64).to_le_bytes());
+            for n in &l.dirs {
+                bytes(&mut out, n.as_bytes());
+            }
+            out.extend((l.files.len() as u64).to_le_bytes());
+            for (n, st, v) in &l.files {
+                bytes(&mut out, n.as_bytes());
+                stamp(&mut out, st);
+                out.push(match v {
+                    Verdict::Plain => b'p',
+                    Verdict::Key => b'k',
+                    Verdict::Other => b'o',
+                    Verdict::Unsure => b'u',
+                });
             }
         }
         out
@@ -201,11 +235,28 @@ mod codec {
             self.0 = rest;
             Some(b.to_vec())
         }
-        fn names(&mut self) -> Option<Vec<OsString>> {
-            let n = self.u64()?;
-            (0..n)
-                .map(|_| self.bytes().map(OsString::from_vec))
-                .collect()
+        fn name(&mut self) -> Option<OsString> {
+            self.bytes().map(OsString::from_vec)
+        }
+        fn stamp(&mut self) -> Option<Stamp> {
+            Some(Stamp {
+                dev: self.u64()?,
+                ino: self.u64()?,
+                size: self.u64()?,
+                mtime: (self.i64()?, self.i64()?),
+                ctime: (self.i64()?, self.i64()?),
+            })
+        }
+        fn verdict(&mut self) -> Option<Verdict> {
+            let (v, rest) = self.0.split_first()?;
+            self.0 = rest;
+            match v {
+                b'p' => Some(Verdict::Plain),
+                b'k' => Some(Verdict::Key),
+                b'o' => Some(Verdict::Other),
+                b'u' => Some(Verdict::Unsure),
+                _ => None,
+            }
         }
     }
 
@@ -216,19 +267,13 @@ mod codec {
         }
         let mut out = HashMap::new();
         while !r.0.is_empty() {
-            let path = PathBuf::from(OsString::from_vec(r.bytes()?));
-            let st = Stamp {
-                dev: r.u64()?,
-                ino: r.u64()?,
-                mtime: (r.i64()?, r.i64()?),
-                ctime: (r.i64()?, r.i64()?),
-            };
-            let l = Listing {
-                dirs: r.names()?,
-                keys: r.names()?,
-                others: r.names()?,
-            };
-            out.insert(path, (st, l));
+            let path = PathBuf::from(r.name()?);
+            let st = r.stamp()?;
+            let dirs = (0..r.u64()?).map(|_| r.name()).collect::<Option<_>>()?;
+            let files = (0..r.u64()?)
+                .map(|_| Some((r.name()?, r.stamp()?, r.verdict()?)))
+                .collect::<Option<_>>()?;
+            out.insert(path, (st, Listing { dirs, files }));
         }
         Some(out)
     }
@@ -316,11 +361,12 @@ pub(crate) fn scan(
         };
         let stamp = Stamp::of(&m);
         let listing = match remembered.before.get(&dir) {
+            // The same names: each file looked at again (one stat), read only if it changed.
             Some((st, l)) if *st == stamp => {
-                seen += 1;
-                l.clone()
+                seen += 1 + l.files.len();
+                restat(&dir, l.clone(), linked, now)
             }
-            _ => match list(&dir, depth, &skip, linked, &mut seen) {
+            _ => match list(&dir, depth, &skip, linked, (&mut seen, now)) {
                 Some(l) => l,
                 None => continue,
             },
@@ -329,19 +375,76 @@ pub(crate) fn scan(
             found.cut_short = true;
             return found;
         }
-        found.keys.extend(listing.keys.iter().map(|n| dir.join(n)));
-        found
-            .others
-            .extend(listing.others.iter().map(|n| dir.join(n)));
+        for (name, _, v) in &listing.files {
+            match v {
+                Verdict::Key => found.keys.push(dir.join(name)),
+                Verdict::Other => found.others.push(dir.join(name)),
+                Verdict::Plain | Verdict::Unsure => {}
+            }
+        }
         stack.extend(listing.dirs.iter().map(|n| (dir.join(n), depth + 1)));
-        // A change within the same clock tick could leave the stamp as it was: not remembered.
-        if stamp.ctime.0 < now - 1 && stamp.mtime.0 < now - 1 {
+        if !stamp.racy(now) {
             remembered.now.insert(dir, (stamp, listing));
         }
     }
     found.keys.sort();
     found.others.sort();
     found
+}
+
+/// What a regular file is: another name of a secret, a key, or plain; `Unsure` when its stamp is
+/// racy (judged the same, but not trusted next time).
+fn judge(
+    path: &Path,
+    (stamp, nlink): (Stamp, u64),
+    linked: &HashSet<(u64, u64)>,
+    now: i64,
+) -> (Stamp, Verdict) {
+    let v = if nlink > 1 && linked.contains(&(stamp.dev, stamp.ino)) {
+        Verdict::Other
+    } else if candidate(stamp.size) && read_head(path).is_some_and(|h| looks_like_private_key(&h)) {
+        Verdict::Key
+    } else {
+        Verdict::Plain
+    };
+    let v = match v {
+        Verdict::Plain if stamp.racy(now) => Verdict::Unsure,
+        v => v,
+    };
+    (stamp, v)
+}
+
+/// A remembered listing's files, each stat'ed again and judged again when its stamp moved (a write
+/// in place, a new link); one that is no longer a regular file is dropped.
+// `stat` field types differ between architectures: keep the casts (times are >= 0).
+#[allow(clippy::unnecessary_cast, clippy::cast_possible_wrap)]
+fn restat(dir: &Path, mut l: Listing, linked: &HashSet<(u64, u64)>, now: i64) -> Listing {
+    use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+    // One open of the directory, then a stat relative to it per file (no path walk each time).
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let Ok(fd) = rustix::fs::open(dir, flags, Mode::empty()) else {
+        l.files.clear();
+        return l;
+    };
+    l.files.retain_mut(|(name, st, v)| {
+        match rustix::fs::statat(&fd, &*name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(m) if FileType::from_raw_mode(m.st_mode) == FileType::RegularFile => {
+                let now_st = Stamp {
+                    dev: m.st_dev as u64,
+                    ino: m.st_ino as u64,
+                    size: u64::try_from(m.st_size).unwrap_or(0),
+                    mtime: (m.st_mtime as i64, m.st_mtime_nsec as i64),
+                    ctime: (m.st_ctime as i64, m.st_ctime_nsec as i64),
+                };
+                if now_st != *st || *v == Verdict::Unsure {
+                    (*st, *v) = judge(&dir.join(&*name), (now_st, m.st_nlink as u64), linked, now);
+                }
+                true
+            }
+            _ => false,
+        }
+    });
+    l
 }
 
 /// List one directory: its files judged, its subdirectories to go on into. None when it cannot be
@@ -351,7 +454,7 @@ fn list(
     depth: usize,
     skip: &HashSet<&Path>,
     linked: &HashSet<(u64, u64)>,
-    seen: &mut usize,
+    (seen, now): (&mut usize, i64),
 ) -> Option<Listing> {
     let rd = std::fs::read_dir(dir).ok()?;
     let mut decl = crate::walk::Declarations::default();
@@ -370,13 +473,8 @@ fn list(
             }
         } else if ft.is_file() {
             let Ok(m) = e.metadata() else { continue };
-            if m.nlink() > 1 && linked.contains(&(m.dev(), m.ino())) {
-                l.others.push(name);
-            } else if candidate(m.size())
-                && read_head(&e.path()).is_some_and(|h| looks_like_private_key(&h))
-            {
-                l.keys.push(name);
-            }
+            let (stamp, v) = judge(&e.path(), (Stamp::of(&m), m.nlink()), linked, now);
+            l.files.push((name, stamp, v));
         }
     }
     // A declared cache or virtual environment is regenerable output, not where keys are kept.
@@ -406,6 +504,15 @@ mod tests {
             b"PuTTY-User-Key-File-3: ssh-ed25519\n"
         ));
         assert!(!looks_like_private_key(b"-----BEGIN PUBLIC KEY-----\n"));
+        assert!(looks_like_private_key(
+            b"-----BEGIN PGP PRIVATE KEY BLOCK-----\n"
+        ));
+        assert!(looks_like_private_key(
+            b"# created: 2026\nAGE-SECRET-KEY-1QQQ\n"
+        ));
+        assert!(!looks_like_private_key(
+            b"-----BEGIN PGP PUBLIC KEY BLOCK-----\n"
+        ));
         assert!(!looks_like_private_key(b"-----BEGIN CERTIFICATE-----\n"));
         assert!(!looks_like_private_key(
             b"the words PRIVATE KEY----- alone\n"
@@ -417,13 +524,18 @@ mod tests {
         let st = Stamp {
             dev: 2049,
             ino: 77,
+            size: 411,
             mtime: (1_700_000_000, 5),
             ctime: (1_700_000_001, 999_999_999),
         };
         let l = Listing {
             dirs: vec!["a".into(), "b\nc".into()],
-            keys: vec![OsString::from_vec(vec![0xff, b'k'])],
-            others: vec![],
+            files: vec![
+                (OsString::from_vec(vec![0xff, b'k']), st, Verdict::Key),
+                ("o".into(), st, Verdict::Other),
+                ("p".into(), st, Verdict::Plain),
+                ("u".into(), st, Verdict::Unsure),
+            ],
         };
         let dirs = HashMap::from([(PathBuf::from("/h/x"), (st, l))]);
         let bytes = codec::encode(7, &dirs);
@@ -500,16 +612,29 @@ mod tests {
         std::fs::write(home.join("a/b/second.pem"), KEY).unwrap();
         let (keys, _) = scan_at(10);
         assert_eq!(keys, vec![home.join("a/b/second.pem"), home.join("a/key")]);
+        // A key written in place into a file the scan knew as plain, in a directory whose listing
+        // did not change, and a new name of it: both seen.
+        std::fs::write(home.join("a/b/notes"), KEY).unwrap();
+        let (keys, _) = scan_at(10);
+        assert_eq!(
+            keys,
+            vec![
+                home.join("a/b/notes"),
+                home.join("a/b/second.pem"),
+                home.join("a/key")
+            ]
+        );
         // A forged listing for a stamp that is not the directory's is never used.
         let stamp = Stamp {
             dev: 1,
             ino: 2,
+            size: 0,
             mtime: (0, 0),
             ctime: (0, 0),
         };
         let forged = HashMap::from([(home.clone(), (stamp, Listing::default()))]);
         std::fs::write(&store, codec::encode(linked_hash(&none), &forged)).unwrap();
-        assert_eq!(scan_at(10).0.len(), 2);
+        assert_eq!(scan_at(10).0.len(), 3);
     }
 
     #[test]

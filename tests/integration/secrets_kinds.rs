@@ -254,6 +254,7 @@ fn private_keys_anywhere_in_home_and_other_names_of_secrets_are_hidden_at_every_
     put(&f, "work/infra/deploy.pem", &key("KEYONE"));
     put(&f, "Downloads/notes", &key("KEYTWO"));
     put(&f, "work/infra/README", "PLAIN-README\n");
+    put(&f, "work/infra/todo", "nothing yet\n");
     put(
         &f,
         ".aws/credentials",
@@ -263,14 +264,21 @@ fn private_keys_anywhere_in_home_and_other_names_of_secrets_are_hidden_at_every_
     std::fs::create_dir_all(f.home.join("dotfiles")).unwrap();
     std::fs::hard_link(f.home.join(".aws/credentials"), f.home.join("dotfiles/aws")).unwrap();
     let read = "cat ~/work/infra/deploy.pem ~/Downloads/notes ~/work/infra/README ~/dotfiles/* \
-                ~/work/infra/second 2>&1; \
+                ~/work/infra/second ~/work/infra/todo 2>&1; \
                 python3 -c 'import sys; print(open(sys.argv[1]).read())' ~/Downloads/notes 2>&1; \
                 grep -r 'PRIVATE KEY' ~ 2>&1; true";
     let leaks = |text: &str| {
-        ["KEYONE", "KEYTWO", "KEYTHREE", "AWS-LINKED", "NPM-LINKED"]
-            .into_iter()
-            .filter(|s| text.contains(s))
-            .collect::<Vec<_>>()
+        [
+            "KEYONE",
+            "KEYTWO",
+            "KEYTHREE",
+            "KEYFOUR",
+            "AWS-LINKED",
+            "NPM-LINKED",
+        ]
+        .into_iter()
+        .filter(|s| text.contains(s))
+        .collect::<Vec<_>>()
     };
     // Older than the racy second: the first launch remembers these directories' listings.
     std::thread::sleep(std::time::Duration::from_millis(2100));
@@ -291,9 +299,11 @@ fn private_keys_anywhere_in_home_and_other_names_of_secrets_are_hidden_at_every_
         "the listings are remembered in {}",
         remembered.display()
     );
-    // Between two launches, in directories whose listings were remembered: a new key and a new
-    // name of a masked config. The second launch hides both.
+    // Between two launches, in directories whose listings were remembered: a new key, a key
+    // written in place into a plain file and a new name of a masked config. The second launch
+    // hides them all.
     put(&f, "work/infra/second", &key("KEYTHREE"));
+    put(&f, "work/infra/todo", &key("KEYFOUR"));
     std::fs::hard_link(f.home.join(".npmrc"), f.home.join("dotfiles/npmrc")).unwrap();
     let out = f.jail(read);
     let text = format!("{}{}", stdout(&out), stderr(&out));
