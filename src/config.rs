@@ -43,6 +43,7 @@ struct RawConfig {
     fail_closed: Option<Spanned<bool>>,
     ssh: Option<Spanned<crate::ssh_agent::SshTable>>,
     containers: Option<Spanned<crate::docker::ContainersTable>>,
+    secrets: Option<Spanned<crate::secrets::inject::SecretsTable>>,
 }
 
 /// The merged configuration, paths already expanded to absolute paths.
@@ -83,6 +84,9 @@ pub struct Config {
     /// `[containers] docker`: the Docker filter (`docker`); off by default, system and user files
     /// only.
     pub containers: crate::docker::Containers,
+    /// `[secrets] inject`: hosts (`host[:port]`) whose credential the jail uses without reading it
+    /// (`secrets::inject`); system and user files only, allowlist mode only.
+    pub inject: Vec<String>,
     /// The files that were read, in order.
     pub sources: Vec<PathBuf>,
 }
@@ -270,6 +274,27 @@ impl Config {
                 }
                 self.containers.docker = on;
             }
+        }
+        if let Some(t) = raw.secrets {
+            let span = t.span();
+            let hosts = t.into_inner().inject.unwrap_or_default();
+            if tighten_only && !hosts.is_empty() {
+                return Err(loosening(span, "secrets.inject"));
+            }
+            if let Some(bad) = hosts
+                .iter()
+                .find(|h| crate::secrets::inject::target(h).is_none())
+            {
+                return Err(Error::Config {
+                    path: path.to_path_buf(),
+                    line: line_of(text, Some(span)),
+                    message: format!(
+                        "[secrets] inject: `{bad}` is not a host[:port]; give a name such as \
+                         github.com or git.example.com:8443"
+                    ),
+                });
+            }
+            self.inject.extend(hosts);
         }
         for p in raw.read_only.unwrap_or_default() {
             self.read_only.push(expand(&p, home, base));

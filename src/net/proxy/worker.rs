@@ -60,6 +60,11 @@ fn request(mut conn: UnixStream, head: &[u8], rest: &[u8], shared: &Shared) {
             {
                 return;
             }
+            let name = super::normalize(&host);
+            if let Some(tls) = shared.inject.as_ref().filter(|t| t.intercepts(&name, port)) {
+                let (c, s) = (&mut conn, &mut up.stream);
+                return super::inject::serve_intercepted(shared, tls, c, s, rest, &name, port);
+            }
             relay(
                 &mut conn,
                 &mut up.stream,
@@ -74,6 +79,18 @@ fn request(mut conn: UnixStream, head: &[u8], rest: &[u8], shared: &Shared) {
                 Ok(f) => f,
                 Err(e) => return answer(conn, &bad(e)),
             };
+            // A placeholder in plain HTTP is never replaced: it is going to the wrong place.
+            let creds = shared
+                .inject
+                .as_ref()
+                .map_or(&[][..], |t| &t.credentials[..]);
+            if let Some(c) = super::inject::placeholder_in(head, creds) {
+                let why = super::inject::Refused::Foreign {
+                    owner: format!("{}:{}", c.host, c.port),
+                };
+                shared.credential_refused(&host, port, &why);
+                return answer(conn, &http::respond("403 Forbidden", &why.sentence(&host)));
+            }
             let mut up = match shared.open(&host, port, super::Purpose::Http) {
                 Ok(up) => up,
                 Err(f) => return answer(conn, &refusal(&host, port, &f)),

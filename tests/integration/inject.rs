@@ -1,0 +1,219 @@
+//! `[secrets] inject` (issue 35, part 2): `git push` over HTTPS from the jail to a loopback git
+//! server that accepts only the real token, while the jail holds only a placeholder; the proxy
+//! terminates TLS for the listed hosts alone and refuses the placeholder on its way elsewhere.
+
+use crate::common::*;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// A test CA and a server certificate for `names` (PEM files in `dir`): `(ca, cert, key)`.
+fn test_pki(
+    dir: &Path,
+    names: &[&str],
+) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    std::fs::create_dir_all(dir).unwrap();
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(rcgen::DnType::CommonName, "inject test CA");
+    ca.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign];
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca, ca_key);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let leaf = rcgen::CertificateParams::new(names)
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    let paths = (
+        dir.join("ca.pem"),
+        dir.join("cert.pem"),
+        dir.join("key.pem"),
+    );
+    std::fs::write(&paths.0, ca_cert.pem()).unwrap();
+    std::fs::write(&paths.1, leaf.pem()).unwrap();
+    std::fs::write(&paths.2, key.serialize_pem()).unwrap();
+    paths
+}
+
+fn python() -> &'static str {
+    if Path::new("/usr/bin/python3").exists() {
+        "/usr/bin/python3"
+    } else {
+        "python3"
+    }
+}
+
+/// The HTTPS git server serving `root` on `port`, Basic auth `me:token`; its log of requests.
+fn git_server(
+    f: &Fixture,
+    port: u16,
+    root: &Path,
+    token: &str,
+    pki: (&Path, &Path),
+) -> (Daemon, std::path::PathBuf) {
+    let script = f.root.join("git_server.py");
+    std::fs::write(&script, include_str!("inject_git_server.py")).unwrap();
+    let log = f.root.join("server.log");
+    let child = Command::new(python())
+        .arg(&script)
+        .arg(port.to_string())
+        .arg(root)
+        .args([pki.0, pki.1])
+        .args(["me", token])
+        .arg(&log)
+        .spawn()
+        .unwrap();
+    let ready = log.with_extension("log.ready");
+    let until = Instant::now() + Duration::from_secs(10);
+    while !ready.exists() {
+        assert!(Instant::now() < until, "the test git server did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (Daemon(child), log)
+}
+
+#[test]
+fn git_push_uses_the_injected_token_and_the_jail_never_reads_it() {
+    let f = Fixture::new();
+    let port = free_port();
+    let real = format!("ghp_{}", "R3alT0ken".repeat(4));
+    let other_real = format!("ghp_{}", "0therT0k".repeat(4));
+    let (ca, cert, key) = test_pki(&f.root.join("pki"), &["git.test", "other.test"]);
+    let srv = f.root.join("srv");
+    std::fs::create_dir_all(&srv).unwrap();
+    f.git(&srv, &["init", "-q", "--bare", "repo.git"]);
+    f.git(
+        &srv.join("repo.git"),
+        &["config", "http.receivepack", "true"],
+    );
+    let (_server, log) = git_server(&f, port, &srv, &real, (&cert, &key));
+    // The human's store and helper; the workspace's remote on the test server.
+    std::fs::write(
+        f.home.join(".git-credentials"),
+        format!("https://me:{real}@git.test:{port}\nhttps://me:{other_real}@other.test:{port}\n"),
+    )
+    .unwrap();
+    let gitconfig = std::fs::read_to_string(f.home.join(".gitconfig")).unwrap();
+    std::fs::write(
+        f.home.join(".gitconfig"),
+        format!("{gitconfig}[credential]\n\thelper = store\n"),
+    )
+    .unwrap();
+    f.git(
+        &f.ws,
+        &[
+            "remote",
+            "add",
+            "origin",
+            &format!("https://git.test:{port}/repo.git"),
+        ],
+    );
+    let dir = f.home.join(".config/claude-sandbox");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.toml"),
+        format!("[secrets]\ninject = [\"git.test:{port}\", \"other.test:{port}\"]\n"),
+    )
+    .unwrap();
+    let script = format!(
+        "echo \"== store\"; cat ~/.git-credentials
+         echo \"== environ\"; tr '\\0' '\\n' < /proc/self/environ | grep -c ghp_
+         echo \"== push\"; git push -q origin HEAD:main 2>&1; echo \"rc=$?\"
+         PH=$(sed -n 's#https://me:\\(csb-ph-[0-9a-f]*\\)@git.test.*#\\1#p' ~/.git-credentials)
+         echo \"== foreign\"; curl -sS -m 10 -H \"Authorization: Bearer $PH\" https://other.test:{port}/x 2>&1; echo \" rc=$?\"
+         echo \"== plain\"; curl -sS -m 10 -H \"X-Token: $PH\" http://other.test:{}/x 2>&1; echo \" rc=$?\"
+         echo \"== end\""
+        , free_port()
+    );
+    let o = f
+        .cmd([
+            "run",
+            "--network",
+            "allowlist",
+            "--allow-domain",
+            "git.test",
+            "--allow-domain",
+            "other.test",
+            "--allow-domain",
+            "127.0.0.1",
+            "--",
+            "bash",
+            "-c",
+            &script,
+        ])
+        .env(
+            "CLAUDE_SANDBOX_TEST_HOSTS",
+            "git.test=127.0.0.1,other.test=127.0.0.1",
+        )
+        .env("SSL_CERT_FILE", &ca)
+        .output()
+        .unwrap();
+    let out = ok(&o);
+    let section = |name: &str| -> String {
+        let start = out
+            .find(&format!("== {name}\n"))
+            .unwrap_or_else(|| panic!("{name}: {out}"));
+        let rest = &out[start + name.len() + 4..];
+        rest[..rest.find("== ").unwrap()].to_string()
+    };
+    // The jail reads placeholders, never the token (the store's view, its environment).
+    assert!(!out.contains(&real) && !out.contains(&other_real), "{out}");
+    assert!(
+        section("store").contains(&format!("https://me:csb-ph-")),
+        "{out}"
+    );
+    assert_eq!(section("environ").trim(), "0", "{out}");
+    // The push went through with the real token, which the server alone saw.
+    assert!(section("push").contains("rc=0"), "{out}\n{}", stderr(&o));
+    let pushed = Command::new("git")
+        .args([
+            "--git-dir",
+            srv.join("repo.git").to_str().unwrap(),
+            "log",
+            "--oneline",
+            "main",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&pushed.stdout).contains("init"),
+        "{pushed:?}"
+    );
+    let seen = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        !seen.contains("csb-ph-"),
+        "the server saw a placeholder:\n{seen}"
+    );
+    let basic = Command::new("base64")
+        .arg("-w0")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin
+                .take()
+                .unwrap()
+                .write_all(format!("me:{real}").as_bytes())?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert!(
+        seen.contains(&format!(
+            "auth=Basic {}",
+            String::from_utf8_lossy(&basic.stdout)
+        )),
+        "{seen}"
+    );
+    // git.test's placeholder towards other.test (terminated too) and in plain HTTP: refused.
+    let guard = "refused by the sandbox's credential guard";
+    assert!(section("foreign").contains(guard), "{out}");
+    assert!(
+        !seen.contains("GET /x"),
+        "the refused request reached the server:\n{seen}"
+    );
+    assert!(section("plain").contains(guard), "{out}");
+}
