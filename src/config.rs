@@ -171,6 +171,8 @@ impl Config {
     }
 
     /// Merge one file's text; `path` is used for error messages and relative paths.
+    // One short branch per key of the file: split, the keys' rules would be read in two places.
+    #[allow(clippy::too_many_lines)]
     pub fn merge_text(
         &mut self,
         text: &str,
@@ -275,33 +277,48 @@ impl Config {
                 self.containers.docker = on;
             }
         }
-        if let Some(t) = raw.secrets {
-            let span = t.span();
-            let hosts = t.into_inner().inject.unwrap_or_default();
-            if tighten_only && !hosts.is_empty() {
-                return Err(loosening(span, "secrets.inject"));
-            }
-            if let Some(bad) = hosts
-                .iter()
-                .find(|h| crate::secrets::inject::target(h).is_none())
-            {
-                return Err(Error::Config {
-                    path: path.to_path_buf(),
-                    line: line_of(text, Some(span)),
-                    message: format!(
-                        "[secrets] inject: `{bad}` is not a host[:port]; give a name such as \
-                         github.com or git.example.com:8443"
-                    ),
-                });
-            }
-            self.inject.extend(hosts);
-        }
+        self.merge_secrets(raw.secrets, tighten_only, path, text, scope)?;
         for p in raw.read_only.unwrap_or_default() {
             self.read_only.push(expand(&p, home, base));
         }
         for p in raw.masked.unwrap_or_default() {
             self.masked.push(expand(&p, home, base));
         }
+        Ok(())
+    }
+
+    /// `[secrets]`: `inject` loosens (a listed host's credential becomes usable from the jail), so
+    /// it is refused where the file may only tighten.
+    fn merge_secrets(
+        &mut self,
+        table: Option<Spanned<crate::secrets::inject::SecretsTable>>,
+        tighten_only: bool,
+        path: &Path,
+        text: &str,
+        scope: Scope,
+    ) -> Result<()> {
+        let Some(t) = table else {
+            return Ok(());
+        };
+        let span = t.span();
+        let hosts = t.into_inner().inject.unwrap_or_default();
+        if tighten_only && !hosts.is_empty() {
+            return Err(loosening(path, text, span, "secrets.inject", scope));
+        }
+        if let Some(bad) = hosts
+            .iter()
+            .find(|h| crate::secrets::inject::target(h).is_none())
+        {
+            return Err(Error::Config {
+                path: path.to_path_buf(),
+                line: line_of(text, Some(span)),
+                message: format!(
+                    "[secrets] inject: `{bad}` is not a host[:port]; give a name such as \
+                     github.com or git.example.com:8443"
+                ),
+            });
+        }
+        self.inject.extend(hosts);
         Ok(())
     }
 

@@ -81,6 +81,7 @@ pub(crate) fn plan(
     targets: &[(String, u16)],
     fresh: &mut dyn FnMut() -> std::io::Result<String>,
 ) -> std::io::Result<Planned> {
+    use std::fmt::Write;
     let mut out = Planned::default();
     for store in stores {
         let Ok(text) = std::fs::read_to_string(store) else {
@@ -94,11 +95,7 @@ pub(crate) fn plan(
                 continue;
             };
             let ph = fresh()?;
-            view.push_str(&format!(
-                "{}{ph}{}\n",
-                &line[..entry.at.0],
-                &line[entry.at.1..]
-            ));
+            let _ = writeln!(view, "{}{ph}{}", &line[..entry.at.0], &line[entry.at.1..]);
             out.credentials.push(Credential {
                 host: entry.host,
                 port: entry.port,
@@ -122,7 +119,7 @@ pub(crate) fn plan(
                 Some(e) => {
                     let ph = fresh()?;
                     let end = if orig.ends_with('\n') { "\n" } else { "" };
-                    view.push_str(&format!("{}{ph}{end}", &orig[..e.at.0]));
+                    let _ = write!(view, "{}{ph}{end}", &orig[..e.at.0]);
                     out.credentials.push(Credential {
                         host: e.host,
                         port: e.port,
@@ -241,6 +238,39 @@ mod tests {
         }
     }
 
+    fn merge(c: &mut crate::config::Config, text: &str, scope: crate::config::Scope) -> String {
+        let (f, h, w) = (Path::new("/w/f.toml"), Path::new("/h"), Path::new("/w"));
+        c.merge_text(text, f, scope, h, w)
+            .map_or_else(|e| e.to_string(), |()| String::new())
+    }
+
+    #[test]
+    fn inject_loosens_so_only_an_unlocked_user_or_the_system_file_may_list_hosts() {
+        use crate::config::{Config, Scope};
+        let text = "[secrets]\ninject = [\"github.com\", \"git.test:8443\"]\n";
+        let mut c = Config::default();
+        assert_eq!(merge(&mut c, text, Scope::User), "");
+        assert_eq!(c.inject, ["github.com", "git.test:8443"]);
+        let err = merge(&mut Config::default(), text, Scope::Workspace);
+        assert!(err.contains("`secrets.inject` loosens"), "{err}");
+        let mut locked = Config::default();
+        assert_eq!(merge(&mut locked, "locked = true\n", Scope::System), "");
+        let err = merge(&mut locked, text, Scope::User);
+        assert!(err.contains("`secrets.inject` loosens"), "{err}");
+        let err = merge(
+            &mut Config::default(),
+            "[secrets]\ninject = [\"*.x\"]\n",
+            Scope::User,
+        );
+        assert!(err.contains("is not a host[:port]"), "{err}");
+        let err = merge(
+            &mut Config::default(),
+            "[secrets]\ninjet = []\n",
+            Scope::User,
+        );
+        assert!(!err.is_empty(), "an unknown key is an error");
+    }
+
     #[test]
     fn targets_default_to_https_and_refuse_what_is_not_a_host() {
         assert_eq!(target("GitHub.com"), Some(("github.com".into(), 443)));
@@ -268,7 +298,7 @@ mod tests {
         )
         .unwrap();
         let targets = [("git.test".into(), 8443), ("github.com".into(), 443)];
-        let got = plan(&[store.clone()], None, &targets, &mut counter()).unwrap();
+        let got = plan(std::slice::from_ref(&store), None, &targets, &mut counter()).unwrap();
         let c = &got.credentials;
         assert_eq!(c.len(), 2);
         assert_eq!(

@@ -22,7 +22,7 @@ fn test_pki(
     let ca_cert = ca.self_signed(&ca_key).unwrap();
     let issuer = rcgen::Issuer::new(ca, ca_key);
     let key = rcgen::KeyPair::generate().unwrap();
-    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let names: Vec<String> = names.iter().map(ToString::to_string).collect();
     let leaf = rcgen::CertificateParams::new(names)
         .unwrap()
         .signed_by(&key, &issuer)
@@ -75,9 +75,18 @@ fn git_server(
     (Daemon(child), log)
 }
 
-#[test]
-fn git_push_uses_the_injected_token_and_the_jail_never_reads_it() {
-    let f = Fixture::new();
+/// The git server with the human's store, helper, remote and `inject` list for it.
+struct Served {
+    port: u16,
+    real: String,
+    other_real: String,
+    ca: std::path::PathBuf,
+    srv: std::path::PathBuf,
+    log: std::path::PathBuf,
+    _server: Daemon,
+}
+
+fn serve_git(f: &Fixture) -> Served {
     let port = free_port();
     let real = format!("ghp_{}", "R3alT0ken".repeat(4));
     let other_real = format!("ghp_{}", "0therT0k".repeat(4));
@@ -89,7 +98,7 @@ fn git_push_uses_the_injected_token_and_the_jail_never_reads_it() {
         &srv.join("repo.git"),
         &["config", "http.receivepack", "true"],
     );
-    let (_server, log) = git_server(&f, port, &srv, &real, (&cert, &key));
+    let (server, log) = git_server(f, port, &srv, &real, (&cert, &key));
     // The human's store and helper; the workspace's remote on the test server.
     std::fs::write(
         f.home.join(".git-credentials"),
@@ -118,6 +127,48 @@ fn git_push_uses_the_injected_token_and_the_jail_never_reads_it() {
         format!("[secrets]\ninject = [\"git.test:{port}\", \"other.test:{port}\"]\n"),
     )
     .unwrap();
+    Served {
+        port,
+        real,
+        other_real,
+        ca,
+        srv,
+        log,
+        _server: server,
+    }
+}
+
+/// `run --network allowlist` with both test hosts allowed, the test CA the launcher's roots.
+fn run_injected(f: &Fixture, s: &Served, script: &str) -> std::process::Output {
+    f.cmd([
+        "run",
+        "--network",
+        "allowlist",
+        "--allow-domain",
+        "git.test",
+        "--allow-domain",
+        "other.test",
+        "--allow-domain",
+        "127.0.0.1",
+        "--",
+        "bash",
+        "-c",
+        script,
+    ])
+    .env(
+        "CLAUDE_SANDBOX_TEST_HOSTS",
+        "git.test=127.0.0.1,other.test=127.0.0.1",
+    )
+    .env("SSL_CERT_FILE", &s.ca)
+    .output()
+    .unwrap()
+}
+
+#[test]
+fn git_push_uses_the_injected_token_and_the_jail_never_reads_it() {
+    let f = Fixture::new();
+    let s = serve_git(&f);
+    let (port, real, other_real, srv, log) = (s.port, &s.real, &s.other_real, &s.srv, &s.log);
     let script = format!(
         "echo \"== store\"; cat ~/.git-credentials
          echo \"== environ\"; tr '\\0' '\\n' < /proc/self/environ | grep -c ghp_
@@ -128,29 +179,7 @@ fn git_push_uses_the_injected_token_and_the_jail_never_reads_it() {
          echo \"== end\""
         , free_port()
     );
-    let o = f
-        .cmd([
-            "run",
-            "--network",
-            "allowlist",
-            "--allow-domain",
-            "git.test",
-            "--allow-domain",
-            "other.test",
-            "--allow-domain",
-            "127.0.0.1",
-            "--",
-            "bash",
-            "-c",
-            &script,
-        ])
-        .env(
-            "CLAUDE_SANDBOX_TEST_HOSTS",
-            "git.test=127.0.0.1,other.test=127.0.0.1",
-        )
-        .env("SSL_CERT_FILE", &ca)
-        .output()
-        .unwrap();
+    let o = run_injected(&f, &s, &script);
     let out = ok(&o);
     let section = |name: &str| -> String {
         let start = out
@@ -160,11 +189,11 @@ fn git_push_uses_the_injected_token_and_the_jail_never_reads_it() {
         rest[..rest.find("== ").unwrap()].to_string()
     };
     // The jail reads placeholders, never the token (the store's view, its environment).
-    assert!(!out.contains(&real) && !out.contains(&other_real), "{out}");
     assert!(
-        section("store").contains(&format!("https://me:csb-ph-")),
+        !out.contains(real.as_str()) && !out.contains(other_real.as_str()),
         "{out}"
     );
+    assert!(section("store").contains("https://me:csb-ph-"), "{out}");
     assert_eq!(section("environ").trim(), "0", "{out}");
     // The push went through with the real token, which the server alone saw.
     assert!(section("push").contains("rc=0"), "{out}\n{}", stderr(&o));
@@ -182,7 +211,7 @@ fn git_push_uses_the_injected_token_and_the_jail_never_reads_it() {
         String::from_utf8_lossy(&pushed.stdout).contains("init"),
         "{pushed:?}"
     );
-    let seen = std::fs::read_to_string(&log).unwrap();
+    let seen = std::fs::read_to_string(log).unwrap();
     assert!(
         !seen.contains("csb-ph-"),
         "the server saw a placeholder:\n{seen}"
@@ -216,4 +245,26 @@ fn git_push_uses_the_injected_token_and_the_jail_never_reads_it() {
         "the refused request reached the server:\n{seen}"
     );
     assert!(section("plain").contains(guard), "{out}");
+}
+
+#[test]
+fn inject_outside_allowlist_mode_is_refused_naming_the_fix() {
+    let f = Fixture::new();
+    let dir = f.home.join(".config/claude-sandbox");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.toml"),
+        "[secrets]\ninject = [\"github.com\"]\n",
+    )
+    .unwrap();
+    let o = f
+        .cmd(["run", "--network", "host", "--", "true"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("`[secrets] inject` needs the allowlist network mode"),
+        "{}",
+        stderr(&o)
+    );
 }

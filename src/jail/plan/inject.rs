@@ -68,3 +68,12 @@ pub(super) fn plan(
     }
     Ok(planned.credentials)
 }
+
+/// `masks` without the credential stores the jail sees through an `inject` view (bound over them,
+/// they would be masked again after it).
+pub(super) fn unmasked(masks: Vec<Mask>, views: &[SecretView]) -> Vec<Mask> {
+    masks
+        .into_iter()
+        .filter(|m| !views.iter().any(|v| v.text.is_some() && v.path == m.path))
+        .collect()
+}

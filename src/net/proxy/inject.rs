@@ -123,6 +123,7 @@ impl<'c> Rewrite<'c> {
 
     /// One head: its `Authorization` substituted, checked for placeholders elsewhere.
     fn rewrite_head(&self, head: &[u8]) -> Result<(Vec<u8>, Framing, bool), Refused> {
+        use std::fmt::Write;
         let req = http::parse(head).map_err(|e| Refused::Bad(e.to_string()))?;
         let framing = req.framing().map_err(|e| Refused::Bad(e.to_string()))?;
         let upgrade = req
@@ -154,7 +155,7 @@ impl<'c> Rewrite<'c> {
                     if let Some(r) = foreign(new.as_bytes()).or_else(|| foreign(&basic(&new))) {
                         return Err(r);
                     }
-                    out.push_str(&format!("{name}: {new}\r\n"));
+                    let _ = write!(out, "{name}: {new}\r\n");
                 }
                 _ => {
                     if let Some(r) = foreign(line.as_bytes()) {

@@ -246,36 +246,29 @@ where
         let readable = PollFlags::IN | PollFlags::HUP | PollFlags::ERR;
         if cr.intersects(readable) && to_up.is_empty() {
             last = Instant::now();
-            match take(&mut down, client, &mut buf).map_err(failed)? {
-                Some(plain) => {
-                    let mut out = Vec::new();
-                    if let Err(r) = rewrite.feed(&plain, &mut out) {
-                        // The refusal, in the client's own TLS, and the end.
-                        let _ = down
-                            .writer()
-                            .write_all(&super::http::respond("403 Forbidden", &r.sentence(host)));
-                        outcome = Err(Ended::Refused(r));
-                        down.send_close_notify();
-                        break;
-                    }
-                    to_up.extend_from_slice(&out);
-                }
-                None => {
-                    up.send_close_notify();
-                    break;
-                }
+            let Some(plain) = take(&mut down, client, &mut buf).map_err(failed)? else {
+                up.send_close_notify();
+                break;
+            };
+            let mut out = Vec::new();
+            if let Err(r) = rewrite.feed(&plain, &mut out) {
+                // The refusal, in the client's own TLS, and the end.
+                let refusal = super::http::respond("403 Forbidden", &r.sentence(host));
+                let _ = down.writer().write_all(&refusal);
+                outcome = Err(Ended::Refused(r));
+                down.send_close_notify();
+                break;
             }
+            to_up.extend_from_slice(&out);
         }
         if sr.intersects(readable) && to_down.is_empty() {
             last = Instant::now();
-            match take(&mut up, server, &mut buf).map_err(failed)? {
-                Some(plain) => to_down.extend_from_slice(&plain),
-                None => {
-                    push(&mut down, &mut to_down);
-                    down.send_close_notify();
-                    break;
-                }
-            }
+            let Some(plain) = take(&mut up, server, &mut buf).map_err(failed)? else {
+                push(&mut down, &mut to_down);
+                down.send_close_notify();
+                break;
+            };
+            to_down.extend_from_slice(&plain);
         }
     }
     // What is left to say goes out before the sockets close (blocking, for a moment).
@@ -307,7 +300,7 @@ fn flush(conn: &mut rustls::Connection, sock: &mut impl Write) -> Result<(), Str
 }
 
 /// Read TLS from `sock` into `conn` and the plaintext that results. `None`: the side is done
-/// (end of file, or its close_notify).
+/// (end of file, or its `close_notify`).
 fn take(
     conn: &mut rustls::Connection,
     sock: &mut impl Read,
