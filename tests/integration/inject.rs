@@ -268,3 +268,33 @@ fn inject_outside_allowlist_mode_is_refused_naming_the_fix() {
         stderr(&o)
     );
 }
+
+/// The cost per request of a terminated host against a tunnelled one (same server, same port; only
+/// `git.test` is listed in `inject` here): `cargo test --test integration inject::cost -- \
+/// --ignored --nocapture`. New connections (one curl each) and one keep-alive connection.
+#[test]
+#[ignore = "a measurement: prints milliseconds per request"]
+fn cost_per_request_terminated_vs_tunnelled() {
+    let f = Fixture::new();
+    let s = serve_git(&f);
+    let port = s.port;
+    std::fs::write(
+        f.home.join(".config/claude-sandbox/config.toml"),
+        format!("[secrets]\ninject = [\"git.test:{port}\"]\n"),
+    )
+    .unwrap();
+    let n = 50;
+    let script = format!(
+        "ms() {{ echo \"scale=2; ($2 - $1) / 1000000 / {n}\" | bc; }}
+         for h in git.test other.test; do
+           curl -s -o /dev/null https://$h:{port}/ping
+           a=$(date +%s%N); for i in $(seq {n}); do curl -s -o /dev/null https://$h:{port}/ping; done
+           b=$(date +%s%N); echo \"$h new-connection $(ms $a $b) ms/request\"
+           urls=$(for i in $(seq {n}); do printf 'https://%s:{port}/ping ' $h; done)
+           a=$(date +%s%N); curl -s $urls > /dev/null; b=$(date +%s%N)
+           echo \"$h keep-alive $(ms $a $b) ms/request\"
+         done"
+    );
+    let o = run_injected(&f, &s, &script);
+    println!("{}", ok(&o));
+}

@@ -8,11 +8,18 @@ want = "Basic " + base64.b64encode(f"{user}:{token}".encode()).decode()
 
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body are two writes
 
     def log_message(self, *args):
         pass
 
     def serve(self):
+        if self.path == "/ping":  # the cost measurement's request: no auth, no log
+            self.send_response(200)
+            self.send_header("Content-Length", "5")
+            self.end_headers()
+            self.wfile.write(b"pong\n")
+            return
         auth = self.headers.get("Authorization", "")
         with open(log, "a") as f:
             f.write(f"{self.command} {self.path} auth={auth}\n")
