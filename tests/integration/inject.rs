@@ -38,6 +38,9 @@ fn test_pki(
     paths
 }
 
+/// The npm registry's real token (npm's own shape, so part 1 masks it too).
+const NPM_TOKEN: &str = "npm_N0tReadableInTheJail0123456789abcd";
+
 fn python() -> &'static str {
     if Path::new("/usr/bin/python3").exists() {
         "/usr/bin/python3"
@@ -64,6 +67,7 @@ fn git_server(
         .args([pki.0, pki.1])
         .args(["me", token])
         .arg(&log)
+        .arg(NPM_TOKEN)
         .spawn()
         .unwrap();
     let ready = log.with_extension("log.ready");
@@ -90,7 +94,7 @@ fn serve_git(f: &Fixture) -> Served {
     let port = free_port();
     let real = format!("ghp_{}", "R3alT0ken".repeat(4));
     let other_real = format!("ghp_{}", "0therT0k".repeat(4));
-    let (ca, cert, key) = test_pki(&f.root.join("pki"), &["git.test", "other.test"]);
+    let (ca, cert, key) = test_pki(&f.root.join("pki"), &["git.test", "other.test", "npm.test"]);
     let srv = f.root.join("srv");
     std::fs::create_dir_all(&srv).unwrap();
     f.git(&srv, &["init", "-q", "--bare", "repo.git"]);
@@ -149,6 +153,8 @@ fn run_injected(f: &Fixture, s: &Served, script: &str) -> std::process::Output {
         "--allow-domain",
         "other.test",
         "--allow-domain",
+        "npm.test",
+        "--allow-domain",
         "127.0.0.1",
         "--",
         "bash",
@@ -157,7 +163,7 @@ fn run_injected(f: &Fixture, s: &Served, script: &str) -> std::process::Output {
     ])
     .env(
         "CLAUDE_SANDBOX_TEST_HOSTS",
-        "git.test=127.0.0.1,other.test=127.0.0.1",
+        "git.test=127.0.0.1,other.test=127.0.0.1,npm.test=127.0.0.1",
     )
     .env("SSL_CERT_FILE", &s.ca)
     .output()
@@ -175,6 +181,7 @@ fn git_push_uses_the_injected_token_and_the_jail_never_reads_it() {
          echo \"== push\"; git push -q origin HEAD:main 2>&1; echo \"rc=$?\"
          PH=$(sed -n 's#https://me:\\(csb-ph-[0-9a-f]*\\)@git.test.*#\\1#p' ~/.git-credentials)
          echo \"== foreign\"; curl -sS -m 10 -H \"Authorization: Bearer $PH\" https://other.test:{port}/x 2>&1; echo \" rc=$?\"
+         echo \"== socks\"; curl -sS -m 10 --socks5-hostname 127.0.0.1:3128 -H \"Authorization: Bearer $PH\" https://other.test:{port}/x 2>&1; echo \" rc=$?\"
          echo \"== plain\"; curl -sS -m 10 -H \"X-Token: $PH\" http://other.test:{}/x 2>&1; echo \" rc=$?\"
          echo \"== end\""
         , free_port()
@@ -245,6 +252,7 @@ fn git_push_uses_the_injected_token_and_the_jail_never_reads_it() {
         "the refused request reached the server:\n{seen}"
     );
     assert!(section("plain").contains(guard), "{out}");
+    assert!(section("socks").contains(guard), "{out}");
 }
 
 #[test]
@@ -297,4 +305,38 @@ fn cost_per_request_terminated_vs_tunnelled() {
     );
     let o = run_injected(&f, &s, &script);
     println!("{}", ok(&o));
+}
+
+#[test]
+fn npm_uses_the_injected_registry_token_from_the_npmrc_view() {
+    let test = "npm_uses_the_injected_registry_token_from_the_npmrc_view";
+    if !tool_or_say(test, "npm", false) {
+        return;
+    }
+    let f = Fixture::new();
+    let s = serve_git(&f);
+    let port = s.port;
+    std::fs::write(
+        f.home.join(".npmrc"),
+        format!("registry=https://npm.test:{port}/\n//npm.test:{port}/:_authToken={NPM_TOKEN}\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        f.home.join(".config/claude-sandbox/config.toml"),
+        format!("[secrets]\ninject = [\"npm.test:{port}\"]\n"),
+    )
+    .unwrap();
+    let script = "echo \"== npmrc\"; cat ~/.npmrc
+         echo \"== whoami\"; npm whoami 2>&1; echo \"rc=$?\"
+         echo \"== end\"";
+    let o = run_injected(&f, &s, script);
+    let out = ok(&o);
+    assert!(!out.contains(NPM_TOKEN), "{out}");
+    assert!(
+        out.contains(&format!("//npm.test:{port}/:_authToken=csb-ph-")),
+        "{out}"
+    );
+    assert!(out.contains("== whoami\nme\nrc=0"), "{out}\n{}", stderr(&o));
+    let seen = std::fs::read_to_string(&s.log).unwrap_or_default();
+    assert!(!seen.contains("csb-ph-"), "{seen}");
 }

@@ -1,8 +1,9 @@
 # A loopback HTTPS git server for tests/integration/inject.rs: `git http-backend` as CGI behind
-# Basic auth that only the REAL token passes; every Authorization header seen is logged.
+# Basic auth that only the REAL token passes, and npm's whoami behind the npm token as a Bearer;
+# every Authorization header seen is logged.
 import base64, http.server, os, ssl, subprocess, sys
 
-port, root, cert, key, user, token, log = sys.argv[1:8]
+port, root, cert, key, user, token, log, npm_token = sys.argv[1:9]
 want = "Basic " + base64.b64encode(f"{user}:{token}".encode()).decode()
 
 
@@ -25,6 +26,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
             f.write(f"{self.command} {self.path} auth={auth}\n")
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
+        if self.path.startswith("/-/whoami"):  # npm's: the registry token as a Bearer
+            ok = auth == "Bearer " + npm_token
+            body = b'{"username":"me"}' if ok else b'{"error":"unauthorized"}'
+            self.send_response(200 if ok else 401)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         if auth != want:
             self.send_response(401)
             self.send_header("WWW-Authenticate", 'Basic realm="test"')

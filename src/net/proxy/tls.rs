@@ -361,13 +361,16 @@ pub(crate) const BUNDLE_FILE: &str = "ca-bundle.pem";
 /// The roots when the launcher's `SSL_CERT_FILE` names none.
 const SYSTEM_ROOTS: &str = "/etc/ssl/certs/ca-certificates.crt";
 /// The variables that make the jail's tools trust the bundle (OpenSSL and its users, git, Node,
-/// Python's requests, curl).
+/// Python's requests, curl, pip; npm's `cafile`, which Debian's npm sets to the system bundle and
+/// which replaces Node's roots, `NODE_EXTRA_CA_CERTS` included).
 const TRUST_VARS: &[&str] = &[
     "SSL_CERT_FILE",
     "GIT_SSL_CAINFO",
     "NODE_EXTRA_CA_CERTS",
     "REQUESTS_CA_BUNDLE",
     "CURL_CA_BUNDLE",
+    "PIP_CERT",
+    "NPM_CONFIG_CAFILE",
 ];
 
 /// The jail's environment when `inject` is on: every trust variable at the bundle.

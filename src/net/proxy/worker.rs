@@ -153,15 +153,15 @@ impl Stage for ResponseStage {
 fn socks5(mut conn: UnixStream, host: &str, port: u16, rest: &[u8], shared: &Shared) {
     match shared.open(host, port, super::Purpose::Tunnel) {
         Ok(mut up) => {
-            if conn.write_all(&socks::reply(0)).is_ok() {
-                relay(
-                    &mut conn,
-                    &mut up.stream,
-                    &mut Pass,
-                    &mut Pass,
-                    rest,
-                    End::BothClosed,
-                );
+            let name = super::normalize(host);
+            let listed = shared.inject.as_ref().filter(|t| t.intercepts(&name, port));
+            if conn.write_all(&socks::reply(0)).is_err() {
+                return;
+            }
+            let (c, s) = (&mut conn, &mut up.stream);
+            match listed {
+                Some(tls) => super::inject::serve_intercepted(shared, tls, c, s, rest, &name, port),
+                None => relay(c, s, &mut Pass, &mut Pass, rest, End::BothClosed),
             }
         }
         // 2: "connection not allowed by ruleset"; SOCKS has no room for the sentence.
