@@ -67,7 +67,7 @@ pub struct SecretView {
     pub format: crate::secrets::views::Format,
     /// The view's text when it is not the masked file (`[secrets] inject`: placeholders where the
     /// credentials were).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip)]
     pub text: Option<String>,
 }
 

@@ -135,6 +135,24 @@ impl Tls {
             .any(|c| c.host == host && c.port == port)
     }
 
+    /// The two TLS connections for `host`: towards the jail (`first`: what the client already
+    /// sent) and towards the real host.
+    fn connections(
+        &self,
+        host: &str,
+        first: &[u8],
+    ) -> Result<(rustls::Connection, rustls::Connection), String> {
+        let name = ServerName::try_from(host.to_string()).map_err(|e| e.to_string())?;
+        let mut down =
+            rustls::ServerConnection::new(self.server_config(host)?).map_err(|e| e.to_string())?;
+        let up = rustls::ClientConnection::new(Arc::clone(&self.client), name)
+            .map_err(|e| e.to_string())?;
+        if !first.is_empty() {
+            down.read_tls(&mut &first[..]).map_err(|e| e.to_string())?;
+        }
+        Ok((down.into(), up.into()))
+    }
+
     /// The server side for `host`, its leaf made on first use.
     fn server_config(&self, host: &str) -> Result<Arc<rustls::ServerConfig>, String> {
         let mut leaves = self.leaves.lock().map_err(|_| "poisoned".to_string())?;
@@ -186,19 +204,7 @@ where
     S: Read + Write + AsFd + super::relay::Shut,
 {
     let failed = |e: String| Ended::Failed(e);
-    let name = ServerName::try_from(host.to_string()).map_err(|e| failed(e.to_string()))?;
-    let mut down = rustls::Connection::Server(
-        rustls::ServerConnection::new(tls.server_config(host).map_err(failed)?)
-            .map_err(|e| failed(e.to_string()))?,
-    );
-    let mut up = rustls::Connection::Client(
-        rustls::ClientConnection::new(Arc::clone(&tls.client), name)
-            .map_err(|e| failed(e.to_string()))?,
-    );
-    if !first.is_empty() {
-        down.read_tls(&mut &first[..])
-            .map_err(|e| failed(e.to_string()))?;
-    }
+    let (mut down, mut up) = tls.connections(host, first).map_err(failed)?;
     client.nonblocking().map_err(|e| failed(e.to_string()))?;
     server.nonblocking().map_err(|e| failed(e.to_string()))?;
     let mut rewrite = Rewrite::new(host, port, &tls.credentials);
@@ -207,10 +213,20 @@ where
     let mut buf = vec![0u8; CHUNK];
     let mut last = Instant::now();
     let mut outcome = Ok(());
+    // The real host failed (its certificate, most often): the client's handshake is finished, so
+    // that it hears why rather than a cut connection.
+    let mut up_failed: Option<String> = None;
     loop {
+        if let Some(e) = up_failed.as_ref().filter(|_| !down.is_handshaking()) {
+            tell_failure(&mut down, host, port, e);
+            outcome = Err(Ended::Failed(e.clone()));
+            break;
+        }
         push(&mut up, &mut to_up);
         push(&mut down, &mut to_down);
-        flush(&mut up, server).map_err(failed)?;
+        if up_failed.is_none() {
+            flush(&mut up, server).map_err(failed)?;
+        }
         flush(&mut down, client).map_err(failed)?;
         if last.elapsed() >= IDLE {
             return Ok(());
@@ -225,10 +241,11 @@ where
             }
             f
         };
-        let (cf, sf) = (
-            want(&down, !to_up.is_empty()),
-            want(&up, !to_down.is_empty()),
-        );
+        let cf = want(&down, !to_up.is_empty());
+        let sf = match up_failed {
+            Some(_) => PollFlags::empty(),
+            None => want(&up, !to_down.is_empty()),
+        };
         let mut fds = [
             PollFd::from_borrowed_fd(client.as_fd(), cf),
             PollFd::from_borrowed_fd(server.as_fd(), sf),
@@ -261,9 +278,16 @@ where
             }
             to_up.extend_from_slice(&out);
         }
-        if sr.intersects(readable) && to_down.is_empty() {
+        if sr.intersects(readable) && to_down.is_empty() && up_failed.is_none() {
             last = Instant::now();
-            let Some(plain) = take(&mut up, server, &mut buf).map_err(failed)? else {
+            let taken = match take(&mut up, server, &mut buf) {
+                Ok(t) => t,
+                Err(e) => {
+                    up_failed = Some(e);
+                    continue;
+                }
+            };
+            let Some(plain) = taken else {
                 push(&mut down, &mut to_down);
                 down.send_close_notify();
                 break;
@@ -275,6 +299,18 @@ where
     finish(&mut down, client, &mut to_down);
     finish(&mut up, server, &mut to_up);
     outcome
+}
+
+/// A `502` with the reason, in the client's TLS, and its close.
+fn tell_failure(down: &mut rustls::Connection, host: &str, port: u16, e: &str) {
+    let why = format!(
+        "claude-sandbox: {host}:{port} is listed in `[secrets] inject`, but the connection to it \
+         failed: {e}\n"
+    );
+    let _ = down
+        .writer()
+        .write_all(&super::http::respond("502 Bad Gateway", &why));
+    down.send_close_notify();
 }
 
 /// Hand `pending` plaintext to `conn`'s writer, as much as its buffer takes.
@@ -398,6 +434,13 @@ pub(crate) fn prepare(
         .unwrap_or(SYSTEM_ROOTS);
     let roots_pem = std::fs::read_to_string(roots_file)
         .map_err(|err| e(format!("reading the roots in {roots_file}: {err}")))?;
+    if CertificateDer::pem_slice_iter(roots_pem.as_bytes())
+        .flatten()
+        .next()
+        .is_none()
+    {
+        return Err(e(format!("{roots_file} holds no certificate")));
+    }
     let (ca_cert_pem, ca_key_pem) = new_ca(session, credentials).map_err(e)?;
     let path = dir.join(BUNDLE_FILE);
     let _ = std::fs::remove_file(&path);

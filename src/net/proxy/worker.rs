@@ -62,6 +62,9 @@ fn request(mut conn: UnixStream, head: &[u8], rest: &[u8], shared: &Shared) {
             }
             let name = super::normalize(&host);
             if let Some(tls) = shared.inject.as_ref().filter(|t| t.intercepts(&name, port)) {
+                // Records go out as soon as they are made (a handshake's last flight and the
+                // request are two writes: Nagle would hold the second for the server's ACK).
+                let _ = up.stream.set_nodelay(true);
                 let (c, s) = (&mut conn, &mut up.stream);
                 return super::inject::serve_intercepted(shared, tls, c, s, rest, &name, port);
             }
@@ -160,7 +163,10 @@ fn socks5(mut conn: UnixStream, host: &str, port: u16, rest: &[u8], shared: &Sha
             }
             let (c, s) = (&mut conn, &mut up.stream);
             match listed {
-                Some(tls) => super::inject::serve_intercepted(shared, tls, c, s, rest, &name, port),
+                Some(tls) => {
+                    let _ = s.set_nodelay(true);
+                    super::inject::serve_intercepted(shared, tls, c, s, rest, &name, port);
+                }
                 None => relay(c, s, &mut Pass, &mut Pass, rest, End::BothClosed),
             }
         }
