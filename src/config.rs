@@ -43,6 +43,7 @@ struct RawConfig {
     fail_closed: Option<Spanned<bool>>,
     ssh: Option<Spanned<crate::ssh_agent::SshTable>>,
     containers: Option<Spanned<crate::docker::ContainersTable>>,
+    secrets: Option<Spanned<crate::secrets::inject::SecretsTable>>,
 }
 
 /// The merged configuration, paths already expanded to absolute paths.
@@ -83,6 +84,9 @@ pub struct Config {
     /// `[containers] docker`: the Docker filter (`docker`); off by default, system and user files
     /// only.
     pub containers: crate::docker::Containers,
+    /// `[secrets] inject`: hosts (`host[:port]`) whose credential the jail uses without reading it
+    /// (`secrets::inject`); system and user files only, allowlist mode only.
+    pub inject: Vec<String>,
     /// The files that were read, in order.
     pub sources: Vec<PathBuf>,
 }
@@ -167,6 +171,8 @@ impl Config {
     }
 
     /// Merge one file's text; `path` is used for error messages and relative paths.
+    // One short branch per key of the file: split, the keys' rules would be read in two places.
+    #[allow(clippy::too_many_lines)]
     pub fn merge_text(
         &mut self,
         text: &str,
@@ -271,12 +277,48 @@ impl Config {
                 self.containers.docker = on;
             }
         }
+        self.merge_secrets(raw.secrets, tighten_only, path, text, scope)?;
         for p in raw.read_only.unwrap_or_default() {
             self.read_only.push(expand(&p, home, base));
         }
         for p in raw.masked.unwrap_or_default() {
             self.masked.push(expand(&p, home, base));
         }
+        Ok(())
+    }
+
+    /// `[secrets]`: `inject` loosens (a listed host's credential becomes usable from the jail), so
+    /// it is refused where the file may only tighten.
+    fn merge_secrets(
+        &mut self,
+        table: Option<Spanned<crate::secrets::inject::SecretsTable>>,
+        tighten_only: bool,
+        path: &Path,
+        text: &str,
+        scope: Scope,
+    ) -> Result<()> {
+        let Some(t) = table else {
+            return Ok(());
+        };
+        let span = t.span();
+        let hosts = t.into_inner().inject.unwrap_or_default();
+        if tighten_only && !hosts.is_empty() {
+            return Err(loosening(path, text, span, "secrets.inject", scope));
+        }
+        if let Some(bad) = hosts
+            .iter()
+            .find(|h| crate::secrets::inject::target(h).is_none())
+        {
+            return Err(Error::Config {
+                path: path.to_path_buf(),
+                line: line_of(text, Some(span)),
+                message: format!(
+                    "[secrets] inject: `{bad}` is not a host[:port]; give a name such as \
+                     github.com or git.example.com:8443"
+                ),
+            });
+        }
+        self.inject.extend(hosts);
         Ok(())
     }
 

@@ -13,6 +13,7 @@
 //! tools need as masked views (`views`); the environment by name and value (`env`).
 
 pub(crate) mod env;
+pub(crate) mod inject;
 pub(crate) mod keys;
 pub(crate) mod stores;
 pub(crate) mod views;

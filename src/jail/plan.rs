@@ -19,6 +19,7 @@ use std::ffi::OsString;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
+mod inject;
 mod masks;
 pub(crate) mod readers;
 mod roots;
@@ -366,6 +367,15 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
     if readers::installed("pnpm", &search) && readers::major("pnpm", &search).is_none_or(|m| m < 12)
     {
         setenv.push((OLD_PNPM_COPY.0.into(), OLD_PNPM_COPY.1.into()));
+    }
+    let mut views = views;
+    network.inject = inject::plan(input, &home, network.mode, &mut views, &mut setenv)?;
+    if !input.config.inject.is_empty() && network.inject.is_empty() {
+        warnings.push(
+            "[secrets] inject: no credential was found for the listed hosts (git's credential \
+             stores, .npmrc); nothing is injected"
+                .into(),
+        );
     }
     let net_dir = (network.mode == crate::net::Mode::Allowlist).then(|| {
         setenv.extend(crate::net::proxy_env(

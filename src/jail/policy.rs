@@ -65,6 +65,10 @@ pub struct SecretView {
     pub path: PathBuf,
     pub copy: PathBuf,
     pub format: crate::secrets::views::Format,
+    /// The view's text when it is not the masked file (`[secrets] inject`: placeholders where the
+    /// credentials were).
+    #[serde(skip)]
+    pub text: Option<String>,
 }
 
 /// Everything the argv builder needs.

@@ -27,6 +27,12 @@ pub(crate) enum ProxyError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// `[secrets] inject`: the session CA, the roots or the jail's bundle.
+    #[error(
+        "[secrets] inject: {0}; check the file SSL_CERT_FILE names (or \
+         /etc/ssl/certs/ca-certificates.crt), or remove `inject`"
+    )]
+    Inject(String),
 }
 
 /// The in-jail bridge to the proxy could not be started (the command is not run).

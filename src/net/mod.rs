@@ -142,6 +142,7 @@ impl NetConfig {
             } else {
                 Vec::new()
             },
+            inject: Vec::new(),
         }
     }
 }
@@ -158,6 +159,10 @@ pub struct NetPolicy {
     /// Allowlist mode: the container's loopback ports the jail reaches, each on the same port of
     /// its own loopback (the listed ones, then the live IDEs' found when planning).
     pub loopback: Vec<loopback::Bridged>,
+    /// `[secrets] inject`: the credentials the proxy puts into requests to their hosts (never
+    /// shown: `explain` names the hosts from the config).
+    #[serde(skip)]
+    pub inject: Vec<crate::secrets::inject::Credential>,
 }
 
 impl Default for NetPolicy {
@@ -168,6 +173,7 @@ impl Default for NetPolicy {
             deny: Vec::new(),
             upstream: None,
             loopback: Vec::new(),
+            inject: Vec::new(),
         }
     }
 }

@@ -15,12 +15,14 @@
 //! (`http`).
 
 mod http;
+mod inject;
 mod limits;
 mod process;
 mod relay;
 mod serve;
 pub(crate) mod session_allow;
 mod socks;
+pub(crate) mod tls;
 mod worker;
 
 use super::error::ProxyError;
@@ -96,6 +98,9 @@ pub(crate) struct Config {
     /// Ports of the container's loopback the jail may reach (`loopback`), and no other.
     #[serde(default)]
     loopback: Vec<u16>,
+    /// `[secrets] inject`: the credentials and the session CA (`tls`).
+    #[serde(default)]
+    inject: Option<tls::InjectConfig>,
 }
 
 /// Counters for the summary and the load figures (docs/network.md).
@@ -169,6 +174,8 @@ struct Shared {
     limits: Limits,
     upstream: Upstream,
     loopback: Vec<u16>,
+    /// `[secrets] inject`: the hosts whose TLS the proxy terminates (`tls`).
+    inject: Option<tls::Tls>,
     denied: Mutex<BTreeMap<String, (u32, String)>>,
     counts: Counts,
 }
@@ -224,6 +231,7 @@ impl Proxy {
                 upstream,
                 session_allow: None,
                 loopback: policy.loopback.iter().map(|b| b.port).collect(),
+                inject: None,
             },
         })
     }
@@ -274,6 +282,10 @@ pub(crate) fn for_policy(
             .session(session)
             .network_allow(),
     );
+    if !network.inject.is_empty() {
+        let inject = tls::prepare(dir, session, &network.inject, env);
+        proxy.config.inject = Some(inject.map_err(|e| err(e.to_string()))?);
+    }
     super::loopback::stage_locks(dir, &network.loopback);
     let exec = env.get_str(crate::host::SEAL) == Some("exec");
     process::start(proxy, exec)
@@ -337,6 +349,10 @@ impl Shared {
             limits: config.limits,
             upstream: config.upstream,
             loopback: config.loopback,
+            inject: (config.inject.as_ref())
+                .map(tls::Tls::new)
+                .transpose()
+                .map_err(ProxyError::Inject)?,
             denied: Mutex::new(BTreeMap::new()),
             counts: Counts::default(),
         })

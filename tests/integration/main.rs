@@ -20,6 +20,7 @@ mod faults;
 mod gitconfig;
 mod hardlinks;
 mod hooks;
+mod inject;
 mod installer;
 mod installs;
 mod kernel;

@@ -49,7 +49,11 @@ impl SessionHome {
         home::prepare(&dir, &plan.policy.home, record.to_string().as_bytes())?;
         // The masked views of configs holding a secret: bound over them by bwrap or the sealer.
         for v in &plan.policy.views {
-            crate::secrets::views::write_copy(&v.path, v.format, &v.copy).map_err(|e| {
+            let written = match &v.text {
+                Some(text) => crate::secrets::inject::write_view(text, &v.copy),
+                None => crate::secrets::views::write_copy(&v.path, v.format, &v.copy),
+            };
+            written.map_err(|e| {
                 Error::io(
                     format!(
                         "making the masked view of {} (the launch stops rather than show it \

@@ -338,6 +338,7 @@ fn a_masked_view_is_bound_after_every_writable_root_and_before_the_host_tree_goe
         path: npmrc.clone(),
         copy: "/run/cs/1/s/views/0".into(),
         format: crate::secrets::views::Format::Ini,
+        text: None,
     });
     let m = mounts(&p, &[]);
     let at = |want: &Mount| m.iter().position(|x| x == want).unwrap();

@@ -121,7 +121,7 @@ fn seal_all(
         .collect();
     policy.sealed = sealed;
     policy.work_in_seals = work_in_seals;
-    policy.masks = masks;
+    policy.masks = super::inject::unmasked(masks, &policy.views);
     policy.hidden = hidden;
     // What a fixed view leaves out is not in the jail at all: nothing to mask or hide there (and
     // no mount point could be made in the read-only view).

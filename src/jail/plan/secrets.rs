@@ -27,6 +27,7 @@ pub(super) fn withheld_and_views(
             path,
             copy: session_dir.secret_view(n),
             format,
+            text: None,
         })
         .collect();
     (withheld, views)

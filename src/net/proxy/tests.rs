@@ -364,6 +364,7 @@ fn shared(hosts: &str, upstream: &str) -> Shared {
         upstream,
         session_allow: None,
         loopback: Vec::new(),
+        inject: None,
     })
     .unwrap()
 }

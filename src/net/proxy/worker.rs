@@ -60,6 +60,14 @@ fn request(mut conn: UnixStream, head: &[u8], rest: &[u8], shared: &Shared) {
             {
                 return;
             }
+            let name = super::normalize(&host);
+            if let Some(tls) = shared.inject.as_ref().filter(|t| t.intercepts(&name, port)) {
+                // Records go out as soon as they are made (a handshake's last flight and the
+                // request are two writes: Nagle would hold the second for the server's ACK).
+                let _ = up.stream.set_nodelay(true);
+                let (c, s) = (&mut conn, &mut up.stream);
+                return super::inject::serve_intercepted(shared, tls, c, s, rest, &name, port);
+            }
             relay(
                 &mut conn,
                 &mut up.stream,
@@ -74,6 +82,18 @@ fn request(mut conn: UnixStream, head: &[u8], rest: &[u8], shared: &Shared) {
                 Ok(f) => f,
                 Err(e) => return answer(conn, &bad(e)),
             };
+            // A placeholder in plain HTTP is never replaced: it is going to the wrong place.
+            let creds = shared
+                .inject
+                .as_ref()
+                .map_or(&[][..], |t| &t.credentials[..]);
+            if let Some(c) = super::inject::placeholder_in(head, creds) {
+                let why = super::inject::Refused::Foreign {
+                    owner: format!("{}:{}", c.host, c.port),
+                };
+                shared.credential_refused(&host, port, &why);
+                return answer(conn, &http::respond("403 Forbidden", &why.sentence(&host)));
+            }
             let mut up = match shared.open(&host, port, super::Purpose::Http) {
                 Ok(up) => up,
                 Err(f) => return answer(conn, &refusal(&host, port, &f)),
@@ -136,15 +156,18 @@ impl Stage for ResponseStage {
 fn socks5(mut conn: UnixStream, host: &str, port: u16, rest: &[u8], shared: &Shared) {
     match shared.open(host, port, super::Purpose::Tunnel) {
         Ok(mut up) => {
-            if conn.write_all(&socks::reply(0)).is_ok() {
-                relay(
-                    &mut conn,
-                    &mut up.stream,
-                    &mut Pass,
-                    &mut Pass,
-                    rest,
-                    End::BothClosed,
-                );
+            let name = super::normalize(host);
+            let listed = shared.inject.as_ref().filter(|t| t.intercepts(&name, port));
+            if conn.write_all(&socks::reply(0)).is_err() {
+                return;
+            }
+            let (c, s) = (&mut conn, &mut up.stream);
+            match listed {
+                Some(tls) => {
+                    let _ = s.set_nodelay(true);
+                    super::inject::serve_intercepted(shared, tls, c, s, rest, &name, port);
+                }
+                None => relay(c, s, &mut Pass, &mut Pass, rest, End::BothClosed),
             }
         }
         // 2: "connection not allowed by ruleset"; SOCKS has no room for the sentence.
