@@ -9,6 +9,7 @@
 mod audit;
 mod features;
 mod links;
+mod scale;
 mod watching;
 mod work;
 use watching::{baseline_time, detection_rows, prompt_rows, rest_rows};
@@ -608,7 +609,8 @@ fn main() {
     println!("claude-sandbox benchmark ({cores} cores)\n");
     Table::header();
     // `cargo bench --bench guard -- launch poll`: only the sections named (launch, baseline,
-    // detection, prompt, rest, churn, memory, realwork, network, features, audit, hardlinks); all by default.
+    // detection, prompt, rest, churn, memory, realwork, network, features, audit, hardlinks,
+    // scale); all by default.
     let only: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with("--"))
@@ -670,5 +672,8 @@ fn main() {
     }
     if wanted("hardlinks") {
         links::hardlink_rows();
+    }
+    if wanted("scale") {
+        scale::scale_rows();
     }
 }
