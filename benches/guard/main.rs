@@ -171,8 +171,13 @@ fn time_runs(n: usize, mut f: impl FnMut()) -> Vec<f64> {
         .collect()
 }
 
+/// The launcher measured: this build's, or `$CLAUDE_SANDBOX_BENCH_BIN` (another build, for a
+/// before/after on the same scenes in the same hour).
 fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_claude-sandbox"))
+    std::env::var_os("CLAUDE_SANDBOX_BENCH_BIN").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_claude-sandbox")),
+        PathBuf::from,
+    )
 }
 
 fn launch(scene: &Path, ws: &Path, path: &str) -> Command {
@@ -180,7 +185,11 @@ fn launch(scene: &Path, ws: &Path, path: &str) -> Command {
 }
 
 fn launch_of(scene: &Path, ws: &Path, path: &str, command: &[&str]) -> Command {
-    let mut c = Command::new(bin());
+    launch_with(&bin(), scene, ws, path, command)
+}
+
+fn launch_with(bin: &Path, scene: &Path, ws: &Path, path: &str, command: &[&str]) -> Command {
+    let mut c = Command::new(bin);
     c.args(["run", "--"])
         .args(command)
         .current_dir(ws)

@@ -9,7 +9,8 @@
 //! `<bench dir>/cs-bench-scale/` by size and reused by the next run when
 //! `CLAUDE_SANDBOX_BENCH_KEEP=1`; otherwise removed at the end.
 
-use super::{bare_probe, bench_dir, launch_of, ms, pct, split_run, Table, PROBE};
+use super::{bare_probe, bench_dir, bin, launch_with, ms, pct, split_run, Table, PROBE};
+use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -75,7 +76,7 @@ fn committed(dir: &Path, files: usize) {
         } else {
             format!("src/{p}")
         };
-        list.push_str(&format!("100644 {sha}\t{rel}\n"));
+        let _ = writeln!(list, "100644 {sha}\t{rel}");
     }
     git(
         dir,
@@ -95,6 +96,8 @@ fn installed(ws: &Path, node_files: usize, venv_files: usize) {
         venv_files,
         "py",
     );
+    // What `python -m venv` and uv write at its top (the workspace walk skips such a tree).
+    std::fs::write(ws.join(".venv/pyvenv.cfg"), "home = /usr/bin\n").unwrap();
 }
 
 /// A scene (home, runtime directory, workspace) made by `make` once per `key`, kept if asked.
@@ -119,33 +122,53 @@ fn scene(key: &str, make: impl FnOnce(&Path)) -> Scene {
 }
 
 /// Until the command starts: bare and guarded, alternating; and whether any guarded launch warned.
+/// With `$CLAUDE_SANDBOX_BENCH_VS` (another build of the launcher) that one runs in each round too,
+/// on its own row: a before/after from the same minutes of a loaded machine.
 fn row(label: &str, s: &Scene, runs: usize) {
     let path = "/usr/local/bin:/usr/bin:/bin";
-    let guarded = || launch_of(&s.root, &s.ws, path, &PROBE);
-    let (mut b, mut g, mut warned) = (Vec::new(), Vec::new(), 0);
+    let vs = std::env::var_os("CLAUDE_SANDBOX_BENCH_VS").map(PathBuf::from);
+    let guarded = |bin: &Path| launch_with(bin, &s.root, &s.ws, path, &PROBE);
+    let (mut b, mut g, mut other, mut warned) = (Vec::new(), Vec::new(), Vec::new(), 0);
     for round in 0..runs + 2 {
         let bare = split_run(bare_probe());
-        let run = split_run(guarded());
+        let run = split_run(guarded(&bin()));
+        // Its own runtime directory: the hard-link scan's memory is not shared between the two.
+        let before = vs.as_deref().map(|v| {
+            let mut c = guarded(v);
+            c.env("CLAUDE_SANDBOX_RUNTIME_DIR", s.root.join("rt-vs"));
+            split_run(c).0
+        });
         if round < 2 {
             continue;
         }
         b.push(bare.0);
         g.push(run.0);
+        other.extend(before);
         warned += usize::from(run.2.contains("WARN"));
     }
     let bm = pct(&b, 0.5);
-    Table::row(
-        label,
-        ms(pct(&g, 0.5)),
-        ms(pct(&g, 0.99)),
-        &format!("bare {:.1}", bm),
-        format!("+{:.0} ms", pct(&g, 0.5) - bm),
-        g.len(),
-    );
+    let line = |label: &str, v: &[f64]| {
+        Table::row(
+            label,
+            ms(pct(v, 0.5)),
+            ms(pct(v, 0.99)),
+            &format!("bare {bm:.1}"),
+            format!("+{:.0} ms", pct(v, 0.5) - bm),
+            v.len(),
+        );
+    };
+    line(label, &g);
+    if vs.is_some() {
+        line("  the same, $CLAUDE_SANDBOX_BENCH_VS", &other);
+    }
     if warned > 0 {
-        let warn = split_run(guarded()).2;
-        let line = warn.lines().find(|l| l.contains("WARN")).unwrap_or("");
-        println!("    WARN in {warned}/{}: {}", g.len(), line.trim());
+        let log = split_run(guarded(&bin())).2;
+        let mut warns: Vec<&str> = log.lines().filter(|l| l.contains("WARN")).collect();
+        warns.dedup();
+        println!("    WARN in {warned}/{}:", g.len());
+        for w in warns {
+            println!("      {}", w.trim());
+        }
     }
 }
 

@@ -168,13 +168,7 @@ pub(crate) fn scan(roots: &[PathBuf], budget: usize, mut known: Memory, started:
                 }
                 out.entries += 1;
                 if out.entries > budget {
-                    out.truncated = true;
-                    // What was not come to is kept as it was: each entry is used only while its
-                    // stamp still matches, so the next launch goes on where this one stopped.
-                    out.changes.reshaped = true;
-                    for (path, k) in known.drain() {
-                        out.clean.entry(path).or_insert(k);
-                    }
+                    out_of_budget(&mut out, known);
                     return out;
                 }
                 let kind = match entry.file_type() {
@@ -221,6 +215,16 @@ pub(crate) fn scan(roots: &[PathBuf], budget: usize, mut known: Memory, started:
     // What the memory holds that the walk did not come to is gone (or moved) since.
     out.changes.reshaped |= !known.is_empty();
     out
+}
+
+/// The budget ran out: what was not come to is kept as it was remembered. Each entry is used only
+/// while its stamp still matches, so the next launch goes on where this one stopped.
+fn out_of_budget(out: &mut Scan, known: Memory) {
+    out.truncated = true;
+    out.changes.reshaped = true;
+    for (path, k) in known {
+        out.clean.entry(path).or_insert(k);
+    }
 }
 
 /// Where the memory of the last launch on these roots is kept.
