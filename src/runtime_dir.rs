@@ -127,6 +127,12 @@ impl RuntimeDir {
         self.root.join("placeholders.json")
     }
 
+    /// `hardlinks/`: the hard-link scan's memory of clean directories, a file per set of writable
+    /// roots (`jail::hardlinks::cache_file`).
+    pub(crate) fn hardlink_memory(&self) -> PathBuf {
+        self.root.join("hardlinks")
+    }
+
     /// `reserve`: space kept back for the records when the filesystem fills (`reserve`).
     pub(crate) fn reserve(&self) -> PathBuf {
         self.root.join("reserve")

@@ -9,6 +9,7 @@
 mod audit;
 mod features;
 mod links;
+mod scale;
 mod watching;
 mod work;
 use watching::{baseline_time, detection_rows, prompt_rows, rest_rows};
@@ -170,8 +171,13 @@ fn time_runs(n: usize, mut f: impl FnMut()) -> Vec<f64> {
         .collect()
 }
 
+/// The launcher measured: this build's, or `$CLAUDE_SANDBOX_BENCH_BIN` (another build, for a
+/// before/after on the same scenes in the same hour).
 fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_claude-sandbox"))
+    std::env::var_os("CLAUDE_SANDBOX_BENCH_BIN").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_claude-sandbox")),
+        PathBuf::from,
+    )
 }
 
 fn launch(scene: &Path, ws: &Path, path: &str) -> Command {
@@ -179,7 +185,11 @@ fn launch(scene: &Path, ws: &Path, path: &str) -> Command {
 }
 
 fn launch_of(scene: &Path, ws: &Path, path: &str, command: &[&str]) -> Command {
-    let mut c = Command::new(bin());
+    launch_with(&bin(), scene, ws, path, command)
+}
+
+fn launch_with(bin: &Path, scene: &Path, ws: &Path, path: &str, command: &[&str]) -> Command {
+    let mut c = Command::new(bin);
     c.args(["run", "--"])
         .args(command)
         .current_dir(ws)
@@ -608,7 +618,8 @@ fn main() {
     println!("claude-sandbox benchmark ({cores} cores)\n");
     Table::header();
     // `cargo bench --bench guard -- launch poll`: only the sections named (launch, baseline,
-    // detection, prompt, rest, churn, memory, realwork, network, features, audit, hardlinks); all by default.
+    // detection, prompt, rest, churn, memory, realwork, network, features, audit, hardlinks,
+    // scale); all by default.
     let only: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with("--"))
@@ -670,5 +681,8 @@ fn main() {
     }
     if wanted("hardlinks") {
         links::hardlink_rows();
+    }
+    if wanted("scale") {
+        scale::scale_rows();
     }
 }

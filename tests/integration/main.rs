@@ -37,6 +37,7 @@ mod own_settings;
 mod prompt;
 mod read_only;
 mod review;
+mod scale;
 mod sealer;
 mod secrets;
 mod secrets_kinds;

@@ -4,11 +4,17 @@
 //!
 //! A directory in which the walk found no linked file is remembered with its stamp (device, inode,
 //! modification and change times) and its subdirectories. Adding, removing or renaming an entry
-//! changes the times, so while the stamp is the same the entries are the same, and the walk takes
-//! the subdirectories from memory without reading the directory or looking at its files. What
-//! that misses (docs/layers.md): a second link made from outside to a file in a directory that did
-//! not change since the last launch. The memory lives in the runtime directory, hidden from the
-//! jail, so the agent cannot mark a directory clean.
+//! changes the times (and the change time cannot be set from user space), so while the stamp is the
+//! same the entries are the same, and the walk takes the subdirectories from memory without
+//! reading the directory or looking at its files: a store's file linked *into* the workspace (what
+//! pnpm, uv and bun do) is a new name, and its directory is read again. Only a directory whose times
+//! are settled is remembered (`Stamp::racy`: the kernel's clock for them ticks every few ms, so two
+//! changes in one tick leave one stamp). What that misses (docs/layers.md): a second name made
+//! *outside* for a file already in the workspace (`git clone --local` of it, `cp -al`) changes
+//! the file's link count and change time but no directory here; seeing it takes a `statx` per
+//! file at every launch (~2.6 µs each here: 0.8 s for 300k files, docs/performance.md), which this
+//! does not pay. The memory lives in the runtime directory, hidden from the jail, so the agent
+//! cannot mark a directory clean.
 
 use super::Seen;
 use std::collections::HashMap;
@@ -22,9 +28,7 @@ pub(crate) struct Stamp([u64; 4]);
 
 impl Stamp {
     fn of(st: &rustix::fs::Statx) -> Stamp {
-        let ns = |t: rustix::fs::StatxTimestamp| {
-            u64::from_ne_bytes(t.tv_sec.to_ne_bytes()) << 30 | u64::from(t.tv_nsec)
-        };
+        let ns = |t: rustix::fs::StatxTimestamp| time(t.tv_sec, t.tv_nsec);
         Stamp([
             rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor),
             st.stx_ino,
@@ -32,6 +36,35 @@ impl Stamp {
             ns(st.stx_ctime),
         ])
     }
+
+    /// Whether a change after the listing could leave these times as they are: the kernel stamps a
+    /// directory with a clock that ticks every few milliseconds (a second or two on some
+    /// filesystems), so a second change in the tick of the one before keeps the times, and a
+    /// listing read in between would be remembered for good. A directory changed that recently
+    /// (or in the future: another clock) is read again next time, as git treats a racy index entry.
+    fn racy(self, now: u64) -> bool {
+        let settled = now.saturating_sub(time(RACY_SECONDS, 0));
+        self.0[2] >= settled || self.0[3] >= settled
+    }
+}
+
+/// How long a directory's times must be in the past for its listing to be remembered.
+const RACY_SECONDS: i64 = 2;
+
+/// A time as the stamp holds it: seconds and nanoseconds in one number that sorts as they do.
+pub(crate) fn time(sec: i64, nsec: u32) -> u64 {
+    u64::from_ne_bytes(sec.to_ne_bytes()) << 30 | u64::from(nsec)
+}
+
+/// Now, as `time` holds it.
+pub(crate) fn now() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    time(
+        i64::try_from(t.as_secs()).unwrap_or(i64::MAX),
+        t.subsec_nanos(),
+    )
 }
 
 /// A directory found clean: its stamp and its subdirectories' names.
@@ -75,8 +108,8 @@ pub(crate) struct Scan {
 
 /// Walk the roots (never following a symlink; a mount below a root is walked too: the jail can
 /// write it) and keep the regular files with more than one link. A directory that
-/// `known` holds with the same stamp is not read.
-pub(crate) fn scan(roots: &[PathBuf], budget: usize, mut known: Memory) -> Scan {
+/// `known` holds with the same stamp is not read. `started`: now (`now`), as the racy check sees it.
+pub(crate) fn scan(roots: &[PathBuf], budget: usize, mut known: Memory, started: u64) -> Scan {
     use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir, StatxFlags, CWD};
     let mut out = Scan::default();
     out.clean.reserve(known.len());
@@ -135,7 +168,7 @@ pub(crate) fn scan(roots: &[PathBuf], budget: usize, mut known: Memory) -> Scan 
                 }
                 out.entries += 1;
                 if out.entries > budget {
-                    out.truncated = true;
+                    out_of_budget(&mut out, known);
                     return out;
                 }
                 let kind = match entry.file_type() {
@@ -166,12 +199,12 @@ pub(crate) fn scan(roots: &[PathBuf], budget: usize, mut known: Memory) -> Scan 
                     stack.push(dir.join(name));
                 }
             }
-            if complete && out.files.len() == found {
+            let stamp = Stamp::of(&st);
+            if complete && out.files.len() == found && !stamp.racy(started) {
                 match &before {
                     Some(b) if b.subdirs == subdirs => out.changes.restamped += 1,
                     _ => out.changes.reshaped = true,
                 }
-                let stamp = Stamp::of(&st);
                 out.clean
                     .insert(dir.into_os_string(), Clean { stamp, subdirs });
             } else {
@@ -184,13 +217,23 @@ pub(crate) fn scan(roots: &[PathBuf], budget: usize, mut known: Memory) -> Scan 
     out
 }
 
+/// The budget ran out: what was not come to is kept as it was remembered. Each entry is used only
+/// while its stamp still matches, so the next launch goes on where this one stopped.
+fn out_of_budget(out: &mut Scan, known: Memory) {
+    out.truncated = true;
+    out.changes.reshaped = true;
+    for (path, k) in known {
+        out.clean.entry(path).or_insert(k);
+    }
+}
+
 /// Where the memory of the last launch on these roots is kept.
 pub(crate) fn cache_file(runtime: &Path, roots: &[PathBuf]) -> PathBuf {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     roots.hash(&mut h);
-    runtime
-        .join("hardlinks")
+    crate::runtime_dir::RuntimeDir::new(runtime)
+        .hardlink_memory()
         .join(format!("{:016x}", h.finish()))
 }
 
@@ -276,8 +319,17 @@ pub(crate) fn save(file: &Path, clean: &Memory) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{protect, SCAN_BUDGET};
+    use super::super::{protect_at, Report, SCAN_BUDGET};
     use super::*;
+
+    /// A launch a minute from now: every directory the test made is settled (not racy).
+    fn protect(roots: &[PathBuf], budget: usize, cache: Option<&Path>) -> Report {
+        protect_at(roots, budget, cache, later())
+    }
+
+    fn later() -> u64 {
+        now() + time(60, 0)
+    }
 
     #[test]
     fn unchanged_clean_directories_are_not_read_again_and_a_new_link_is_found() {
@@ -321,7 +373,7 @@ mod tests {
         }
         let roots = [ws.clone()];
         let again = |mem: &Memory| {
-            let found = scan(&roots, SCAN_BUDGET, mem.clone());
+            let found = scan(&roots, SCAN_BUDGET, mem.clone(), later());
             (found.changes, found.clean)
         };
         let (first, mem) = again(&Memory::new());
@@ -360,6 +412,59 @@ mod tests {
         let (linked, mem) = again(&mem);
         assert!(linked.reshaped);
         assert!(!mem.contains_key(ws.join("7/x").as_os_str()));
+    }
+
+    #[test]
+    fn a_directory_changed_in_the_last_seconds_is_read_again_next_time() {
+        let d = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(d.path()).unwrap().join("ws");
+        std::fs::create_dir_all(ws.join("a")).unwrap();
+        let roots = [ws.clone()];
+        // Just made: a second change in the same clock tick would keep its times.
+        let racy = scan(&roots, SCAN_BUDGET, Memory::new(), now());
+        assert!(racy.clean.is_empty(), "{:?}", racy.clean);
+        let settled = scan(&roots, SCAN_BUDGET, Memory::new(), later());
+        assert_eq!(settled.clean.len(), 2);
+        // A directory whose times are ahead of this clock (another machine's) is not kept either.
+        let before = scan(&roots, SCAN_BUDGET, Memory::new(), now() - time(3600, 0));
+        assert!(before.clean.is_empty());
+    }
+
+    #[test]
+    fn a_walk_past_its_budget_is_remembered_and_the_next_launch_reads_on() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let ws = root.join("ws");
+        for i in 0..6 {
+            std::fs::create_dir_all(ws.join(format!("{i}"))).unwrap();
+            for j in 0..4 {
+                std::fs::write(ws.join(format!("{i}/{j}")), "x").unwrap();
+            }
+        }
+        std::fs::write(root.join("outside"), "").unwrap();
+        std::fs::hard_link(root.join("outside"), ws.join("5/linked")).unwrap();
+        let cache = root.join("rt/cache");
+        let roots = [ws.clone()];
+        // 6 directories in the top, 25 files below, 12 entries a launch: a few launches read them
+        // all, each on from where the last stopped, and then nothing is alerted.
+        let reports: Vec<Report> = (0..5).map(|_| protect(&roots, 12, Some(&cache))).collect();
+        assert!(reports[0].truncated && !reports[0].left.is_empty());
+        let done = reports
+            .iter()
+            .position(|r| !r.truncated)
+            .expect("never complete");
+        assert!(done <= 3, "{reports:?}");
+        assert!(reports[done..].iter().all(|r| r.left.is_empty()));
+        let broken: usize = reports.iter().map(|r| r.broken).sum();
+        assert_eq!(
+            broken, 1,
+            "the link is broken once it is reached: {reports:?}"
+        );
+        assert!(
+            reports[4].entries <= 5,
+            "only `5` read again: {:?}",
+            reports[4]
+        );
     }
 
     #[test]

@@ -1,0 +1,96 @@
+//! A large workspace (issue 36): what is remembered between launches to make them cheap (the
+//! hard-link scan's clean directories) never hides what was planted in between. 20 000 files, two
+//! launches, and between them, made outside: a repository deep in the tree (its hooks and config
+//! run at the human's next `git`: sealed at the second launch) and a hard link into a store in a
+//! directory the first launch remembered as clean (broken at the second launch).
+
+use crate::common::*;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+const DIRS: usize = 1_000;
+const PER_DIR: usize = 20;
+
+fn tree(root: &Path) {
+    for i in 0..DIRS {
+        let dir = root.join(format!("src/d{:02}/d{:03}", i / 100, i % 100));
+        std::fs::create_dir_all(&dir).unwrap();
+        for j in 0..PER_DIR {
+            std::fs::write(dir.join(format!("f{j}.rs")), "x\n").unwrap();
+        }
+    }
+}
+
+#[test]
+fn on_a_large_workspace_a_repository_and_a_store_link_planted_between_launches_are_caught() {
+    let f = Fixture::new();
+    tree(&f.ws);
+    // Older than the racy window (jail::hardlinks::scan): the first launch remembers every
+    // directory of the tree as clean.
+    std::thread::sleep(std::time::Duration::from_millis(2_100));
+    let first = f
+        .cmd(["run", "--", "true"])
+        .env("RUST_LOG", "claude_sandbox::jail::hardlinks=debug")
+        .output()
+        .unwrap();
+    assert!(first.status.success(), "{}", stderr(&first));
+
+    // Between the launches, outside: a repository deep in the tree, and a store's file linked into
+    // a remembered directory.
+    let deep = f.ws.join("src/d09/d099");
+    f.git(&deep, &["init", "-q"]);
+    std::fs::write(deep.join(".git/config"), "[core]\n\tbare = false\n").unwrap();
+    let store = f.root.join("store");
+    std::fs::create_dir_all(&store).unwrap();
+    std::fs::write(store.join("index.js"), "module.exports = 1\n").unwrap();
+    let linked = f.ws.join("src/d05/d050/index.js");
+    std::fs::hard_link(store.join("index.js"), &linked).unwrap();
+
+    let second = f
+        .cmd([
+            "run",
+            "--",
+            "bash",
+            "-c",
+            "printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > src/d09/d099/.git/hooks/pre-commit \
+             2>/dev/null && echo ESCAPED; echo '[core] fsmonitor = touch /tmp/pwned' \
+             >> src/d09/d099/.git/config; echo '// evil' >> src/d05/d050/index.js && echo appended",
+        ])
+        .env("RUST_LOG", "claude_sandbox::jail::hardlinks=debug")
+        .output()
+        .unwrap();
+    let out = ok(&second);
+    assert!(
+        !out.contains("ESCAPED"),
+        "the planted repository's hooks were writable: {out}"
+    );
+    assert!(out.contains("appended"), "{out}");
+    assert!(!deep.join(".git/hooks/pre-commit").exists());
+    // `git config` in the jail writes the jail's copy (tests/integration/gitconfig.rs): yours is
+    // as it was.
+    assert_eq!(
+        std::fs::read_to_string(deep.join(".git/config")).unwrap(),
+        "[core]\n\tbare = false\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(store.join("index.js")).unwrap(),
+        "module.exports = 1\n",
+        "the store's file changed"
+    );
+    assert_eq!(
+        std::fs::metadata(store.join("index.js")).unwrap().nlink(),
+        1
+    );
+    assert!(std::fs::read_to_string(&linked)
+        .unwrap()
+        .ends_with("// evil\n"));
+    // The second launch took the tree from memory: what was found is not the full walk's work.
+    let log = stderr(&second);
+    let skipped: usize = log
+        .split("unchanged_dirs=")
+        .nth(1)
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no scan logged: {log}"));
+    assert!(skipped >= DIRS, "{skipped} directories from memory: {log}");
+}
