@@ -20,6 +20,13 @@ pub(crate) enum Refused {
     Foreign { owner: String },
     /// It carried its own host's placeholder outside `Authorization`.
     Misplaced,
+    /// It carried its own host's placeholder in an `Authorization` value of another shape than
+    /// `Bearer PH`, `token PH` or `Basic` with PH as the password, or in two of them.
+    Shape,
+    /// It carried its own host's placeholder but names another host (`Host`, absolute target).
+    Addressed { named: String },
+    /// A `TRACE` or `TRACK`, whose response shows the jail the request the server received.
+    Echo,
     /// A head that does not parse (the proxy cannot decide on what it cannot read).
     Bad(String),
 }
@@ -35,6 +42,17 @@ impl Refused {
             Refused::Misplaced => "it carries the credential's placeholder outside the \
                                    `Authorization` header, where the sandbox never puts the \
                                    real value"
+                .into(),
+            Refused::Shape => "it carries the credential's placeholder in an `Authorization` \
+                               value the sandbox does not fill (it fills `Bearer PH`, `token PH` \
+                               and the password of `Basic`, once per request)"
+                .into(),
+            Refused::Addressed { named } => format!(
+                "it carries the credential's placeholder but names another host ({named}); the \
+                 sandbox puts a credential only into requests whose `Host` is the host connected to"
+            ),
+            Refused::Echo => "TRACE and TRACK are refused where the sandbox puts in credentials: \
+                              their response shows the request as the server received it"
                 .into(),
             Refused::Bad(e) => format!("its request head does not parse ({e})"),
         };
@@ -130,11 +148,18 @@ impl<'c> Rewrite<'c> {
             .headers
             .iter()
             .any(|(n, _)| n.eq_ignore_ascii_case("upgrade"));
+        // A request the server sends back as it is would show the jail what was put in it.
+        if is_echo(req.method) {
+            return Err(Refused::Echo);
+        }
         let own: Vec<&Credential> = self
             .creds
             .iter()
             .filter(|c| c.host == self.host && c.port == self.port)
             .collect();
+        if own.iter().any(|c| contains(head, c.placeholder.as_bytes())) {
+            self.addressed_here(&req)?;
+        }
         let foreign = |bytes: &[u8]| {
             self.creds
                 .iter()
@@ -146,14 +171,21 @@ impl<'c> Rewrite<'c> {
         };
         let text = String::from_utf8_lossy(head);
         let mut out = String::with_capacity(head.len() + 64);
+        let mut substituted = false;
         for (i, line) in text.split_inclusive("\r\n").enumerate() {
             let header = (i > 0).then(|| line.split_once(':')).flatten();
             match header {
                 Some((name, value)) if name.eq_ignore_ascii_case("authorization") => {
                     let value = value.trim_end_matches("\r\n").trim();
-                    let new = substitute(value, &own);
-                    if let Some(r) = foreign(new.as_bytes()).or_else(|| foreign(&basic(&new))) {
+                    if let Some(r) = foreign(value.as_bytes()).or_else(|| foreign(&basic(value))) {
                         return Err(r);
+                    }
+                    let new = substitute(value, &own).ok_or(Refused::Shape)?;
+                    if new != value {
+                        if substituted {
+                            return Err(Refused::Shape);
+                        }
+                        substituted = true;
                     }
                     let _ = write!(out, "{name}: {new}\r\n");
                 }
@@ -170,33 +202,91 @@ impl<'c> Rewrite<'c> {
         }
         Ok((out.into_bytes(), framing, upgrade))
     }
-}
 
-/// An `Authorization` value with each of `own`'s placeholders replaced: as it is (`Bearer PH`,
-/// `token PH`) and inside a `Basic` value's base64 (`user:PH`).
-pub(crate) fn substitute(value: &str, own: &[&Credential]) -> String {
-    let mut v = value.to_string();
-    for c in own {
-        v = v.replace(&c.placeholder, &c.secret);
-    }
-    if let Some((scheme, b64)) = v.split_once(' ') {
-        if scheme.eq_ignore_ascii_case("basic") {
-            if let Some(plain) = base64_decode(b64.trim()) {
-                let mut plain = String::from_utf8_lossy(&plain).into_owned();
-                let before = plain.clone();
-                for c in own {
-                    plain = plain.replace(&c.placeholder, &c.secret);
-                }
-                if plain != before {
-                    return format!(
-                        "{scheme} {}",
-                        crate::net::upstream::base64(plain.as_bytes())
-                    );
-                }
+    /// A request that carries this connection's placeholder names, in its one `Host` header and in
+    /// any absolute-form target, the host the proxy connected to: a shared front end routes by
+    /// those names, and would hand the credential to whichever site they name.
+    fn addressed_here(&self, req: &http::Request<'_>) -> Result<(), Refused> {
+        let hosts: Vec<&str> = req
+            .headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("host"))
+            .map(|(_, v)| *v)
+            .collect();
+        let [host] = hosts[..] else {
+            return Err(Refused::Addressed {
+                named: format!("{} Host headers", hosts.len()),
+            });
+        };
+        let mut named = vec![host];
+        if !req.target.starts_with('/') && req.target != "*" {
+            named.push(absolute_authority(req.target));
+        }
+        let here = (super::normalize(&self.host), self.port);
+        for n in named {
+            let parsed = (!n.contains('@'))
+                .then(|| super::split_host_port(n, Some(443)))
+                .flatten()
+                .map(|(h, p)| (super::normalize(&h), p));
+            if parsed.as_ref() != Some(&here) {
+                return Err(Refused::Addressed { named: n.into() });
             }
         }
+        Ok(())
     }
-    v
+}
+
+/// Methods whose response is the request itself (`TRACK` is IIS's `TRACE`).
+fn is_echo(method: &str) -> bool {
+    method.eq_ignore_ascii_case("TRACE") || method.eq_ignore_ascii_case("TRACK")
+}
+
+/// The authority of an absolute-form target (`https://host:port/path`); the whole target when it
+/// has no `scheme://` (which then names no host the proxy accepts).
+fn absolute_authority(target: &str) -> &str {
+    let Some((_, rest)) = target.split_once("://") else {
+        return target;
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    &rest[..end]
+}
+
+/// An `Authorization` value with its own host's placeholder replaced, in the three shapes a client
+/// sends a token in: `Bearer PH`, `token PH` (either case), and as the password of `Basic
+/// base64(user:PH)`. `None` when a placeholder is anywhere else in it (a Basic user name, a Digest
+/// parameter): a server may show those back (a "logged in as" page, an error), so they are refused,
+/// not replaced. A value without a placeholder is returned as it is.
+pub(crate) fn substitute(value: &str, own: &[&Credential]) -> Option<String> {
+    let (scheme, rest) = value.split_once(' ').unwrap_or((value, ""));
+    let rest = rest.trim();
+    let tokenish = scheme.eq_ignore_ascii_case("bearer") || scheme.eq_ignore_ascii_case("token");
+    if tokenish {
+        if let Some(c) = own.iter().find(|c| rest == c.placeholder) {
+            return Some(format!("{scheme} {}", c.secret));
+        }
+    }
+    let decoded = basic(value);
+    if let Some(i) = decoded.iter().position(|b| *b == b':') {
+        let (user, pass) = (&decoded[..i], &decoded[i + 1..]);
+        let in_user = own.iter().any(|c| contains(user, c.placeholder.as_bytes()));
+        if let Some(c) = own.iter().find(|c| pass == c.placeholder.as_bytes()) {
+            if in_user {
+                return None;
+            }
+            let mut plain = user.to_vec();
+            plain.push(b':');
+            plain.extend_from_slice(c.secret.as_bytes());
+            return Some(format!("{scheme} {}", crate::net::upstream::base64(&plain)));
+        }
+    }
+    let anywhere = |bytes: &[u8]| {
+        own.iter()
+            .any(|c| contains(bytes, c.placeholder.as_bytes()))
+    };
+    if anywhere(value.as_bytes()) || anywhere(&decoded) {
+        return None;
+    }
+    Some(value.to_string())
 }
 
 /// A `Basic` value's decoded credentials (empty when it is not one).
@@ -384,7 +474,7 @@ mod tests {
             run("git.test", &[in_url.as_bytes()]),
             Err(Refused::Foreign { .. })
         ));
-        let echoed = "GET / HTTP/1.1\r\nX-Echo: csb-ph-aaaa\r\n\r\n";
+        let echoed = "GET / HTTP/1.1\r\nHost: git.test\r\nX-Echo: csb-ph-aaaa\r\n\r\n";
         assert_eq!(
             run("git.test", &[echoed.as_bytes()]),
             Err(Refused::Misplaced)
@@ -398,9 +488,115 @@ mod tests {
     #[test]
     fn a_head_without_placeholders_passes_unchanged_and_chunked_bodies_are_followed() {
         let req = "POST /x HTTP/1.1\r\nHost: git.test\r\nTransfer-Encoding: chunked\r\n\r\n\
-                   5\r\nhello\r\n0\r\n\r\nGET /y HTTP/1.1\r\nAuthorization: token csb-ph-aaaa\r\n\r\n";
+                   5\r\nhello\r\n0\r\n\r\nGET /y HTTP/1.1\r\nHost: git.test:443\r\n\
+                   Authorization: token csb-ph-aaaa\r\n\r\n";
         let out = run("git.test", &[req.as_bytes()]).unwrap();
         assert_eq!(out, req.replace("csb-ph-aaaa", "REAL-GIT"));
+    }
+
+    fn with_auth(host_lines: &str, auth: &str) -> String {
+        format!("GET / HTTP/1.1\r\n{host_lines}Authorization: {auth}\r\n\r\n")
+    }
+
+    #[test]
+    fn the_placeholder_is_sent_only_where_host_and_target_name_the_connected_host() {
+        let bearer = "Bearer csb-ph-aaaa";
+        for ok in ["Host: git.test\r\n", "Host: GIT.test.:443\r\n"] {
+            let out = run("git.test", &[with_auth(ok, bearer).as_bytes()]).unwrap();
+            assert!(out.contains("Bearer REAL-GIT"), "{ok}: {out}");
+        }
+        for bad in [
+            "Host: evil.test\r\n",
+            "Host: git.test:8443\r\n",
+            "Host: me@git.test\r\n",
+            "",
+            "Host: git.test\r\nHost: git.test\r\n",
+        ] {
+            assert!(
+                matches!(
+                    run("git.test", &[with_auth(bad, bearer).as_bytes()]),
+                    Err(Refused::Addressed { .. })
+                ),
+                "{bad:?}"
+            );
+        }
+        let absolute = |target: &str| {
+            format!("GET {target} HTTP/1.1\r\nHost: git.test\r\nAuthorization: {bearer}\r\n\r\n")
+        };
+        assert!(run("git.test", &[absolute("https://git.test/x").as_bytes()]).is_ok());
+        for bad in [
+            "https://evil.test/x",
+            "https://git.test@evil.test/",
+            "evil.test:443",
+        ] {
+            assert!(
+                matches!(
+                    run("git.test", &[absolute(bad).as_bytes()]),
+                    Err(Refused::Addressed { .. })
+                ),
+                "{bad}"
+            );
+        }
+        // Without a placeholder nothing is sent, so nothing is checked.
+        let plain = "GET / HTTP/1.1\r\nHost: evil.test\r\n\r\n";
+        assert_eq!(run("git.test", &[plain.as_bytes()]).unwrap(), plain);
+    }
+
+    #[test]
+    fn trace_and_track_are_refused() {
+        for m in ["TRACE", "track"] {
+            let head = format!(
+                "{m} / HTTP/1.1\r\nHost: git.test\r\nAuthorization: Bearer csb-ph-aaaa\r\n\r\n"
+            );
+            assert_eq!(
+                run("git.test", &[head.as_bytes()]),
+                Err(Refused::Echo),
+                "{m}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_bearer_token_and_the_basic_password_are_filled() {
+        let h = "Host: git.test\r\n";
+        for good in ["bearer csb-ph-aaaa", "TOKEN csb-ph-aaaa"] {
+            assert!(
+                run("git.test", &[with_auth(h, good).as_bytes()])
+                    .unwrap()
+                    .contains("REAL-GIT"),
+                "{good}"
+            );
+        }
+        let refused = [
+            format!("Basic {}", base64(b"csb-ph-aaaa:x")),
+            format!("Basic {}", base64(b"csb-ph-aaaa:csb-ph-aaaa")),
+            format!("Basic {}", base64(b"u:xcsb-ph-aaaa")),
+            "Digest username=\"csb-ph-aaaa\", realm=\"r\"".into(),
+            "Bearer csb-ph-aaaa csb-ph-aaaa".into(),
+            "Bearer xcsb-ph-aaaa".into(),
+        ];
+        for bad in &refused {
+            assert_eq!(
+                run("git.test", &[with_auth(h, bad).as_bytes()]),
+                Err(Refused::Shape),
+                "{bad}"
+            );
+        }
+        let twice = format!("{h}Authorization: Bearer csb-ph-aaaa\r\n");
+        assert_eq!(
+            run(
+                "git.test",
+                &[with_auth(&twice, "token csb-ph-aaaa").as_bytes()]
+            ),
+            Err(Refused::Shape)
+        );
+        // One filled, another Authorization without a placeholder: passed (the server decides).
+        let other = format!("{h}Authorization: Bearer unrelated\r\n");
+        assert!(run(
+            "git.test",
+            &[with_auth(&other, "token csb-ph-aaaa").as_bytes()]
+        )
+        .is_ok());
     }
 
     #[test]
