@@ -1,14 +1,16 @@
 //! The proxy's side of "use without reading" (`secrets::inject`): in the requests of a connection
 //! it terminated (`tls`), each placeholder of the connection's own host is replaced by the real
-//! value, in the `Authorization` header only (in a `Basic` one, inside its base64); and a
-//! placeholder anywhere else in a request head it sees, or one belonging to another host, refuses
-//! the request.
+//! value, in the `Authorization` header only and in three shapes (`Bearer PH`, `token PH`, the
+//! password of `Basic`); and a placeholder anywhere else in a request head it sees, or one
+//! belonging to another host, refuses the request.
 //!
-//! Guards against the real value leaving towards anyone but its own host: the substitution is
-//! decided per connection, on the host the proxy itself connected to and verified; outside
-//! `Authorization` the value could be echoed back to the jail (a header a server reflects, a URL it
-//! logs), so a placeholder there is refused, not replaced. What a request's body holds is passed as
-//! it is: a placeholder there is worthless.
+//! Guards against the real value leaving towards anyone but its own host, or coming back to the
+//! jail: the substitution is decided per connection, on the host the proxy itself connected to and
+//! verified, and only for a request whose `Host` and target name that host (a shared front end
+//! routes by them: domain fronting); outside those shapes the value could be echoed back (a header
+//! a server reflects, a URL it logs, a user name it greets), and `TRACE`/`TRACK` echo the whole
+//! request, so those are refused, not replaced. What a request's body holds is passed as it is: a
+//! placeholder there is worthless. Responses are not inspected (docs/network.md says why).
 
 use super::http::{self, Body, Framing};
 use crate::secrets::inject::Credential;
