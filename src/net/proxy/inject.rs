@@ -1,14 +1,16 @@
 //! The proxy's side of "use without reading" (`secrets::inject`): in the requests of a connection
 //! it terminated (`tls`), each placeholder of the connection's own host is replaced by the real
-//! value, in the `Authorization` header only (in a `Basic` one, inside its base64); and a
-//! placeholder anywhere else in a request head it sees, or one belonging to another host, refuses
-//! the request.
+//! value, in the `Authorization` header only and in three shapes (`Bearer PH`, `token PH`, the
+//! password of `Basic`); and a placeholder anywhere else in a request head it sees, or one
+//! belonging to another host, refuses the request.
 //!
-//! Guards against the real value leaving towards anyone but its own host: the substitution is
-//! decided per connection, on the host the proxy itself connected to and verified; outside
-//! `Authorization` the value could be echoed back to the jail (a header a server reflects, a URL it
-//! logs), so a placeholder there is refused, not replaced. What a request's body holds is passed as
-//! it is: a placeholder there is worthless.
+//! Guards against the real value leaving towards anyone but its own host, or coming back to the
+//! jail: the substitution is decided per connection, on the host the proxy itself connected to and
+//! verified, and only for a request whose `Host` and target name that host (a shared front end
+//! routes by them: domain fronting); outside those shapes the value could be echoed back (a header
+//! a server reflects, a URL it logs, a user name it greets), and `TRACE`/`TRACK` echo the whole
+//! request, so those are refused, not replaced. What a request's body holds is passed as it is: a
+//! placeholder there is worthless. Responses are not inspected (docs/network.md says why).
 
 use super::http::{self, Body, Framing};
 use crate::secrets::inject::Credential;
@@ -20,6 +22,13 @@ pub(crate) enum Refused {
     Foreign { owner: String },
     /// It carried its own host's placeholder outside `Authorization`.
     Misplaced,
+    /// It carried its own host's placeholder in an `Authorization` value of another shape than
+    /// `Bearer PH`, `token PH` or `Basic` with PH as the password, or in two of them.
+    Shape,
+    /// It carried its own host's placeholder but names another host (`Host`, absolute target).
+    Addressed { named: String },
+    /// A `TRACE` or `TRACK`, whose response shows the jail the request the server received.
+    Echo,
     /// A head that does not parse (the proxy cannot decide on what it cannot read).
     Bad(String),
 }
@@ -35,6 +44,17 @@ impl Refused {
             Refused::Misplaced => "it carries the credential's placeholder outside the \
                                    `Authorization` header, where the sandbox never puts the \
                                    real value"
+                .into(),
+            Refused::Shape => "it carries the credential's placeholder in an `Authorization` \
+                               value the sandbox does not fill (it fills `Bearer PH`, `token PH` \
+                               and the password of `Basic`, once per request)"
+                .into(),
+            Refused::Addressed { named } => format!(
+                "it carries the credential's placeholder but names another host ({named}); the \
+                 sandbox puts a credential only into requests whose `Host` is the host connected to"
+            ),
+            Refused::Echo => "TRACE and TRACK are refused where the sandbox puts in credentials: \
+                              their response shows the request as the server received it"
                 .into(),
             Refused::Bad(e) => format!("its request head does not parse ({e})"),
         };
@@ -130,11 +150,18 @@ impl<'c> Rewrite<'c> {
             .headers
             .iter()
             .any(|(n, _)| n.eq_ignore_ascii_case("upgrade"));
+        // A request the server sends back as it is would show the jail what was put in it.
+        if is_echo(req.method) {
+            return Err(Refused::Echo);
+        }
         let own: Vec<&Credential> = self
             .creds
             .iter()
             .filter(|c| c.host == self.host && c.port == self.port)
             .collect();
+        if own.iter().any(|c| contains(head, c.placeholder.as_bytes())) {
+            self.addressed_here(&req)?;
+        }
         let foreign = |bytes: &[u8]| {
             self.creds
                 .iter()
@@ -146,14 +173,21 @@ impl<'c> Rewrite<'c> {
         };
         let text = String::from_utf8_lossy(head);
         let mut out = String::with_capacity(head.len() + 64);
+        let mut substituted = false;
         for (i, line) in text.split_inclusive("\r\n").enumerate() {
             let header = (i > 0).then(|| line.split_once(':')).flatten();
             match header {
                 Some((name, value)) if name.eq_ignore_ascii_case("authorization") => {
                     let value = value.trim_end_matches("\r\n").trim();
-                    let new = substitute(value, &own);
-                    if let Some(r) = foreign(new.as_bytes()).or_else(|| foreign(&basic(&new))) {
+                    if let Some(r) = foreign(value.as_bytes()).or_else(|| foreign(&basic(value))) {
                         return Err(r);
+                    }
+                    let new = substitute(value, &own).ok_or(Refused::Shape)?;
+                    if new != value {
+                        if substituted {
+                            return Err(Refused::Shape);
+                        }
+                        substituted = true;
                     }
                     let _ = write!(out, "{name}: {new}\r\n");
                 }
@@ -170,33 +204,91 @@ impl<'c> Rewrite<'c> {
         }
         Ok((out.into_bytes(), framing, upgrade))
     }
-}
 
-/// An `Authorization` value with each of `own`'s placeholders replaced: as it is (`Bearer PH`,
-/// `token PH`) and inside a `Basic` value's base64 (`user:PH`).
-pub(crate) fn substitute(value: &str, own: &[&Credential]) -> String {
-    let mut v = value.to_string();
-    for c in own {
-        v = v.replace(&c.placeholder, &c.secret);
-    }
-    if let Some((scheme, b64)) = v.split_once(' ') {
-        if scheme.eq_ignore_ascii_case("basic") {
-            if let Some(plain) = base64_decode(b64.trim()) {
-                let mut plain = String::from_utf8_lossy(&plain).into_owned();
-                let before = plain.clone();
-                for c in own {
-                    plain = plain.replace(&c.placeholder, &c.secret);
-                }
-                if plain != before {
-                    return format!(
-                        "{scheme} {}",
-                        crate::net::upstream::base64(plain.as_bytes())
-                    );
-                }
+    /// A request that carries this connection's placeholder names, in its one `Host` header and in
+    /// any absolute-form target, the host the proxy connected to: a shared front end routes by
+    /// those names, and would hand the credential to whichever site they name.
+    fn addressed_here(&self, req: &http::Request<'_>) -> Result<(), Refused> {
+        let hosts: Vec<&str> = req
+            .headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("host"))
+            .map(|(_, v)| *v)
+            .collect();
+        let [host] = hosts[..] else {
+            return Err(Refused::Addressed {
+                named: format!("{} Host headers", hosts.len()),
+            });
+        };
+        let mut named = vec![host];
+        if !req.target.starts_with('/') && req.target != "*" {
+            named.push(absolute_authority(req.target));
+        }
+        let here = (super::normalize(&self.host), self.port);
+        for n in named {
+            let parsed = (!n.contains('@'))
+                .then(|| super::split_host_port(n, Some(443)))
+                .flatten()
+                .map(|(h, p)| (super::normalize(&h), p));
+            if parsed.as_ref() != Some(&here) {
+                return Err(Refused::Addressed { named: n.into() });
             }
         }
+        Ok(())
     }
-    v
+}
+
+/// Methods whose response is the request itself (`TRACK` is IIS's `TRACE`).
+fn is_echo(method: &str) -> bool {
+    method.eq_ignore_ascii_case("TRACE") || method.eq_ignore_ascii_case("TRACK")
+}
+
+/// The authority of an absolute-form target (`https://host:port/path`); the whole target when it
+/// has no `scheme://` (which then names no host the proxy accepts).
+fn absolute_authority(target: &str) -> &str {
+    let Some((_, rest)) = target.split_once("://") else {
+        return target;
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    &rest[..end]
+}
+
+/// An `Authorization` value with its own host's placeholder replaced, in the three shapes a client
+/// sends a token in: `Bearer PH`, `token PH` (either case), and as the password of `Basic
+/// base64(user:PH)`. `None` when a placeholder is anywhere else in it (a Basic user name, a Digest
+/// parameter): a server may show those back (a "logged in as" page, an error), so they are refused,
+/// not replaced. A value without a placeholder is returned as it is.
+pub(crate) fn substitute(value: &str, own: &[&Credential]) -> Option<String> {
+    let (scheme, rest) = value.split_once(' ').unwrap_or((value, ""));
+    let rest = rest.trim();
+    let tokenish = scheme.eq_ignore_ascii_case("bearer") || scheme.eq_ignore_ascii_case("token");
+    if tokenish {
+        if let Some(c) = own.iter().find(|c| rest == c.placeholder) {
+            return Some(format!("{scheme} {}", c.secret));
+        }
+    }
+    let decoded = basic(value);
+    if let Some(i) = decoded.iter().position(|b| *b == b':') {
+        let (user, pass) = (&decoded[..i], &decoded[i + 1..]);
+        let in_user = own.iter().any(|c| contains(user, c.placeholder.as_bytes()));
+        if let Some(c) = own.iter().find(|c| pass == c.placeholder.as_bytes()) {
+            if in_user {
+                return None;
+            }
+            let mut plain = user.to_vec();
+            plain.push(b':');
+            plain.extend_from_slice(c.secret.as_bytes());
+            return Some(format!("{scheme} {}", crate::net::upstream::base64(&plain)));
+        }
+    }
+    let anywhere = |bytes: &[u8]| {
+        own.iter()
+            .any(|c| contains(bytes, c.placeholder.as_bytes()))
+    };
+    if anywhere(value.as_bytes()) || anywhere(&decoded) {
+        return None;
+    }
+    Some(value.to_string())
 }
 
 /// A `Basic` value's decoded credentials (empty when it is not one).
@@ -297,117 +389,4 @@ impl super::Shared {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::net::upstream::base64;
-
-    fn cred(host: &str, ph: &str, secret: &str) -> Credential {
-        Credential {
-            host: host.into(),
-            port: 443,
-            placeholder: ph.into(),
-            secret: secret.into(),
-            source: "test".into(),
-        }
-    }
-
-    fn creds() -> Vec<Credential> {
-        vec![
-            cred("git.test", "csb-ph-aaaa", "REAL-GIT"),
-            cred("npm.test", "csb-ph-bbbb", "REAL-NPM"),
-        ]
-    }
-
-    fn run(host: &str, input: &[&[u8]]) -> Result<String, Refused> {
-        let c = creds();
-        let mut r = Rewrite::new(host, 443, &c);
-        let mut out = Vec::new();
-        for chunk in input {
-            r.feed(chunk, &mut out)?;
-        }
-        Ok(String::from_utf8(out).unwrap())
-    }
-
-    #[test]
-    fn base64_round_trips() {
-        for s in ["", "a", "ab", "abc", "user:csb-ph-aaaa", "x\u{e9}y:z"] {
-            assert_eq!(base64_decode(&base64(s.as_bytes())).unwrap(), s.as_bytes());
-        }
-        assert_eq!(base64_decode("dXNlcg").unwrap(), b"user");
-        assert_eq!(base64_decode("@@@@"), None);
-        assert_eq!(base64_decode("abcde"), None);
-    }
-
-    #[test]
-    fn the_own_placeholder_is_replaced_in_authorization_bearer_and_basic() {
-        let basic = base64(b"me:csb-ph-aaaa");
-        let head = format!(
-            "GET /a HTTP/1.1\r\nHost: git.test\r\nAuthorization: Basic {basic}\r\n\r\n\
-             POST /b HTTP/1.1\r\nHost: git.test\r\nauthorization: Bearer csb-ph-aaaa\r\n\
-             Content-Length: 16\r\n\r\nbody csb-ph-aaaa"
-        );
-        // Split anywhere: the rewrite keeps state across reads.
-        let (a, b) = head.as_bytes().split_at(37);
-        let out = run("git.test", &[a, b]).unwrap();
-        assert!(
-            out.contains(&format!(
-                "Authorization: Basic {}\r\n",
-                base64(b"me:REAL-GIT")
-            )),
-            "{out}"
-        );
-        assert!(out.contains("authorization: Bearer REAL-GIT\r\n"), "{out}");
-        // A body passes as it is (the placeholder there is worthless).
-        assert!(out.ends_with("\r\n\r\nbody csb-ph-aaaa"), "{out}");
-    }
-
-    #[test]
-    fn another_hosts_placeholder_or_one_outside_authorization_is_refused() {
-        let foreign =
-            "GET / HTTP/1.1\r\nHost: git.test\r\nAuthorization: Bearer csb-ph-bbbb\r\n\r\n";
-        assert_eq!(
-            run("git.test", &[foreign.as_bytes()]),
-            Err(Refused::Foreign {
-                owner: "npm.test:443".into()
-            })
-        );
-        let basic = format!(
-            "GET / HTTP/1.1\r\nAuthorization: Basic {}\r\n\r\n",
-            base64(b"u:csb-ph-aaaa")
-        );
-        assert!(matches!(
-            run("npm.test", &[basic.as_bytes()]),
-            Err(Refused::Foreign { .. })
-        ));
-        let in_url = "GET /?t=csb-ph-bbbb HTTP/1.1\r\nHost: git.test\r\n\r\n";
-        assert!(matches!(
-            run("git.test", &[in_url.as_bytes()]),
-            Err(Refused::Foreign { .. })
-        ));
-        let echoed = "GET / HTTP/1.1\r\nX-Echo: csb-ph-aaaa\r\n\r\n";
-        assert_eq!(
-            run("git.test", &[echoed.as_bytes()]),
-            Err(Refused::Misplaced)
-        );
-        assert!(matches!(
-            run("git.test", &[b"garbage\r\n\r\n"]),
-            Err(Refused::Bad(_))
-        ));
-    }
-
-    #[test]
-    fn a_head_without_placeholders_passes_unchanged_and_chunked_bodies_are_followed() {
-        let req = "POST /x HTTP/1.1\r\nHost: git.test\r\nTransfer-Encoding: chunked\r\n\r\n\
-                   5\r\nhello\r\n0\r\n\r\nGET /y HTTP/1.1\r\nAuthorization: token csb-ph-aaaa\r\n\r\n";
-        let out = run("git.test", &[req.as_bytes()]).unwrap();
-        assert_eq!(out, req.replace("csb-ph-aaaa", "REAL-GIT"));
-    }
-
-    #[test]
-    fn a_plain_head_with_any_placeholder_is_found() {
-        let c = creds();
-        let got = placeholder_in(b"GET http://x/ HTTP/1.1\r\nA: csb-ph-bbbb\r\n\r\n", &c);
-        assert_eq!(got.map(|c| c.host.as_str()), Some("npm.test"));
-        assert!(placeholder_in(b"GET / HTTP/1.1\r\n\r\n", &c).is_none());
-    }
-}
+mod tests;

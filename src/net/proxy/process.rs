@@ -174,6 +174,21 @@ pub(crate) fn prepare(parent: i32, keep: &[RawFd]) {
     };
 }
 
+/// With `[secrets] inject` the process holds the session CA's key and the real credentials: no
+/// core file of it is written (`RLIMIT_CORE` 0), and it is not dumpable, so that a process of the
+/// same user without `CAP_SYS_PTRACE` cannot attach to it or read its `/proc/PID/mem`.
+fn keep_memory_in() -> rustix::io::Result<()> {
+    use rustix::process::{setrlimit, Resource, Rlimit};
+    setrlimit(
+        Resource::Core,
+        Rlimit {
+            current: Some(0),
+            maximum: Some(0),
+        },
+    )?;
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+}
+
 /// Raise the soft descriptor limit towards `NOFILE`; the limit in force.
 fn raise_nofile() -> u64 {
     use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
@@ -198,6 +213,11 @@ fn raise_nofile() -> u64 {
 }
 
 fn run(listener: &UnixListener, control: &UnixStream, mut config: Config) -> i32 {
+    if config.inject.is_some() {
+        if let Err(e) = keep_memory_in() {
+            tracing::warn!("network proxy: its memory may be dumped or traced: {e}");
+        }
+    }
     if let Some((runtime, session)) = &config.alerts {
         crate::logfile::divert_process(runtime, &format!("network proxy of session {session}"));
     }
@@ -265,5 +285,35 @@ impl Drop for Running {
     fn drop(&mut self) {
         let _ = self.control.shutdown(std::net::Shutdown::Both);
         self.reap();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// In a child of its own (the settings are the process's, and the test harness's threads must
+    /// keep theirs): afterwards the process is not dumpable and writes no core.
+    #[test]
+    fn an_injecting_proxy_is_not_dumpable_and_writes_no_core() {
+        use rustix::process::{dumpable_behavior, getrlimit, DumpableBehavior, Resource};
+        // SAFETY: the child calls prctl, getrlimit and _exit only, then ends.
+        match unsafe { libc::fork() } {
+            -1 => panic!("fork: {}", std::io::Error::last_os_error()),
+            0 => {
+                let sealed = super::keep_memory_in().is_ok()
+                    && dumpable_behavior().ok() == Some(DumpableBehavior::NotDumpable)
+                    && getrlimit(Resource::Core).current == Some(0);
+                // SAFETY: ending the child only.
+                unsafe { libc::_exit(i32::from(!sealed)) }
+            }
+            pid => {
+                let mut status = 0;
+                // SAFETY: waiting for the child forked above.
+                assert_eq!(unsafe { libc::waitpid(pid, &raw mut status, 0) }, pid);
+                assert!(
+                    libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+                    "{status}"
+                );
+            }
+        }
     }
 }
