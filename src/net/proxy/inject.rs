@@ -231,7 +231,9 @@ impl<'c> Rewrite<'c> {
                 .flatten()
                 .map(|(h, p)| (super::normalize(&h), p));
             if parsed.as_ref() != Some(&here) {
-                return Err(Refused::Addressed { named: n.into() });
+                // The jail's bytes: shown escaped and cut short in the log and the alert.
+                let shown: String = crate::escape::visible(n).chars().take(100).collect();
+                return Err(Refused::Addressed { named: shown });
             }
         }
         Ok(())

@@ -217,3 +217,24 @@ fn a_plain_head_with_any_placeholder_is_found() {
     assert_eq!(got.map(|c| c.host.as_str()), Some("npm.test"));
     assert!(placeholder_in(b"GET / HTTP/1.1\r\n\r\n", &c).is_none());
 }
+
+#[test]
+fn a_host_the_refusal_names_is_shown_escaped_and_cut_short() {
+    let host = format!("Host: \x1b]0;evil\x07{}\r\n", "x".repeat(300));
+    let refused = run(
+        "git.test",
+        &[with_auth(&host, "Bearer csb-ph-aaaa").as_bytes()],
+    );
+    match refused {
+        Err(Refused::Addressed { named }) => {
+            assert!(
+                !named.contains('\x1b') && !named.contains('\x07'),
+                "{named:?}"
+            );
+            assert!(named.chars().count() <= 100, "{named:?}");
+        }
+        // A parser that refuses the control bytes outright is as good.
+        Err(Refused::Bad(_)) => {}
+        other => panic!("{other:?}"),
+    }
+}
