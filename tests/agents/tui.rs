@@ -59,7 +59,22 @@ fn settled(t: &Tmux) -> String {
 /// its status 0 with nothing refused on the way.
 fn quit(t: &Tmux) {
     let t0 = std::time::Instant::now();
+    let alternate = || {
+        t.run(&["display-message", "-p", "-t", "t", "#{alternate_on}"])
+            .trim()
+            == "1"
+    };
+    let mut was_alternate = false;
     while !t.screen().contains("SESSION-ENDED:") && t0.elapsed().as_secs() < 60 {
+        // A full-screen agent that has left its alternate screen is shutting down, its terminal
+        // back in cooked mode: another Ctrl-C would reach it as SIGINT and end it with 130 (seen
+        // with OpenCode, 1 run in 4, when its shutdown outlasted the 700 ms between presses).
+        let now_alternate = alternate();
+        if was_alternate && !now_alternate {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            continue;
+        }
+        was_alternate |= now_alternate;
         t.run(&["send-keys", "-t", "t", "C-c"]);
         std::thread::sleep(std::time::Duration::from_millis(700));
     }
