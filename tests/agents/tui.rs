@@ -116,10 +116,29 @@ fn assert_no_high_alert(f: &Fixture) {
     assert!(high.is_empty(), "a clean session raised: {high:#?}");
 }
 
+/// `settled`, and when the screen says the agent is starting again (`restarting`: its words for
+/// it), until the new process has drawn below those words and settled: a Ctrl-C while it restarts
+/// ends the session (Gemini CLI 0.61.0 exited with 1 when its restart after the trust question
+/// outlasted `settled`'s 3 s on a loaded machine).
+fn settled_past(t: &Tmux, restarting: Option<&str>) -> String {
+    let t0 = std::time::Instant::now();
+    let mut s = settled(t);
+    while let Some(at) = restarting.and_then(|w| s.rfind(w)) {
+        if s[at..].lines().skip(1).any(|l| !l.trim().is_empty()) {
+            break;
+        }
+        assert!(t0.elapsed().as_secs() < 60, "it never came back:\n{s}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        s = settled(t);
+    }
+    s
+}
+
 /// One agent's interactive session: it starts, shows its first screen, takes `keys` (each after
-/// the screen settled: an answer to its first question) and is still running, quits, and nothing
-/// high is alerted; nothing is left in the workspace.
-fn starts_and_quits(program: &'static str, keys: &'static [&'static str]) {
+/// the screen settled: an answer to its first question, with the words it shows while it restarts
+/// to apply the answer, if it does) and is still running, quits, and nothing high is alerted;
+/// nothing is left in the workspace.
+fn starts_and_quits(program: &'static str, keys: &'static [(&'static str, Option<&'static str>)]) {
     agent_test(program, |_| {
         let f = Fixture::new();
         let t = terminal(&f, "terminal", program, &[]);
@@ -128,9 +147,9 @@ fn starts_and_quits(program: &'static str, keys: &'static [&'static str]) {
             !first.contains("SESSION-ENDED"),
             "it did not start:\n{first}"
         );
-        for k in keys {
+        for (k, restarting) in keys {
             t.run(&["send-keys", "-t", "t", k]);
-            let s = settled(&t);
+            let s = settled_past(&t, *restarting);
             assert!(!s.contains("SESSION-ENDED"), "it stopped after {k:?}:\n{s}");
             // You have no `~/.gemini/GEMINI.md`: its placeholder is not counted as one loaded.
             assert!(
@@ -154,7 +173,8 @@ fn codex_interactive_session_ends_clean() {
 #[ignore = "needs the real agents (npm): run with --ignored"]
 fn gemini_interactive_session_ends_clean() {
     // Its first question: trust this folder (saved in the jail's own `trustedFolders.json`).
-    starts_and_quits("gemini", &["1"]);
+    // It restarts to apply the answer ("Gemini CLI is restarting to apply the trust changes...").
+    starts_and_quits("gemini", &[("1", Some("is restarting"))]);
 }
 
 #[test]
