@@ -36,7 +36,11 @@ impl Watcher {
             }
             if ino_ready {
                 let (dirty, overflow) = self.table.read_events();
+                let any = !dirty.is_empty() || overflow;
                 self.dispatch(dirty, overflow);
+                if any {
+                    std::thread::sleep(EVENT_REST);
+                }
             }
             if lazy_ready {
                 let (dirty, overflow) = self.table.read_lazy_events();
