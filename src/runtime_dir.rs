@@ -133,6 +133,12 @@ impl RuntimeDir {
         self.root.join("hardlinks")
     }
 
+    /// `entrypoints/`: the entry-point walk's memory of directory listings, a file per walked root
+    /// (`entrypoints::memory::file`).
+    pub(crate) fn entrypoint_memory(&self) -> PathBuf {
+        self.root.join("entrypoints")
+    }
+
     /// `reserve`: space kept back for the records when the filesystem fills (`reserve`).
     pub(crate) fn reserve(&self) -> PathBuf {
         self.root.join("reserve")
@@ -342,6 +348,7 @@ mod tests {
             rt.alerts_shown(),
             rt.placeholders(),
             rt.reserve(),
+            rt.entrypoint_memory(),
             rt.log(),
         ];
         let names: Vec<&str> = names.iter().map(|p| p.to_str().unwrap()).collect();
@@ -361,6 +368,7 @@ mod tests {
                 "/rt/alerts.shown",
                 "/rt/placeholders.json",
                 "/rt/reserve",
+                "/rt/entrypoints",
                 "/rt/claude-sandbox.log",
             ]
         );

@@ -12,6 +12,8 @@
 //! threat-model.md describes (a repository made inside one during the session is found by the
 //! watcher, not by the launch).
 
+pub(crate) mod memo;
+
 use rustix::fd::AsFd;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use std::ffi::OsStr;

@@ -94,3 +94,100 @@ fn on_a_large_workspace_a_repository_and_a_store_link_planted_between_launches_a
         .unwrap_or_else(|| panic!("no scan logged: {log}"));
     assert!(skipped >= DIRS, "{skipped} directories from memory: {log}");
 }
+
+/// The entry-point walk's memory (`entrypoints::memory`): the second launch takes the tree from
+/// memory, and still sees each entry point planted between the launches in a directory the first
+/// one remembered: an `.envrc`, a `.vscode/tasks.json`, a `.git` pointer file, an `.envrc` in a
+/// directory that replaced a file, one in a directory whose cache tag stopped being one (its bytes
+/// changed in place: the directory did not). A directory tagged between the launches is not walked.
+#[test]
+fn entry_points_planted_in_remembered_directories_between_launches_are_sealed() {
+    let f = Fixture::new();
+    tree(&f.ws);
+    let tag = "Signature: 8a477f597d28d172789f06886806bc55\n";
+    std::fs::create_dir_all(f.ws.join("was_tagged/inner")).unwrap();
+    std::fs::write(f.ws.join("was_tagged/CACHEDIR.TAG"), tag).unwrap();
+    std::fs::create_dir_all(f.ws.join("becomes_tagged/inner")).unwrap();
+    let outside = f.root.join("outside.git");
+    std::fs::create_dir_all(&outside).unwrap();
+    f.git(&outside, &["init", "-q", "--bare"]);
+    // Older than the racy window: the first launch remembers every directory.
+    std::thread::sleep(std::time::Duration::from_millis(2_100));
+    let log = "claude_sandbox::entrypoints=debug";
+    let first = f
+        .cmd(["run", "--", "true"])
+        .env("RUST_LOG", log)
+        .output()
+        .unwrap();
+    assert!(first.status.success(), "{}", stderr(&first));
+    let listed = |o: &std::process::Output, key: &str| -> usize {
+        let log = stderr(o);
+        log.split(&format!("{key}="))
+            .nth(1)
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no walk logged: {log}"))
+    };
+    assert!(listed(&first, "listed") >= DIRS, "{}", stderr(&first));
+
+    // Between the launches, outside, in directories the first launch remembered.
+    std::fs::write(f.ws.join("src/d07/d070/.envrc"), "echo hi\n").unwrap();
+    std::fs::create_dir(f.ws.join("src/d03/d030/.vscode")).unwrap();
+    std::fs::write(f.ws.join("src/d03/d030/.vscode/tasks.json"), "{}\n").unwrap();
+    let pointer = format!("gitdir: {}\n", outside.display());
+    std::fs::write(f.ws.join("src/d02/d020/.git"), &pointer).unwrap();
+    let replaced = f.ws.join("src/d04/d040/f3.rs");
+    std::fs::remove_file(&replaced).unwrap();
+    std::fs::create_dir(&replaced).unwrap();
+    std::fs::write(replaced.join(".envrc"), "echo hi\n").unwrap();
+    std::fs::write(f.ws.join("was_tagged/inner/.envrc"), "echo hi\n").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2_100));
+    // In place: the directory's stamp stays; the tag is read again anyway.
+    std::fs::write(f.ws.join("was_tagged/CACHEDIR.TAG"), "Signature: none\n").unwrap();
+    std::fs::write(f.ws.join("becomes_tagged/CACHEDIR.TAG"), tag).unwrap();
+
+    let targets = [
+        "src/d07/d070/.envrc",
+        "src/d03/d030/.vscode/tasks.json",
+        "src/d03/d030/.vscode/new.json",
+        "src/d02/d020/.git",
+        "src/d04/d040/f3.rs/.envrc",
+        "was_tagged/inner/.envrc",
+    ];
+    let script = format!(
+        "for p in {}; do echo x >> \"$p\" 2>/dev/null && echo \"WROTE $p\"; done; \
+         echo x >> src/d07/d070/f0.rs && echo CONTROL",
+        targets.join(" ")
+    );
+    let second = f
+        .cmd(["run", "--", "bash", "-c", &script])
+        .env("RUST_LOG", log)
+        .output()
+        .unwrap();
+    let out = ok(&second);
+    assert!(out.contains("CONTROL"), "{out}");
+    assert!(
+        !out.contains("WROTE"),
+        "planted entry points writable: {out}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("src/d02/d020/.git")).unwrap(),
+        pointer
+    );
+    let log2 = stderr(&second);
+    assert!(
+        log2.lines()
+            .any(|l| l.contains("not walked") && l.contains("becomes_tagged")),
+        "{log2}"
+    );
+    // Taken from memory: only the changed directories (and the top's) were read.
+    let (relisted, remembered) = (listed(&second, "listed"), listed(&second, "remembered"));
+    assert!(
+        remembered >= DIRS,
+        "{relisted} read, {remembered} from memory: {log2}"
+    );
+    assert!(
+        relisted < 50,
+        "{relisted} read, {remembered} from memory: {log2}"
+    );
+}

@@ -17,55 +17,14 @@
 //! cannot mark a directory clean.
 
 use super::Seen;
+#[cfg(test)]
+use crate::walk::memo::time;
+use crate::walk::memo::Stamp;
+pub(crate) use crate::walk::memo::{now, worth_saving, Changes};
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
-
-/// A directory's identity and times (ns).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct Stamp([u64; 4]);
-
-impl Stamp {
-    fn of(st: &rustix::fs::Statx) -> Stamp {
-        let ns = |t: rustix::fs::StatxTimestamp| time(t.tv_sec, t.tv_nsec);
-        Stamp([
-            rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor),
-            st.stx_ino,
-            ns(st.stx_mtime),
-            ns(st.stx_ctime),
-        ])
-    }
-
-    /// Whether a change after the listing could leave these times as they are: the kernel stamps a
-    /// directory with a clock that ticks every few milliseconds (a second or two on some
-    /// filesystems), so a second change in the tick of the one before keeps the times, and a
-    /// listing read in between would be remembered for good. A directory changed that recently
-    /// (or in the future: another clock) is read again next time, as git treats a racy index entry.
-    fn racy(self, now: u64) -> bool {
-        let settled = now.saturating_sub(time(RACY_SECONDS, 0));
-        self.0[2] >= settled || self.0[3] >= settled
-    }
-}
-
-/// How long a directory's times must be in the past for its listing to be remembered.
-const RACY_SECONDS: i64 = 2;
-
-/// A time as the stamp holds it: seconds and nanoseconds in one number that sorts as they do.
-pub(crate) fn time(sec: i64, nsec: u32) -> u64 {
-    u64::from_ne_bytes(sec.to_ne_bytes()) << 30 | u64::from(nsec)
-}
-
-/// Now, as `time` holds it.
-pub(crate) fn now() -> u64 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    time(
-        i64::try_from(t.as_secs()).unwrap_or(i64::MAX),
-        t.subsec_nanos(),
-    )
-}
 
 /// A directory found clean: its stamp and its subdirectories' names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,15 +37,6 @@ pub(crate) struct Clean {
 /// walks the path's components) and moved, not cloned, from one launch's memory to the next: the
 /// two were a third of the scan's time on an unchanged `node_modules` (perf, 4456 directories).
 pub(crate) type Memory = HashMap<OsString, Clean>;
-
-/// How the memory differs from the last launch's (`worth_saving`).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Changes {
-    /// A directory new to the memory, gone from it, or with other subdirectories.
-    pub reshaped: bool,
-    /// Directories read again whose entries are the same (only their times moved).
-    pub restamped: usize,
-}
 
 /// What the walk saw.
 #[derive(Debug, Default)]
@@ -115,7 +65,7 @@ pub(crate) fn scan(roots: &[PathBuf], budget: usize, mut known: Memory, started:
     out.clean.reserve(known.len());
     let mut buf = vec![std::mem::MaybeUninit::<u8>::uninit(); 32 * 1024];
     let mask = StatxFlags::TYPE | StatxFlags::MODE | StatxFlags::NLINK | StatxFlags::UID;
-    let dir_mask = StatxFlags::TYPE | StatxFlags::INO | StatxFlags::MTIME | StatxFlags::CTIME;
+    let dir_mask = crate::walk::memo::MASK;
     for root in roots {
         // A root inside another root is walked once.
         if roots.iter().any(|r| r != root && root.starts_with(r)) {
@@ -257,7 +207,7 @@ pub(crate) fn load(file: &Path) -> Memory {
             Some((
                 path,
                 Clean {
-                    stamp: Stamp(stamp),
+                    stamp: Stamp::from_raw(stamp),
                     subdirs,
                 },
             ))
@@ -285,18 +235,8 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Whether the memory changed enough to be written again (a new file costs ~1 ms on a disk
-/// mounted with `discard`). Every launch changes a few directories (its placeholders come and go
-/// in the workspace's top and in `.git`): re-reading those is cheaper than writing.
-pub(crate) fn worth_saving(changes: Changes) -> bool {
-    const RESTAMPED: usize = 16;
-    changes.reshaped || changes.restamped > RESTAMPED
-}
-
 /// Write the memory (a new file renamed over the old: a reader never sees half of it).
 pub(crate) fn save(file: &Path, clean: &Memory) -> std::io::Result<()> {
-    let dir = file.parent().ok_or(std::io::ErrorKind::InvalidInput)?;
-    std::fs::create_dir_all(dir)?;
     let mut bytes = Vec::new();
     let put = |b: &[u8], out: &mut Vec<u8>| {
         out.extend((b.len() as u64).to_le_bytes());
@@ -304,7 +244,7 @@ pub(crate) fn save(file: &Path, clean: &Memory) -> std::io::Result<()> {
     };
     for (path, c) in clean {
         put(path.as_bytes(), &mut bytes);
-        for n in c.stamp.0 {
+        for n in c.stamp.raw() {
             bytes.extend(n.to_le_bytes());
         }
         bytes.extend((c.subdirs.len() as u64).to_le_bytes());
@@ -312,9 +252,7 @@ pub(crate) fn save(file: &Path, clean: &Memory) -> std::io::Result<()> {
             put(s.as_bytes(), &mut bytes);
         }
     }
-    let tmp = dir.join(format!(".{}.tmp", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, file)
+    crate::walk::memo::write_whole(file, &bytes)
 }
 
 #[cfg(test)]
@@ -475,14 +413,14 @@ mod tests {
         m.insert(
             OsString::from("/w/a b"),
             Clean {
-                stamp: Stamp([1, 2, 3, u64::MAX]),
+                stamp: Stamp::from_raw([1, 2, 3, u64::MAX]),
                 subdirs: vec!["x".into(), OsString::from_vec(vec![0xff, b'y'])],
             },
         );
         m.insert(
             OsString::from("/w"),
             Clean {
-                stamp: Stamp([0; 4]),
+                stamp: Stamp::from_raw([0; 4]),
                 subdirs: vec![],
             },
         );

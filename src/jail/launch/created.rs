@@ -27,7 +27,15 @@ pub(super) fn finish(plan: &Plan, session_dir: &Path) {
     }
     let ws = &plan.policy.workspace;
     let home = Some(plan.policy.home.as_path());
-    let now = crate::entrypoints::discover_workspace(ws, home);
+    // The launch's memory of the walk (`entrypoints::memory`): what the session changed is read
+    // again.
+    let session = crate::runtime_dir::SessionDir::at(session_dir.to_path_buf());
+    let runtime = session.runtime_and_id().map(|(rt, _)| rt);
+    let now = crate::entrypoints::discover_workspace_in(
+        ws,
+        home,
+        runtime.as_ref().map(crate::runtime_dir::RuntimeDir::root),
+    );
     let placeheld: HashSet<&Path> = plan.placeholders.iter().map(|p| p.path.as_path()).collect();
     let before = &plan.existing_entry_points;
     let mut index = Indexes::new(&now.repos);

@@ -17,7 +17,8 @@ pub(super) fn discover(
     ws: &Path,
 ) -> (entrypoints::Discovery, Vec<PathBuf>) {
     let git_home = input.host.home();
-    let mut discovery = entrypoints::discover_workspace(ws, git_home.as_deref());
+    let mut discovery =
+        entrypoints::discover_workspace_in(ws, git_home.as_deref(), Some(&input.runtime_dir));
     if let Some(own) = &plan.own_repo {
         let dirs = vec![own.common_dir.clone(), own.git_dir.clone()];
         discovery.add_git_dirs(dirs, git_home.as_deref());
@@ -29,7 +30,11 @@ pub(super) fn discover(
     for extra in &extras {
         // Not a project directory (`~/.m2`, a shared `~/.local/bin`, a bare repository): what is
         // there is sealed, and its repositories' files, but no project name is made there.
-        let mut found = entrypoints::discover_workspace(extra, git_home.as_deref());
+        let mut found = entrypoints::discover_workspace_in(
+            extra,
+            git_home.as_deref(),
+            Some(&input.runtime_dir),
+        );
         found.findings.retain(|f| {
             let project_name = f.path.parent() == Some(extra.as_path())
                 && f.path.file_name().is_some_and(|n| {

@@ -1,0 +1,271 @@
+//! What the entry-point walk (`walk_tree`) remembers of each directory between launches, so that
+//! an unchanged directory costs one `statx`, not a read of its entries.
+//!
+//! Guards against an entry point planted between sessions and missed because the walk trusted an
+//! old listing. A directory is taken from memory only while its stamp (`walk::memo::Stamp`:
+//! device, inode, modification and change times, taken before the listing was read) is the same:
+//! any entry added, removed or renamed moves it, and a listing whose times were not settled when it
+//! was read (`Stamp::racy`) is not kept. A stamp does not cover the subdirectories: each one gets
+//! its own `statx`. What a listing holds is what the walk's `visit` said counts (every
+//! subdirectory, and the other entries it acted on) and the declaration files it saw; the bytes of
+//! a declaration are read again at every launch (`walk::declared`), since they can change without
+//! the directory changing. The memory lives in the runtime directory, hidden from the jail, and a
+//! file that is not whole and ours is not used at all: the walk reads everything.
+
+use super::Seen;
+use crate::walk::memo::{Changes, Stamp};
+use crate::walk::Declarations;
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+
+/// What the walk needs of one directory's listing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct Listing {
+    /// The entries other than directories that `visit` said count, in the listing's order.
+    pub(super) entries: Vec<(OsString, Seen)>,
+    /// Every subdirectory (what `visit` decides of each is decided again at each launch).
+    pub(super) subdirs: Vec<OsString>,
+    /// The declaration files it holds (`walk::declared` reads them again at each launch).
+    pub(super) declarations: Declarations,
+}
+
+/// A listing and the stamp its directory had before it was read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Remembered {
+    pub(super) stamp: Stamp,
+    pub(super) listing: Listing,
+}
+
+/// Each remembered directory by its path's bytes.
+pub(super) type Memory = HashMap<OsString, Remembered>;
+
+/// Whether a directory remembered with `remembered` is read again, its stamp being `now` (`None`:
+/// not a directory, or not looked at).
+pub(super) fn listed_again(remembered: Option<Stamp>, now: Option<Stamp>) -> bool {
+    remembered.is_none() || remembered != now
+}
+
+/// Whether a listing read whole after a stamp `stamp` is kept for the next launch (`started`: when
+/// this walk began, `walk::memo::now`).
+pub(super) fn kept(stamp: Stamp, whole: bool, started: u64) -> bool {
+    whole && !stamp.racy(started)
+}
+
+/// The walk's memory: last launch's, and this one's as the walk builds it.
+#[derive(Debug, Default)]
+pub(super) struct Recall {
+    pub(super) known: Memory,
+    pub(super) next: Memory,
+    pub(super) changes: Changes,
+    pub(super) started: u64,
+    /// Directories taken from memory, and read.
+    pub(super) reused: usize,
+    pub(super) listed: usize,
+}
+
+impl Recall {
+    /// A listing read now, with the memory it replaces: kept or not, and how the memory changed.
+    pub(super) fn listed(
+        &mut self,
+        dir: PathBuf,
+        before: Option<&Remembered>,
+        read: Remembered,
+        whole: bool,
+    ) {
+        self.listed += 1;
+        if kept(read.stamp, whole, self.started) {
+            match before {
+                Some(b) if b.listing == read.listing => self.changes.restamped += 1,
+                _ => self.changes.reshaped = true,
+            }
+            self.next.insert(dir.into_os_string(), read);
+        } else {
+            self.changes.reshaped |= before.is_some();
+        }
+    }
+
+    /// Once the walk is done: what the memory held that the walk did not come to is gone.
+    pub(super) fn finish(&mut self) {
+        self.changes.reshaped |= !self.known.is_empty();
+    }
+}
+
+/// The memory file of the walk of `root` in the runtime directory `runtime` (`None`: `root`
+/// cannot be looked at).
+pub(super) fn file(runtime: &Path, root: &Path) -> Option<PathBuf> {
+    let name = crate::walk::memo::key(root)?;
+    Some(
+        crate::runtime_dir::RuntimeDir::new(runtime)
+            .entrypoint_memory()
+            .join(name),
+    )
+}
+
+/// The file's first bytes: what it is and the codec's version.
+const MAGIC: &[u8] = b"claude-sandbox entry-point walk memory 1\n";
+
+/// The identity the memory is for: the root's path, device and inode.
+fn identity(root: &Path) -> Option<(Vec<u8>, [u64; 2])> {
+    let raw = Stamp::at(root)?.raw();
+    Some((root.as_os_str().as_bytes().to_vec(), [raw[0], raw[1]]))
+}
+
+/// FNV-1a over the file's body: a file changed or cut anywhere is not used.
+fn checksum(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+fn kind_byte(kind: Seen) -> u8 {
+    match kind {
+        Seen::Dir => 0,
+        Seen::File => 1,
+        Seen::Other => 2,
+    }
+}
+
+fn byte_kind(b: u8) -> Option<Seen> {
+    Some(match b {
+        0 => Seen::Dir,
+        1 => Seen::File,
+        2 => Seen::Other,
+        _ => return None,
+    })
+}
+
+/// The memory of the walk of `root`, as bytes.
+pub(super) fn encode(root: &Path, memory: &Memory) -> Option<Vec<u8>> {
+    let (path, ids) = identity(root)?;
+    let mut out = MAGIC.to_vec();
+    let put = |b: &[u8], out: &mut Vec<u8>| {
+        out.extend((b.len() as u64).to_le_bytes());
+        out.extend(b);
+    };
+    put(&path, &mut out);
+    for n in ids {
+        out.extend(n.to_le_bytes());
+    }
+    out.extend((memory.len() as u64).to_le_bytes());
+    for (dir, r) in memory {
+        put(dir.as_bytes(), &mut out);
+        for n in r.stamp.raw() {
+            out.extend(n.to_le_bytes());
+        }
+        let d = r.listing.declarations;
+        out.push(u8::from(d.cache_tag) | u8::from(d.venv) << 1);
+        out.extend((r.listing.entries.len() as u64).to_le_bytes());
+        for (name, kind) in &r.listing.entries {
+            out.push(kind_byte(*kind));
+            put(name.as_bytes(), &mut out);
+        }
+        out.extend((r.listing.subdirs.len() as u64).to_le_bytes());
+        for s in &r.listing.subdirs {
+            put(s.as_bytes(), &mut out);
+        }
+    }
+    let sum = checksum(&out);
+    out.extend(sum.to_le_bytes());
+    Some(out)
+}
+
+/// The memory in `bytes` if it is whole, ours, and of this `root` (its path, device and inode);
+/// else `None`, and the walk reads every directory.
+pub(super) fn decode(root: &Path, bytes: &[u8]) -> Option<Memory> {
+    let (body, sum) = bytes.split_at_checked(bytes.len().checked_sub(8)?)?;
+    if checksum(body) != u64::from_le_bytes(sum.try_into().ok()?) {
+        return None;
+    }
+    let mut r = Reader(body.strip_prefix(MAGIC)?);
+    let (path, ids) = identity(root)?;
+    if r.bytes()? != path.as_slice() || [r.u64()?, r.u64()?] != ids {
+        return None;
+    }
+    let n = r.u64()?;
+    let mut out = HashMap::new();
+    for _ in 0..n {
+        let dir = OsString::from_vec(r.bytes()?.to_vec());
+        let mut stamp = [0u64; 4];
+        for s in &mut stamp {
+            *s = r.u64()?;
+        }
+        let d = r.byte()?;
+        if d > 3 {
+            return None;
+        }
+        let mut listing = Listing {
+            declarations: Declarations {
+                cache_tag: d & 1 != 0,
+                venv: d & 2 != 0,
+            },
+            ..Listing::default()
+        };
+        for _ in 0..r.u64()? {
+            let kind = byte_kind(r.byte()?)?;
+            listing
+                .entries
+                .push((OsString::from_vec(r.bytes()?.to_vec()), kind));
+        }
+        for _ in 0..r.u64()? {
+            listing
+                .subdirs
+                .push(OsString::from_vec(r.bytes()?.to_vec()));
+        }
+        let stamp = Stamp::from_raw(stamp);
+        out.insert(dir, Remembered { stamp, listing });
+    }
+    r.0.is_empty().then_some(out)
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn byte(&mut self) -> Option<u8> {
+        let (head, rest) = self.0.split_first()?;
+        self.0 = rest;
+        Some(*head)
+    }
+    fn u64(&mut self) -> Option<u64> {
+        let (head, rest) = self.0.split_at_checked(8)?;
+        self.0 = rest;
+        Some(u64::from_le_bytes(head.try_into().ok()?))
+    }
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let n = usize::try_from(self.u64()?).ok()?;
+        let (head, rest) = self.0.split_at_checked(n)?;
+        self.0 = rest;
+        Some(head)
+    }
+}
+
+/// The memory kept for `root` in `file`: empty if there is none or it is not whole and ours.
+pub(super) fn load(file: &Path, root: &Path) -> Memory {
+    let Ok(bytes) = std::fs::read(file) else {
+        return Memory::new();
+    };
+    decode(root, &bytes).unwrap_or_else(|| {
+        tracing::info!(
+            file = %file.display(),
+            "entry-point walk memory not used: not whole or not this workspace's"
+        );
+        Memory::new()
+    })
+}
+
+/// Keep the memory for the next launch, when it changed enough (`walk::memo::worth_saving`).
+pub(super) fn save(file: &Path, root: &Path, recall: &Recall) {
+    if !crate::walk::memo::worth_saving(recall.changes) {
+        return;
+    }
+    let Some(bytes) = encode(root, &recall.next) else {
+        return;
+    };
+    if let Err(e) = crate::walk::memo::write_whole(file, &bytes) {
+        tracing::info!("{}: {e}", file.display());
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,140 @@
+use super::super::{discover_recalling, Discovery};
+use super::*;
+use crate::walk::memo::{now, time};
+
+/// A launch a minute from now: every directory the test made is settled (not racy).
+fn later() -> u64 {
+    now() + time(60, 0)
+}
+
+/// Walk `ws` as a launch at `started` with the memory `known`: what it found and its memory.
+fn walk(ws: &Path, known: Memory, started: u64) -> (Discovery, Recall) {
+    let mut recall = Recall {
+        known,
+        started,
+        ..Recall::default()
+    };
+    let d = discover_recalling(ws, None, &mut recall);
+    (d, recall)
+}
+
+fn sealed(d: &Discovery, path: &Path) -> bool {
+    d.findings.iter().any(|f| f.path == path)
+}
+
+#[test]
+fn a_changed_stamp_or_none_is_listed_again_and_a_racy_one_is_not_kept() {
+    let s = |m: u64| Stamp::from_raw([1, 2, m, m]);
+    assert!(!listed_again(Some(s(5)), Some(s(5))));
+    assert!(listed_again(Some(s(5)), Some(s(6))));
+    assert!(listed_again(Some(s(5)), None), "gone, or not a directory");
+    assert!(listed_again(None, Some(s(5))), "never remembered");
+    let t = now();
+    let settled = s(t - time(10, 0));
+    assert!(kept(settled, true, t));
+    assert!(!kept(settled, false, t), "a listing cut short");
+    assert!(
+        !kept(s(t - time(1, 0)), true, t),
+        "changed within the racy window"
+    );
+    assert!(!kept(s(t + time(60, 0)), true, t), "ahead of this clock");
+}
+
+#[test]
+fn the_memory_reads_back_only_whole_and_for_its_own_root() {
+    let d = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(d.path()).unwrap().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let mut m = Memory::new();
+    m.insert(
+        ws.join("a b").into_os_string(),
+        Remembered {
+            stamp: Stamp::from_raw([1, 2, 3, u64::MAX]),
+            listing: Listing {
+                entries: vec![
+                    (".envrc".into(), Seen::File),
+                    (OsString::from_vec(vec![0xff, b'x']), Seen::Other),
+                ],
+                subdirs: vec![".git".into(), "src".into()],
+                declarations: Declarations {
+                    cache_tag: true,
+                    venv: false,
+                },
+            },
+        },
+    );
+    m.insert(
+        ws.clone().into_os_string(),
+        Remembered {
+            stamp: Stamp::from_raw([0; 4]),
+            listing: Listing::default(),
+        },
+    );
+    let bytes = encode(&ws, &m).unwrap();
+    assert_eq!(decode(&ws, &bytes), Some(m.clone()));
+    // Cut anywhere, one byte changed, another root's, or not one at all: not used.
+    for cut in [1, 9, bytes.len() / 2, bytes.len() - 1] {
+        assert_eq!(decode(&ws, &bytes[..cut]), None, "cut at {cut}");
+    }
+    let mut flipped = bytes.clone();
+    flipped[MAGIC.len() + 20] ^= 1;
+    assert_eq!(decode(&ws, &flipped), None);
+    let other = ws.with_file_name("other");
+    std::fs::create_dir(&other).unwrap();
+    assert_eq!(decode(&other, &bytes), None);
+    assert_eq!(decode(&ws, b"garbage"), None);
+    assert_eq!(decode(&ws, b""), None);
+    // The same path made again is another directory.
+    std::fs::rename(&ws, ws.with_file_name("moved")).unwrap();
+    std::fs::create_dir(&ws).unwrap();
+    assert_eq!(decode(&ws, &bytes), None);
+}
+
+/// An unchanged tree is taken from memory but for one `statx` per directory; what was planted in a
+/// remembered directory, or changed in a declaration's bytes, is seen at the next walk.
+#[test]
+fn a_remembered_tree_is_not_read_again_and_every_change_is_seen() {
+    let t = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(t.path()).unwrap();
+    let deep = ws.join("a/b/c");
+    std::fs::create_dir_all(&deep).unwrap();
+    std::fs::create_dir_all(ws.join("target/debug/r/.git/objects")).unwrap();
+    std::fs::write(ws.join("a/file"), "x").unwrap();
+    let tag = b"Signature: 8a477f597d28d172789f06886806bc55\n";
+    std::fs::write(ws.join("target/CACHEDIR.TAG"), tag).unwrap();
+
+    let (first, mem) = walk(&ws, Memory::new(), later());
+    assert_eq!(
+        (mem.listed, mem.reused),
+        (5, 0),
+        "ws, a, a/b, a/b/c, target"
+    );
+    assert!(first.repos.is_empty(), "the tagged cache is not walked");
+    let (_, again) = walk(&ws, mem.next.clone(), later());
+    assert_eq!((again.listed, again.reused), (0, 5));
+    assert_eq!(again.changes, Changes::default());
+
+    // Planted in a remembered directory: it changes, and only it is read again.
+    std::fs::write(deep.join(".envrc"), "echo hi\n").unwrap();
+    let (d, m2) = walk(&ws, again.next, later());
+    assert!(sealed(&d, &deep.join(".envrc")));
+    assert_eq!((m2.listed, m2.reused), (1, 4));
+    // The entry that counts is remembered and given to the walk again.
+    let (d, m3) = walk(&ws, m2.next, later());
+    assert!(sealed(&d, &deep.join(".envrc")));
+    assert_eq!((m3.listed, m3.reused), (0, 5));
+
+    // The tag's bytes changed in place (the directory did not): no longer a cache, walked.
+    std::fs::write(ws.join("target/CACHEDIR.TAG"), b"Signature: none\n").unwrap();
+    let (d, m4) = walk(&ws, m3.next, later());
+    assert_eq!(d.repos.len(), 1, "{:?}", d.repos);
+    // Tagged again: not walked, and its memory is used without reading it.
+    std::fs::write(ws.join("target/CACHEDIR.TAG"), tag).unwrap();
+    let (d, m5) = walk(&ws, m4.next, later());
+    assert!(d.repos.is_empty(), "{:?}", d.repos);
+    assert!(m5.reused >= 5, "{m5:?}");
+
+    // Racy: read now, not kept; read again next time.
+    let (_, racy) = walk(&ws, Memory::new(), now());
+    assert!(racy.next.is_empty(), "{:?}", racy.next.keys());
+}
