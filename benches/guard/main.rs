@@ -10,6 +10,7 @@ mod audit;
 mod features;
 mod links;
 mod scale;
+mod tree_cpu;
 mod watching;
 mod work;
 use watching::{baseline_time, detection_rows, prompt_rows, rest_rows};
@@ -618,8 +619,8 @@ fn main() {
     println!("claude-sandbox benchmark ({cores} cores)\n");
     Table::header();
     // `cargo bench --bench guard -- launch poll`: only the sections named (launch, baseline,
-    // detection, prompt, rest, churn, memory, realwork, network, features, audit, hardlinks,
-    // scale); all by default.
+    // detection, prompt, rest, churn, tmpfs-churn, memory, realwork, network, features, audit,
+    // hardlinks, scale); all by default.
     let only: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with("--"))
@@ -672,6 +673,9 @@ fn main() {
     }
     if wanted("churn") {
         work::churn_rows();
+    }
+    if wanted("tmpfs-churn") {
+        tree_cpu::tree_cpu_rows();
     }
     if wanted("memory") {
         work::memory_rows();

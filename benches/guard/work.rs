@@ -141,7 +141,7 @@ fn median(v: impl Iterator<Item = f64>) -> f64 {
 
 /// 20 000 files in 200 new directories under `dir` (relative to the workspace): made, written
 /// twice, then removed, as an install or a build does.
-fn churn_script(dir: &str, tag: bool) -> String {
+pub(super) fn churn_script(dir: &str, tag: bool) -> String {
     let tag = if tag {
         format!("printf 'Signature: 8a477f597d28d172789f06886806bc55\\n' > {dir}/CACHEDIR.TAG; ")
     } else {
