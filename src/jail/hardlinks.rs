@@ -61,7 +61,7 @@ pub(crate) fn shared_outside(seen: &[Seen], euid: u32) -> Vec<&Seen> {
         .collect()
 }
 
-mod scan;
+pub(crate) mod scan;
 pub(crate) use scan::{cache_file, scan};
 
 /// Give `s.path` an inode of its own: copy it beside itself (bytes, mode, times), then rename the

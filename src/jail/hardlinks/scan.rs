@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 pub(crate) struct Stamp([u64; 4]);
 
 impl Stamp {
-    fn of(st: &rustix::fs::Statx) -> Stamp {
+    pub(crate) fn of(st: &rustix::fs::Statx) -> Stamp {
         let ns = |t: rustix::fs::StatxTimestamp| time(t.tv_sec, t.tv_nsec);
         Stamp([
             rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor),
@@ -42,7 +42,7 @@ impl Stamp {
     /// filesystems), so a second change in the tick of the one before keeps the times, and a
     /// listing read in between would be remembered for good. A directory changed that recently
     /// (or in the future: another clock) is read again next time, as git treats a racy index entry.
-    fn racy(self, now: u64) -> bool {
+    pub(crate) fn racy(self, now: u64) -> bool {
         let settled = now.saturating_sub(time(RACY_SECONDS, 0));
         self.0[2] >= settled || self.0[3] >= settled
     }
