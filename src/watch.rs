@@ -170,8 +170,7 @@ pub(crate) struct Watcher {
     tree_cache: HashMap<PathBuf, Listing>,
     /// Names whose attributes or hashes are still to be read (`deferred`).
     deferred: deferred::Deferred,
-    /// Events may have been missed (queue overflow, tree budget spent, a tree directory swept, the
-    /// session over before every tree directory was watched):
+    /// Events may have been missed (queue overflow, tree budget spent, a tree directory swept):
     /// the final sweep must then walk everything.
     lost_events: bool,
     /// The human's future shells: their search order, the login shell's answer (`shellpath`).

@@ -8,18 +8,19 @@
 //! So each directory, once its watch is in, is stamped (`Stamp`, as the hard-link scan's memory:
 //! device, inode, modification and change times), and if the stamp is racy against the watcher's
 //! start (`Stamp::racy`: changed since, or within the clock's coarseness before) it is treated as if
-//! it had sent the events: every entry changed since the start (`Since::changed_by_ctime`) is handed
-//! to the event path as a CREATE (a new `.git` finds the repository, a new directory is walked and
+//! it had sent the events: every entry changed since the start (a directory, `.git` or `HEAD`: by the
+//! same margin; another name: `Since::changed_by_ctime`) is handed to the event path as a CREATE (a new `.git` finds the repository, a new directory is walked and
 //! watched, `events`).
 //!
 //! Why there is no window. The walk that listed the directories ran before the watcher started
 //! (time S), and the jail's command starts after (the gate opens once `Watcher::new` is done). Take
 //! a tree directory D, its watch added at W, its stamp read at B > W. A change to D's entries (an
 //! entry made, renamed in or out, removed) at time t moves D's ctime to the coarse clock at t, which
-//! is at most one tick (< 2 s, `RACY_SECONDS`) behind the fine clock, and which userland cannot set.
+//! lags the fine clock by milliseconds (its stated tick is 4 ms here; 5 ms and more was seen),
+//! always by less than the stamp's margin M (2 s, `RACY_SECONDS`), and which userland cannot set.
 //! - t >= W: the watch is in; inotify queues the event synchronously, in the system call.
-//! - S <= t < W: B is read after the change, so D's ctime >= S - tick: racy, D is listed. The entry
-//!   made at t carries a ctime >= S - tick itself (made, or renamed: rename moves the moved inode's
+//! - S <= t < W: B is read after the change, so D's ctime >= S - M: racy, D is listed. The entry
+//!   made at t carries a ctime >= S - M itself (made, or renamed: rename moves the moved inode's
 //!   ctime), so the listing hands it on; a directory made at t is walked and watched whole
 //!   (`add_tree_in` watches before it lists, as before), whatever was made inside it earlier.
 //! - D replaced at t (another directory renamed onto its path, S <= t < W): the new inode is the
@@ -29,8 +30,9 @@
 //!
 //! A change in both windows is handed on twice; the event path is idempotent (a repository known is
 //! not added again, one inode has one tree entry: `Table::add_in`). What is left unwatched when
-//! the session ends (a `true` is over before 5k watches are in) makes the final sweep walk
-//! everything (`lost_events`), as a spent budget does.
+//! the session ends (a `true` is over before 5k watches are in) needs no watch: the jail is gone,
+//! so one `statx` per directory tells which changed, and only those are looked at again
+//! (`finish_tree_queue`).
 //!
 //! The budget is what the system allows: `fs.inotify.max_user_watches` (per user, shared with other
 //! sessions and programs) less a margin. Out of watches anyway (ENOSPC) the tree stops being watched
@@ -101,6 +103,32 @@ impl Watcher {
         }
     }
 
+    /// The session is over, every process of the jail gone: what is left of the queue needs no
+    /// watch, since nothing changes any more. A directory unchanged since the start is done with
+    /// one `statx`; one that changed is watched and looked at again, as in a batch (so the final
+    /// sweep need not walk the whole workspace because a short session ended first).
+    pub(super) fn finish_tree_queue(&mut self) {
+        let start = self.start_stamp_time();
+        while let Some(dir) = self.tree_queue.pop_front() {
+            if !stamp(&dir).is_some_and(|s| s.racy(start)) {
+                continue;
+            }
+            let Some(idx) = self.watch_tree_dir(dir, false) else {
+                return;
+            };
+            self.look_again(idx);
+        }
+    }
+
+    /// The watcher's start, as `Stamp` holds times.
+    fn start_stamp_time(&self) -> u64 {
+        let started = self.since.started;
+        scan::time(
+            started.div_euclid(1_000_000_000),
+            u32::try_from(started.rem_euclid(1_000_000_000)).unwrap_or(0),
+        )
+    }
+
     /// The tree directory `idx`, its watch just added: if it changed since the watcher started,
     /// what changed is handed to the event path as if its events had come (see the module doc).
     fn look_again(&mut self, idx: DirId) {
@@ -108,11 +136,7 @@ impl Watcher {
             return; // swept: the final sweep walks it (`tree_all_live`)
         }
         let dir = self.table[idx].path.clone();
-        let started = self.since.started;
-        let start = scan::time(
-            started.div_euclid(1_000_000_000),
-            u32::try_from(started.rem_euclid(1_000_000_000)).unwrap_or(0),
-        );
+        let start = self.start_stamp_time();
         // Gone: its parent's ctime moved, and the parent hands on what replaced it.
         if !stamp(&dir).is_some_and(|s| s.racy(start)) {
             return;
@@ -124,10 +148,29 @@ impl Watcher {
             .flatten()
             .filter_map(|e| {
                 let name = e.file_name().into_string().ok()?;
-                let entry = Entry::metadata(&e.path())?;
-                self.since
-                    .changed_by_ctime(&entry)
-                    .then_some((name, entry.kind == Kind::Dir))
+                let path = e.path();
+                // The launcher's own, made while the watcher starts; a repository the walk knew
+                // (its `.git` moves with the launcher's placeholders in it): nothing to hand on,
+                // and the event path would walk the whole tree below to find it again.
+                if self.cfg.placeholders.contains(&path)
+                    || (name == ".git" && self.repos.knows(&path))
+                    || (name == "HEAD" && self.repos.knows(&dir))
+                {
+                    return None;
+                }
+                let is_dir = e.file_type().ok()?.is_dir();
+                // What finds a repository (a directory, a `.git` file or `HEAD`) by the stamp's
+                // margin: the coarse clock was seen > 5 ms behind the fine one here, more than
+                // its stated tick, so a `.git` made after the start can carry an older time. A
+                // repository the walk knew is not added again (`discover_repos`). Other names
+                // only matter if catalogued (judged again at the session's end): by the
+                // watcher's own test, which a file edited just before the launch does not meet.
+                let changed = if is_dir || name == ".git" || name == "HEAD" {
+                    stamp(&path)?.racy(start)
+                } else {
+                    self.since.changed_by_ctime(&Entry::metadata(&path)?)
+                };
+                changed.then_some((name, is_dir))
             })
             .collect();
         tracing::debug!(dir = %dir.display(), changed = changed.len(), "tree directory changed before its watch");
@@ -216,6 +259,41 @@ mod tests {
             w.repos
                 .git_dirs()
                 .contains(&canonical(ws.join("a/new/later/.git")).as_path()),
+            "{:?}",
+            w.repos.git_dirs()
+        );
+    }
+
+    /// A session over before the tree's watches were in: the final sweep finds what was made in a
+    /// directory not watched yet without walking the workspace (`lost_events` stays false).
+    #[test]
+    fn a_session_over_before_the_watches_finishes_the_queue_without_a_walk() {
+        let t = tempfile::tempdir().unwrap();
+        let ws = t.path().join("ws");
+        let runtime = t.path().join("rt");
+        let deep = ws.join("a/b");
+        std::fs::create_dir_all(&deep).unwrap();
+        std::fs::create_dir(&runtime).unwrap();
+        let path_env = std::env::join_paths([PathBuf::from("/usr/bin")]).unwrap();
+        let base = baseline::take(
+            "s",
+            &path_env,
+            &ws,
+            &|_| false,
+            &[],
+            None,
+            baseline::Depth::Names,
+        );
+        let mut cfg = super::super::tests::config(&ws, runtime);
+        cfg.tree_dirs = vec![ws.clone(), ws.join("a"), deep.clone()];
+        let mut w = Watcher::new(cfg, &base);
+        repo(&deep);
+        w.final_sweep();
+        assert!(w.tree_queue.is_empty());
+        assert!(!w.lost_events, "the final sweep walked the workspace");
+        let git_dir = std::fs::canonicalize(deep.join(".git")).unwrap();
+        assert!(
+            w.repos.git_dirs().contains(&git_dir.as_path()),
             "{:?}",
             w.repos.git_dirs()
         );
