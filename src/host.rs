@@ -40,6 +40,9 @@ pub(crate) const SEAL: &str = "CLAUDE_SANDBOX_SEAL";
 pub(crate) const WATCH: &str = "CLAUDE_SANDBOX_WATCH";
 /// Milliseconds the watcher waits before it resolves what a new name shadows.
 pub(crate) const RESOLVE_DELAY_MS: &str = "CLAUDE_SANDBOX_RESOLVE_DELAY_MS";
+/// Milliseconds the watcher waits before it watches the workspace tree (tests: the command's
+/// first writes come before the watches).
+pub(crate) const TREE_DELAY_MS: &str = "CLAUDE_SANDBOX_TREE_DELAY_MS";
 /// `0`: the watcher does not ask the login shell for the PATH of future shells.
 pub(crate) const LOGIN_PATH: &str = "CLAUDE_SANDBOX_LOGIN_PATH";
 /// The system configuration file instead of `/etc/claude-sandbox/config.toml`.
@@ -244,6 +247,7 @@ mod tests {
             SEAL,
             WATCH,
             RESOLVE_DELAY_MS,
+            TREE_DELAY_MS,
             LOGIN_PATH,
             SYSTEM_CONFIG,
             PROFILE_HOOK,

@@ -40,6 +40,7 @@ mod repos;
 pub(crate) mod shellpath;
 mod sweep;
 mod table;
+mod tree;
 mod verdict;
 
 pub use table::{poll_only_fs, Mode};
@@ -59,8 +60,6 @@ pub(crate) const LAZY_TICK: Duration = Duration::from_millis(100);
 /// them together. An event that finds the watcher waiting is handled at once; one in a burst
 /// within this much more.
 pub(crate) const EVENT_REST: Duration = Duration::from_millis(5);
-/// At most this many watches for discovering new repositories in the workspace tree.
-pub(crate) const TREE_BUDGET: usize = 8192;
 
 #[derive(Debug, Clone)]
 pub struct WatchConfig {
@@ -85,6 +84,9 @@ pub struct WatchConfig {
     /// How long after the start deferred names are read (`RESOLVE_DELAY`; tests stretch it to make
     /// sure a change comes first).
     pub resolve_delay: Duration,
+    /// How long after the start the workspace tree's watches are added (`tree`; tests stretch it so
+    /// that the command's first writes come before them).
+    pub tree_delay: Duration,
     /// What the jail can write (`None`: what this user can write, for `watch`): decides which
     /// directories of the human's future shells are watched (see `shellpath`).
     pub writable_roots: Option<Vec<PathBuf>>,
@@ -158,7 +160,13 @@ pub(crate) struct Watcher {
     path_dirs: Vec<PathBuf>,
     /// The repositories watched (`repos`).
     repos: repos::Repos,
+    /// Workspace-tree watches added so far, and how many there may be (`tree::tree_budget`).
     tree_watches: usize,
+    tree_budget: usize,
+    /// The walk's directories still to be watched, a batch per turn of the event loop (`tree`).
+    tree_queue: std::collections::VecDeque<PathBuf>,
+    /// Whether running out of tree watches was said already.
+    tree_warned: bool,
     /// Where verdicts go: the quarantine and the alert store (a recording fake in tests).
     sink: Box<dyn act::Sink>,
     /// When the session started, as ctimes tell it.
@@ -226,6 +234,9 @@ impl Watcher {
             path_dirs: base.dirs.iter().map(|d| d.path.clone()).collect(),
             repos: repos::Repos::default(),
             tree_watches: 0,
+            tree_budget: tree::tree_budget(tree::max_user_watches()),
+            tree_queue: std::collections::VecDeque::new(),
+            tree_warned: false,
             last_markers: Vec::new(),
             tree_cache: HashMap::new(),
             since: deferred::Since::now(coarse_tick_ns()),
@@ -266,12 +277,9 @@ impl Watcher {
         let ws = w.cfg.workspace.clone();
         if w.cfg.tree_dirs.is_empty() {
             w.add_tree(&ws);
-        } else {
-            for dir in std::mem::take(&mut w.cfg.tree_dirs) {
-                if !w.watch_tree_dir(dir, false) {
-                    break;
-                }
-            }
+        } else if w.table.has_inotify() {
+            // Watched from the event loop, off the launch's critical path (`tree`).
+            w.tree_queue = std::mem::take(&mut w.cfg.tree_dirs).into();
         }
         w.follow_gitlinks_as(false);
         if w.cfg.catch_up {
@@ -535,6 +543,7 @@ pub(crate) fn foreground(workspace: Option<PathBuf>, env: &HostEnv) -> crate::Re
         placeholders: std::collections::HashSet::default(),
         tree_dirs: Vec::new(),
         resolve_delay: RESOLVE_DELAY,
+        tree_delay: Duration::ZERO,
         writable_roots: None,
         host: env.clone(),
         // Not planned here: `claude-sandbox run` follows the `.envrc` files.

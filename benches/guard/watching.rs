@@ -58,6 +58,7 @@ pub(super) fn start_watcher(
         catch_up: true,
         placeholders: std::collections::HashSet::default(),
         resolve_delay: claude_sandbox::watch::RESOLVE_DELAY,
+        tree_delay: std::time::Duration::ZERO,
         writable_roots: Some(vec![scene.to_path_buf()]),
         // The watcher of a launch reads the launcher's: this process's.
         host: claude_sandbox::host::HostEnv::capture(),

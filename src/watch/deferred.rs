@@ -37,6 +37,14 @@ impl Since {
             || (e.ctime_ns % SEC == 0 && e.ctime_ns >= self.changed - self.changed % SEC)
     }
 
+    /// How long ago the watcher started (for logs).
+    pub(super) fn elapsed_ms(&self) -> f64 {
+        let now = Since::now(0).started;
+        #[allow(clippy::cast_precision_loss)]
+        let ms = (now - self.started) as f64 / 1e6;
+        ms
+    }
+
     /// A cache tag or `pyvenv.cfg` is honoured only if older than this: a second before the session
     /// (ctime is stamped with a coarse clock; one made during the session is never honoured).
     pub(super) fn declared_before(&self) -> i64 {

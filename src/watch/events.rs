@@ -10,6 +10,7 @@ impl Watcher {
         let mut last_sweep = started;
         let resolve_from = Instant::now() + self.cfg.resolve_delay;
         let hash_from = Instant::now() + HASH_DELAY;
+        let tree_from = Instant::now() + self.cfg.tree_delay;
         let mut lazy_read: Option<Instant> = None;
         loop {
             self.take_login_path(false, started);
@@ -22,6 +23,9 @@ impl Watcher {
             }
             if !self.deferred.unhashed.is_empty() {
                 wait = wait.min(hash_from.saturating_duration_since(Instant::now()));
+            }
+            if !self.tree_queue.is_empty() {
+                wait = wait.min(tree_from.saturating_duration_since(Instant::now()));
             }
             // The lazy instance is looked at once per `LAZY_TICK` at most: between two looks its
             // events queue up in the kernel and are read together.
@@ -38,7 +42,9 @@ impl Watcher {
                 let (dirty, overflow) = self.table.read_events();
                 let any = !dirty.is_empty() || overflow;
                 self.dispatch(dirty, overflow);
-                if any {
+                // Not while the tree's watches are being added: the loop does not sleep on inotify
+                // then (its wait is zero), so no writer pays for a wake-up.
+                if any && self.tree_queue.is_empty() {
                     std::thread::sleep(EVENT_REST);
                 }
             }
@@ -46,6 +52,10 @@ impl Watcher {
                 let (dirty, overflow) = self.table.read_lazy_events();
                 self.dispatch(dirty, overflow);
                 lazy_read = Some(Instant::now());
+            }
+            // The workspace tree's watches, a batch between two looks at the queue (`tree`).
+            if Instant::now() >= tree_from {
+                self.add_tree_batch(tree::TREE_BATCH);
             }
             if last_sweep.elapsed() >= TICK {
                 self.alert_created_names();
@@ -62,8 +72,10 @@ impl Watcher {
         self.final_sweep();
     }
 
-    /// Read every queued event, of both instances, and act on it.
+    /// Watch what is left of the workspace tree, then read every queued event, of both instances,
+    /// and act on it.
     pub(super) fn drain(&mut self) {
+        self.add_tree_batch(usize::MAX);
         let (dirty, overflow) = self.table.read_events();
         self.dispatch(dirty, overflow);
         let (dirty, overflow) = self.table.read_lazy_events();

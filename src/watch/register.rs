@@ -56,29 +56,51 @@ impl Watcher {
                 }
             }
             let lazy = lazy || lazy_roots.iter().any(|r| e.path().starts_with(r));
-            if !self.watch_tree_dir(e.path().to_path_buf(), lazy) {
+            if self.watch_tree_dir(e.path().to_path_buf(), lazy).is_none() {
                 return;
             }
         }
     }
 
     /// Watch one workspace directory for new repositories (through the lazy instance when
-    /// `lazy`); false once the budget is spent.
-    pub(super) fn watch_tree_dir(&mut self, dir: PathBuf, lazy: bool) -> bool {
+    /// `lazy`); `None` once the workspace tree can be watched no further (`tree::tree_budget`
+    /// spent, or the user's inotify watches: ENOSPC), and the final sweep walks it instead.
+    pub(super) fn watch_tree_dir(&mut self, dir: PathBuf, lazy: bool) -> Option<DirId> {
         if !self.table.has_inotify() {
-            return false;
+            return None;
         }
-        if self.tree_watches >= TREE_BUDGET {
-            tracing::warn!("workspace too large to watch for new repositories live ({TREE_BUDGET} directories); the final sweep checks it");
-            self.lost_events = true;
-            return false;
+        if self.tree_watches >= self.tree_budget {
+            self.out_of_tree_watches(&format!(
+                "{} directories, what fs.inotify.max_user_watches leaves to one session",
+                self.tree_budget
+            ));
+            return None;
         }
-        self.tree_watches += 1;
-        if lazy {
-            self.table.add_lazy_tree(dir);
+        let known = self.table.len();
+        let idx = if lazy {
+            self.table.add_lazy_tree(dir)
         } else {
-            self.table.add(dir, Role::Tree, BTreeMap::new());
+            self.table.add(dir, Role::Tree, BTreeMap::new())
+        };
+        if self.table.len() > known {
+            self.tree_watches += 1;
         }
-        true
+        if self.table.out_of_watches() && matches!(self.table[idx].mode, Mode::Poll(_)) {
+            self.out_of_tree_watches("out of inotify watches");
+            return None;
+        }
+        Some(idx)
+    }
+
+    /// The workspace tree cannot be watched further: the final sweep walks all of it. Said once.
+    fn out_of_tree_watches(&mut self, why: &str) {
+        self.lost_events = true;
+        self.tree_queue.clear();
+        if !self.tree_warned {
+            self.tree_warned = true;
+            tracing::warn!(
+                "workspace too large to watch for new repositories live ({why}); the final sweep checks it; raise fs.inotify.max_user_watches (sysctl) to watch it all"
+            );
+        }
     }
 }

@@ -153,6 +153,8 @@ impl Watcher {
         if !self.failed.is_empty() || !self.unsent.is_empty() {
             self.lost_events = true;
         }
+        // Over before every tree directory was watched (`tree`).
+        self.finish_tree_queue();
         self.final_walk();
         self.retry_failed();
         self.report_undone();

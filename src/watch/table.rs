@@ -165,6 +165,9 @@ pub(crate) struct Table {
     lazy: Option<Inotify>,
     /// Why inotify is not used at all (every directory is swept).
     inotify_error: Option<String>,
+    /// Whether the last `inotify_add_watch` failed for want of watches (ENOSPC): the workspace tree
+    /// stops being watched then (`super::tree`).
+    out_of_watches: bool,
     dirs: Vec<Watched>,
     by_wd: HashMap<WatchDescriptor, Vec<DirId>>,
     /// The buffer inotify events are read into (64 KiB, kept between reads).
@@ -198,6 +201,7 @@ impl Table {
             inotify,
             lazy: None,
             inotify_error,
+            out_of_watches: false,
             dirs: Vec::new(),
             by_wd: HashMap::new(),
             event_buf: Vec::new(),
@@ -232,6 +236,16 @@ impl Table {
     /// Every directory id so far (directories added later are not included).
     pub(super) fn ids(&self) -> impl Iterator<Item = DirId> {
         (0..self.dirs.len()).map(DirId)
+    }
+
+    /// How many directories there are (retired ones included).
+    pub(super) fn len(&self) -> usize {
+        self.dirs.len()
+    }
+
+    /// Whether the last watch added failed because the user's inotify watches are spent.
+    pub(super) fn out_of_watches(&self) -> bool {
+        self.out_of_watches
     }
 
     /// The id at `n` (for walks that also cover directories added on the way).
@@ -284,6 +298,21 @@ impl Table {
         lazy: bool,
     ) -> DirId {
         let (mode, wd) = self.watch(&path, &role, lazy);
+        // One inode, one workspace-tree entry: a directory reached twice (queued at launch and
+        // found again through its parent, `super::tree`) would hand every event over twice.
+        if role == Role::Tree {
+            if let Some(same) = wd
+                .as_ref()
+                .and_then(|wd| self.by_wd.get(wd))
+                .and_then(|ids| {
+                    ids.iter()
+                        .copied()
+                        .find(|i| self.dirs[i.0].role == Role::Tree)
+                })
+            {
+                return same;
+            }
+        }
         let id = DirId(self.dirs.len());
         // Only a PATH directory's names are ever deferred (see `rescan`).
         let dir_id = matches!(role, Role::PathDir { .. })
@@ -344,8 +373,15 @@ impl Table {
             .watches()
             .add(path, mask_for(role) | WatchMask::MASK_ADD)
         {
-            Ok(wd) => (Mode::Inotify, Some(wd)),
-            Err(e) => (Mode::Poll(watch_failure(&e)), None),
+            Ok(wd) => {
+                self.out_of_watches = false;
+                (Mode::Inotify, Some(wd))
+            }
+            Err(e) => {
+                self.out_of_watches =
+                    rustix::io::Errno::from_io_error(&e) == Some(rustix::io::Errno::NOSPC);
+                (Mode::Poll(watch_failure(&e)), None)
+            }
         }
     }
 

@@ -2,7 +2,7 @@ use super::*;
 use std::os::unix::fs::PermissionsExt;
 
 /// A `run` watcher's configuration for a workspace watched as a tree.
-fn config(ws: &Path, runtime: PathBuf) -> WatchConfig {
+pub(super) fn config(ws: &Path, runtime: PathBuf) -> WatchConfig {
     WatchConfig {
         runtime,
         session: "s".into(),
@@ -14,6 +14,7 @@ fn config(ws: &Path, runtime: PathBuf) -> WatchConfig {
         catch_up: false,
         placeholders: std::collections::HashSet::default(),
         resolve_delay: RESOLVE_DELAY,
+        tree_delay: Duration::ZERO,
         writable_roots: Some(vec![ws.to_path_buf()]),
         host: HostEnv::default(),
         envrc_path_dirs: Vec::new(),

@@ -191,3 +191,56 @@ fn entry_points_planted_in_remembered_directories_between_launches_are_sealed() 
         "{relisted} read, {remembered} from memory: {log2}"
     );
 }
+
+/// The workspace tree's watches are added after the watcher starts, off the launch's critical path
+/// (`watch::tree`): the command's very first writes race them. A repository made at once in a deep
+/// directory of a 3000-directory workspace, a hook planted in it: quarantined while the session
+/// runs, as the race falls (here the tree is watched before the gate opens), and when the watches
+/// are held back until after those writes (`CLAUDE_SANDBOX_TREE_DELAY_MS`): then found by looking
+/// again at each directory once its watch is in.
+#[test]
+fn a_hook_planted_at_the_command_s_first_instant_in_a_large_workspace_is_quarantined_live() {
+    let f = Fixture::new();
+    for i in 0..3_000 {
+        let dir = f.ws.join(format!("t/d{:02}/d{:03}", i / 100, i % 100));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("f.rs"), "x\n").unwrap();
+    }
+    // Settled: only what the command changes is looked at again.
+    std::thread::sleep(std::time::Duration::from_millis(2_100));
+    for (n, delay) in [("d29/d099", "0"), ("d14/d050", "2000")] {
+        let hook = format!("t/{n}/.git/hooks/pre-commit");
+        let script = format!(
+            "git init -q t/{n} && printf '#!/bin/sh\\nexit 0\\n' > {hook} && chmod +x {hook}; \
+             for i in $(seq 1 100); do [ -e {hook} ] || {{ echo GONE; break; }}; sleep 0.05; done; true"
+        );
+        let out = f
+            .cmd(["run", "--", "bash", "-c", &script])
+            .env("RUST_LOG", "claude_sandbox::watch=debug")
+            .env("CLAUDE_SANDBOX_TREE_DELAY_MS", delay)
+            .output()
+            .unwrap();
+        let log = stderr(&out);
+        let said = ok(&out);
+        assert!(
+            said.contains("GONE"),
+            "[{delay}] not quarantined live: {said}\n{log}"
+        );
+        let alerts = f.cmd(["alerts", "--all", "--json"]).output().unwrap();
+        let all: Vec<serde_json::Value> = serde_json::from_slice(&alerts.stdout).unwrap();
+        let path = f.ws.join(&hook);
+        let a: Vec<_> = all
+            .iter()
+            .filter(|a| a["path"].as_str() == path.to_str())
+            .collect();
+        assert_eq!(a.len(), 1, "[{delay}] {all:#?}");
+        assert_eq!(a[0]["kind"], "git-hook");
+        assert!(!log.contains("too large to watch"), "{log}");
+        if delay != "0" {
+            assert!(
+                log.contains("tree directory changed before its watch"),
+                "the repository did not come before the watches: {log}"
+            );
+        }
+    }
+}

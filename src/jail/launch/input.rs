@@ -43,6 +43,8 @@ pub(super) struct Knobs {
     pub(super) force_poll: bool,
     /// `CLAUDE_SANDBOX_RESOLVE_DELAY_MS`.
     pub(super) resolve_delay: Duration,
+    /// `CLAUDE_SANDBOX_TREE_DELAY_MS`.
+    pub(super) tree_delay: Duration,
 }
 
 impl Knobs {
@@ -59,6 +61,10 @@ impl Knobs {
                 .get_str(host::RESOLVE_DELAY_MS)
                 .and_then(|v| v.parse().ok())
                 .map_or(watch::RESOLVE_DELAY, Duration::from_millis),
+            tree_delay: env
+                .get_str(host::TREE_DELAY_MS)
+                .and_then(|v| v.parse().ok())
+                .map_or(Duration::ZERO, Duration::from_millis),
         }
     }
 }

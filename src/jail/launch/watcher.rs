@@ -44,6 +44,7 @@ pub(super) fn start_watcher(
         catch_up: false,
         placeholders: plan.placeholders.iter().map(|p| p.path.clone()).collect(),
         resolve_delay: launch.knobs.resolve_delay,
+        tree_delay: launch.knobs.tree_delay,
         writable_roots: Some(plan.writable_roots()),
         host: host.clone(),
         envrc_path_dirs: plan.envrc_path_dirs.clone(),
