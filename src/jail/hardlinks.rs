@@ -195,7 +195,10 @@ pub(crate) fn apply(plan: &mut super::plan::Plan, runtime: &Path, session: &str)
 /// `protect` with the launch's budget, its cost in the debug log (`-vv`).
 pub(crate) fn timed(roots: &[PathBuf], runtime: &Path) -> Report {
     let t0 = std::time::Instant::now();
-    let report = protect(roots, SCAN_BUDGET, Some(&cache_file(runtime, roots)));
+    // Nothing remembered where a directory's times may lag a change (`walk::memo::exact_times`).
+    let cache = (roots.iter().all(|r| crate::walk::memo::exact_times(r)))
+        .then(|| cache_file(runtime, roots));
+    let report = protect(roots, SCAN_BUDGET, cache.as_deref());
     tracing::debug!(
         ms = t0.elapsed().as_secs_f64() * 1e3,
         entries = report.entries,

@@ -105,10 +105,21 @@ pub(crate) fn worth_saving(changes: Changes) -> bool {
     changes.reshaped || changes.restamped > RESTAMPED
 }
 
+/// Whether a directory's times under `root` are the kernel's own, so that a stamp moves with every
+/// change: not on a network or FUSE filesystem (`watch::poll_only_fs`: virtiofs, gRPC FUSE, 9p,
+/// NFS, SMB), where a change made on the other side reaches this kernel's view of the times when
+/// and as that side sends it. There nothing is remembered: every launch reads everything.
+pub(crate) fn exact_times(root: &Path) -> bool {
+    crate::watch::poll_only_fs(root).is_none()
+}
+
 /// A name for a memory file of one root: its path and its device and inode (a directory made
-/// again at the same path is another one).
+/// again at the same path is another one). `None` where nothing may be remembered (`exact_times`).
 pub(crate) fn key(root: &Path) -> Option<String> {
     use std::hash::{Hash, Hasher};
+    if !exact_times(root) {
+        return None;
+    }
     let stamp = Stamp::at(root)?;
     let mut h = std::collections::hash_map::DefaultHasher::new();
     root.as_os_str().as_bytes().hash(&mut h);

@@ -117,6 +117,11 @@ impl Watcher {
             if self.tracked(&path, &mut indexes) {
                 continue;
             }
+            // Another session's placeholder, as it made it (two sessions started together in one
+            // workspace: each sees the other's made at the top): sealed read-only, not the jail's.
+            if crate::jail::placeholders::is_held(&self.cfg.runtime, &path) {
+                continue;
+            }
             let name = path.file_name().and_then(OsStr::to_str).unwrap_or_default();
             let Some(finding) = judge::judge_created_name(name) else {
                 continue;
