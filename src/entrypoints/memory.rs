@@ -104,12 +104,20 @@ pub(super) fn file(runtime: &Path, root: &Path) -> Option<PathBuf> {
 }
 
 /// The file's first bytes: what it is and the codec's version.
-const MAGIC: &[u8] = b"claude-sandbox entry-point walk memory 1\n";
+const MAGIC: &[u8] = b"claude-sandbox entry-point walk memory 2\n";
 
-/// The identity the memory is for: the root's path, device and inode.
-fn identity(root: &Path) -> Option<(Vec<u8>, [u64; 2])> {
+/// The identity the memory is for: the root's path, device and inode, and the build that wrote it.
+/// What a listing keeps is what this build's walk said counts (the catalogue's names, the pruned
+/// and declaration rules): a release that adds a name (`AGENTS.md`...) must not trust a listing
+/// an older one kept without it, so another build (an update, a second install sharing the
+/// runtime directory) reads everything once.
+fn identity(root: &Path) -> Option<(Vec<u8>, [u64; 6])> {
+    use std::os::unix::fs::MetadataExt;
     let raw = Stamp::at(root)?.raw();
-    Some((root.as_os_str().as_bytes().to_vec(), [raw[0], raw[1]]))
+    let exe = std::fs::metadata("/proc/self/exe").ok()?;
+    let mtime = u64::try_from(exe.mtime()).ok()? << 30 | u64::try_from(exe.mtime_nsec()).ok()?;
+    let ids = [raw[0], raw[1], exe.dev(), exe.ino(), exe.size(), mtime];
+    Some((root.as_os_str().as_bytes().to_vec(), ids))
 }
 
 /// FNV-1a over the file's body: a file changed or cut anywhere is not used.
@@ -180,7 +188,14 @@ pub(super) fn decode(root: &Path, bytes: &[u8]) -> Option<Memory> {
     }
     let mut r = Reader(body.strip_prefix(MAGIC)?);
     let (path, ids) = identity(root)?;
-    if r.bytes()? != path.as_slice() || [r.u64()?, r.u64()?] != ids {
+    if r.bytes()? != path.as_slice() {
+        return None;
+    }
+    let mut read = [0u64; 6];
+    for n in &mut read {
+        *n = r.u64()?;
+    }
+    if read != ids {
         return None;
     }
     let n = r.u64()?;

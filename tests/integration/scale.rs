@@ -190,6 +190,24 @@ fn entry_points_planted_in_remembered_directories_between_launches_are_sealed() 
         relisted < 50,
         "{relisted} read, {remembered} from memory: {log2}"
     );
+    // Another build (an update: its catalogue may hold names this one's listings did not keep)
+    // trusts none of it: everything is read again.
+    let other = f.root.join("claude-sandbox-other-build");
+    std::fs::copy(bin(), &other).unwrap();
+    let third = std::process::Command::new(&other)
+        .args(["run", "--", "true"])
+        .current_dir(&f.ws)
+        .env_clear()
+        .envs(f.env())
+        .env("RUST_LOG", log)
+        .output()
+        .unwrap();
+    assert!(third.status.success(), "{}", stderr(&third));
+    assert!(
+        listed(&third, "listed") >= DIRS,
+        "another build used this one's memory: {}",
+        stderr(&third)
+    );
 }
 
 /// The workspace tree's watches are added after the watcher starts, off the launch's critical path
