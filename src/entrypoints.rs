@@ -95,6 +95,7 @@ enum Seen {
 /// reported through `unreadable`.
 fn walk_tree(
     root: &Path,
+    trust: crate::walk::Trust,
     recall: &mut memory::Recall,
     visit: &mut dyn FnMut(&Path, &std::ffi::OsStr, Seen) -> bool,
     unreadable: &mut dyn FnMut(&Path, std::io::Error),
@@ -145,9 +146,7 @@ fn walk_tree(
             && listing.declarations != crate::walk::Declarations::default()
             && fd
                 .or_else(|| rustix::fs::open(&dir, flags, Mode::empty()).ok())
-                .is_some_and(|fd| {
-                    crate::walk::declared(&fd, listing.declarations, crate::walk::Trust::Any)
-                });
+                .is_some_and(|fd| crate::walk::declared(&fd, listing.declarations, trust));
         if declared {
             generated.push(dir.clone());
         } else {
@@ -252,6 +251,19 @@ pub(crate) fn discover_workspace_in(
     home: Option<&Path>,
     runtime: Option<&Path>,
 ) -> Discovery {
+    discover_trusting(ws, home, runtime, crate::walk::Trust::Any)
+}
+
+/// `discover_workspace_in`, honouring only the declarations `trust` counts (`walk::Trust`): the
+/// launch honours any (a cache tagged before the session is not walked), the watcher and the
+/// session's end only those older than the session, since the agent may have made the tag to hide
+/// a repository or an entry point below it.
+pub(crate) fn discover_trusting(
+    ws: &Path,
+    home: Option<&Path>,
+    runtime: Option<&Path>,
+    trust: crate::walk::Trust,
+) -> Discovery {
     let file = runtime.and_then(|rt| memory::file(rt, ws));
     let mut recall = memory::Recall {
         known: (file.as_deref())
@@ -260,7 +272,7 @@ pub(crate) fn discover_workspace_in(
         started: crate::walk::memo::now(),
         ..memory::Recall::default()
     };
-    let d = discover_recalling(ws, home, &mut recall);
+    let d = discover_recalling(ws, home, trust, &mut recall);
     tracing::debug!(
         root = %ws.display(),
         listed = recall.listed,
@@ -274,7 +286,12 @@ pub(crate) fn discover_workspace_in(
 }
 
 /// `discover_workspace` with this memory (`recall.next`: the memory for the next launch).
-fn discover_recalling(ws: &Path, home: Option<&Path>, recall: &mut memory::Recall) -> Discovery {
+fn discover_recalling(
+    ws: &Path,
+    home: Option<&Path>,
+    trust: crate::walk::Trust,
+    recall: &mut memory::Recall,
+) -> Discovery {
     let mut d = Discovery::default();
     let mut git_dirs: Vec<PathBuf> = Vec::new();
     add_per_directory(&mut d, ws);
@@ -282,6 +299,7 @@ fn discover_recalling(ws: &Path, home: Option<&Path>, recall: &mut memory::Recal
     let mut warnings = Vec::new();
     let generated = walk_tree(
         ws,
+        trust,
         recall,
         &mut |dir, name, kind| {
             if name == ".git" {
@@ -302,7 +320,23 @@ fn discover_recalling(ws: &Path, home: Option<&Path>, recall: &mut memory::Recal
                         }
                         true
                     }
-                    Seen::Other => false,
+                    // A symlink: git follows it, to a git directory or a `gitdir:` file, as it
+                    // follows a pointer file's target (wherever it is, as for those).
+                    Seen::Other => {
+                        match std::fs::canonicalize(&path).map(|t| (std::fs::metadata(&t), t)) {
+                            Ok((Ok(m), t)) if m.is_dir() && t.join("HEAD").exists() => {
+                                git_dirs.push(t);
+                            }
+                            Ok((Ok(m), _)) if m.is_file() => {
+                                if let Some(target) = read_gitdir_pointer(&path) {
+                                    git_dirs.push(target);
+                                }
+                            }
+                            _ => {}
+                        }
+                        // Counts: its target is looked at again at each launch.
+                        true
+                    }
                 };
             }
             if kind == Seen::Dir {
@@ -311,7 +345,8 @@ fn discover_recalling(ws: &Path, home: Option<&Path>, recall: &mut memory::Recal
                 }
                 d.dirs.push(dir.join(name));
             }
-            if name == "HEAD" && kind == Seen::File {
+            // A symlink `HEAD` too: git still takes one (its older form) for a bare repository's.
+            if name == "HEAD" && kind != Seen::Dir {
                 if dir.join("objects").is_dir() && dir.join("refs").is_dir() {
                     git_dirs.push(dir.to_path_buf());
                 }

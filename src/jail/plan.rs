@@ -163,6 +163,10 @@ pub struct Plan {
     /// session is held at its end).
     #[serde(skip)]
     pub existing_entry_points: std::collections::HashSet<PathBuf>,
+    /// When the launch was planned (ns since the epoch): a cache tag or `pyvenv.cfg` younger than
+    /// this, less a second, is not honoured by the session's end walk (`launch::created`).
+    #[serde(skip)]
+    pub planned_ns: i64,
     /// The measured agent-state directories' top level at launch (`statesweep`).
     #[serde(skip)]
     pub state_listings: Vec<super::statesweep::Listing>,
@@ -462,6 +466,10 @@ pub fn plan_jail(input: &PlanInput) -> Result<Plan> {
         holes,
         unread: Vec::new(),
         existing_entry_points: std::collections::HashSet::new(),
+        planned_ns: {
+            let t = rustix::time::clock_gettime(rustix::time::ClockId::Realtime);
+            t.tv_sec * 1_000_000_000 + t.tv_nsec
+        },
         edited: Vec::new(),
         envrc_path_dirs: Vec::new(),
     })

@@ -86,7 +86,11 @@ impl Watcher {
     /// Register repositories that appeared under `root` (a walk; cheap for a new subtree).
     pub(super) fn discover_repos(&mut self, root: &Path) {
         let home = self.cfg.host.home();
-        for r in crate::entrypoints::discover_workspace(root, home.as_deref()).repos {
+        // A cache tagged during the session is walked: the agent may have tagged it to hide a
+        // repository below it (the lazy watch of it sees the new directory, not what is inside).
+        let trust = crate::walk::Trust::Before(self.since.declared_before());
+        let found = crate::entrypoints::discover_trusting(root, home.as_deref(), None, trust);
+        for r in found.repos {
             if self.repos.knows(&r.git_dir) {
                 continue;
             }

@@ -202,7 +202,8 @@ fn a_full_layer_store_fails_the_jails_writes_and_nothing_else() {
     assert!(free_after < 64, "the store was not filled: {text}");
     assert!(
         !err.contains("claude-sandbox"),
-        "the launcher spoke of a disk only the jail filled:\n{err}"
+        "the launcher spoke of a disk only the jail filled:\n{err}\n{}",
+        std::fs::read_to_string(f.root.join("rt/claude-sandbox.log")).unwrap_or_default()
     );
     assert_same(&before, &f.snapshot(), "your home and workspace");
 }

@@ -161,6 +161,61 @@ fn a_hook_in_a_repository_inside_a_tree_tagged_during_the_session_is_quarantined
     }
 }
 
+/// A tree tagged during the session hides nothing below it, however it arrives: a tagged tree
+/// holding a repository, made where nothing watches (`node_modules`) and moved in whole, has its
+/// hook quarantined live (the watcher's walk of the new directory honours only tags older than the
+/// session); and a catalogued directory made in a directory tagged during the session is held at
+/// the session's end (its walk likewise), as one in an untagged directory is.
+#[test]
+fn a_tag_made_during_the_session_hides_no_repository_and_no_entry_point() {
+    for mode in MODES {
+        let f = Fixture::new();
+        let tag = "printf 'Signature: 8a477f597d28d172789f06886806bc55\\n'";
+        let script = format!(
+            "mkdir -p node_modules/x/cache && {tag} > node_modules/x/cache/CACHEDIR.TAG && \
+             git init -q node_modules/x/cache/repo && printf '#!/bin/sh\\nexit 0\\n' > node_modules/x/cache/repo/.git/hooks/post-checkout && \
+             chmod +x node_modules/x/cache/repo/.git/hooks/post-checkout && mv node_modules/x/cache moved && {}\n\
+             mkdir -p pkg/.vscode && {tag} > pkg/CACHEDIR.TAG && echo '{{}}' > pkg/.vscode/tasks.json && \
+             mkdir -p plain/.vscode && echo '{{}}' > plain/.vscode/tasks.json",
+            wait_gone("moved/repo/.git/hooks/post-checkout"),
+        );
+        let out = ok(&jail_in(&f, mode, &[], &script));
+        assert!(out.lines().any(|l| l == "GONE"), "[{mode}] {out}");
+        for held in ["pkg/.vscode/tasks.json", "plain/.vscode/tasks.json"] {
+            assert!(
+                !f.ws.join(held).exists(),
+                "[{mode}] {held}, made during the session, was left in place"
+            );
+        }
+    }
+}
+
+/// What git follows, the guard follows: a `.git` that is a symlink to a git directory kept where
+/// nothing is watched (`node_modules`), and a bare repository whose `HEAD` is a symlink (git's
+/// older form, still taken), made during the session: their hooks are quarantined live.
+#[test]
+fn hooks_behind_a_symlinked_git_dir_and_a_symlinked_head_are_quarantined_live() {
+    for mode in MODES {
+        let f = Fixture::new();
+        let hook = "printf '#!/bin/sh\\nexit 0\\n'";
+        let script = format!(
+            "git init -q node_modules/w && mv node_modules/w/.git node_modules/h && \
+             {hook} > node_modules/h/hooks/post-checkout && chmod +x node_modules/h/hooks/post-checkout && \
+             mkdir p3 && ln -s ../node_modules/h p3/.git && {}\n\
+             git init -q --bare bare.git && {hook} > bare.git/hooks/post-receive && \
+             chmod +x bare.git/hooks/post-receive && ln -sf refs/heads/main bare.git/HEAD && {}",
+            wait_gone("node_modules/h/hooks/post-checkout"),
+            wait_gone("bare.git/hooks/post-receive"),
+        );
+        let out = ok(&jail_in(&f, mode, &[], &script));
+        assert_eq!(
+            out.lines().filter(|l| *l == "GONE").count(),
+            2,
+            "[{mode}] {out}"
+        );
+    }
+}
+
 #[test]
 fn hooks_and_exec_config_in_new_and_cloned_repositories() {
     for mode in MODES {

@@ -14,7 +14,7 @@ fn walk(ws: &Path, known: Memory, started: u64) -> (Discovery, Recall) {
         started,
         ..Recall::default()
     };
-    let d = discover_recalling(ws, None, &mut recall);
+    let d = discover_recalling(ws, None, crate::walk::Trust::Any, &mut recall);
     (d, recall)
 }
 

@@ -31,10 +31,14 @@ pub(super) fn finish(plan: &Plan, session_dir: &Path) {
     // again.
     let session = crate::runtime_dir::SessionDir::at(session_dir.to_path_buf());
     let runtime = session.runtime_and_id().map(|(rt, _)| rt);
-    let now = crate::entrypoints::discover_workspace_in(
+    // A cache tag or `pyvenv.cfg` made during the session (a second's margin: its ctime is
+    // stamped with a coarse clock) does not hide what lies below it.
+    let trust = crate::walk::Trust::Before(plan.planned_ns - 1_000_000_000);
+    let now = crate::entrypoints::discover_trusting(
         ws,
         home,
         runtime.as_ref().map(crate::runtime_dir::RuntimeDir::root),
+        trust,
     );
     let placeheld: HashSet<&Path> = plan.placeholders.iter().map(|p| p.path.as_path()).collect();
     let before = &plan.existing_entry_points;
