@@ -149,6 +149,9 @@ impl Drop for SessionLock {
     }
 }
 
+/// How old a lock's temporary name must be before a sweep may take it for a dead launcher's.
+const TMP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Remove the locks no launcher holds any more (their sessions are over: whatever they left was
 /// finished before this runs, or is judged dead without the file).
 pub(crate) fn sweep(runtime: &Path) {
@@ -164,7 +167,17 @@ pub(crate) fn sweep(runtime: &Path) {
         else {
             continue;
         };
-        // A temporary name is locked before it is renamed: unlocked, its launcher died in between.
+        // A temporary name is made, then locked, then renamed (`take`): one just made may not be
+        // locked yet, and removing it then fails its launcher's rename (seen with ten sessions
+        // started at once). Left until it is older than any launch takes to lock it.
+        let young = e.file_name().as_encoded_bytes().starts_with(b".")
+            && f.metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().unwrap_or_default() < TMP_GRACE);
+        if young {
+            continue;
+        }
+        // Locked before it is renamed: unlocked, its launcher died in between.
         if rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok() {
             let _ = std::fs::remove_file(&path);
         }
@@ -174,6 +187,25 @@ pub(crate) fn sweep(runtime: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A lock's temporary name just made (its launcher has not locked it yet) is left by a sweep;
+    /// one older than the grace, unlocked, is a dead launcher's and removed.
+    #[test]
+    fn a_sweep_leaves_a_lock_being_taken_and_removes_a_dead_launchers() {
+        let rt = tempfile::tempdir().unwrap();
+        let dir = locks_dir(rt.path());
+        std::fs::create_dir_all(&dir).unwrap();
+        let young = dir.join(".young.tmp");
+        let old = dir.join(".old.tmp");
+        std::fs::write(&young, "").unwrap();
+        let f = std::fs::File::create(&old).unwrap();
+        f.set_modified(std::time::SystemTime::now() - TMP_GRACE * 2)
+            .unwrap();
+        drop(f);
+        sweep(rt.path());
+        assert!(young.exists(), "a lock being taken was removed");
+        assert!(!old.exists(), "a dead launcher's was kept");
+    }
 
     /// A session whose lock is held is alive; one whose lock is free or gone is dead, whatever its
     /// pid says; a record without a lock is judged by pid and start time.
