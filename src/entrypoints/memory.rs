@@ -186,7 +186,7 @@ pub(super) fn decode(root: &Path, bytes: &[u8]) -> Option<Memory> {
     if checksum(body) != u64::from_le_bytes(sum.try_into().ok()?) {
         return None;
     }
-    let mut r = Reader(body.strip_prefix(MAGIC)?);
+    let mut r = crate::walk::memo::Reader(body.strip_prefix(MAGIC)?);
     let (path, ids) = identity(root)?;
     if r.bytes()? != path.as_slice() {
         return None;
@@ -232,27 +232,6 @@ pub(super) fn decode(root: &Path, bytes: &[u8]) -> Option<Memory> {
         out.insert(dir, Remembered { stamp, listing });
     }
     r.0.is_empty().then_some(out)
-}
-
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn byte(&mut self) -> Option<u8> {
-        let (head, rest) = self.0.split_first()?;
-        self.0 = rest;
-        Some(*head)
-    }
-    fn u64(&mut self) -> Option<u64> {
-        let (head, rest) = self.0.split_at_checked(8)?;
-        self.0 = rest;
-        Some(u64::from_le_bytes(head.try_into().ok()?))
-    }
-    fn bytes(&mut self) -> Option<&'a [u8]> {
-        let n = usize::try_from(self.u64()?).ok()?;
-        let (head, rest) = self.0.split_at_checked(n)?;
-        self.0 = rest;
-        Some(head)
-    }
 }
 
 /// The memory kept for `root` in `file`: empty if there is none or it is not whole and ours.

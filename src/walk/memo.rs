@@ -140,6 +140,31 @@ pub(crate) fn write_whole(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
     })
 }
 
+/// A memory file's bytes read in order (little-endian numbers, length-prefixed byte strings);
+/// `None` from any reader once the bytes run out: the file is not whole, and is not used.
+pub(crate) struct Reader<'a>(pub(crate) &'a [u8]);
+
+impl<'a> Reader<'a> {
+    pub(crate) fn byte(&mut self) -> Option<u8> {
+        let (head, rest) = self.0.split_first()?;
+        self.0 = rest;
+        Some(*head)
+    }
+
+    pub(crate) fn u64(&mut self) -> Option<u64> {
+        let (head, rest) = self.0.split_at_checked(8)?;
+        self.0 = rest;
+        Some(u64::from_le_bytes(head.try_into().ok()?))
+    }
+
+    pub(crate) fn bytes(&mut self) -> Option<&'a [u8]> {
+        let n = usize::try_from(self.u64()?).ok()?;
+        let (head, rest) = self.0.split_at_checked(n)?;
+        self.0 = rest;
+        Some(head)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

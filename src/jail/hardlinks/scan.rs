@@ -191,7 +191,7 @@ pub(crate) fn cache_file(runtime: &Path, roots: &[PathBuf]) -> PathBuf {
 pub(crate) fn load(file: &Path) -> Memory {
     let bytes = std::fs::read(file).unwrap_or_default();
     let mut out = HashMap::new();
-    let mut r = Reader(&bytes);
+    let mut r = crate::walk::memo::Reader(&bytes);
     while !r.0.is_empty() {
         let Some(entry) = (|| {
             let path = OsString::from_vec(r.bytes()?.to_vec());
@@ -217,22 +217,6 @@ pub(crate) fn load(file: &Path) -> Memory {
         out.insert(entry.0, entry.1);
     }
     out
-}
-
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn u64(&mut self) -> Option<u64> {
-        let (head, rest) = self.0.split_at_checked(8)?;
-        self.0 = rest;
-        Some(u64::from_le_bytes(head.try_into().ok()?))
-    }
-    fn bytes(&mut self) -> Option<&'a [u8]> {
-        let n = usize::try_from(self.u64()?).ok()?;
-        let (head, rest) = self.0.split_at_checked(n)?;
-        self.0 = rest;
-        Some(head)
-    }
 }
 
 /// Write the memory (a new file renamed over the old: a reader never sees half of it).
