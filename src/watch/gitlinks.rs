@@ -10,15 +10,17 @@
 use super::Watcher;
 use std::path::{Component, Path, PathBuf};
 
+pub(super) mod memo;
+
 /// The paths of every gitlink (mode 160000) in an index file, `None` if it is not one git writes.
 pub(crate) fn index_gitlinks(index: &[u8], hash_len: usize) -> Option<Vec<Vec<u8>>> {
-    Some(
-        index_entries(index, hash_len)?
-            .into_iter()
-            .filter(|(mode, _)| mode & 0o170_000 == 0o160_000)
-            .map(|(_, path)| path)
-            .collect(),
-    )
+    let mut out = Vec::new();
+    for_each_entry(index, hash_len, |mode, path| {
+        if mode & 0o170_000 == 0o160_000 {
+            out.push(path.to_vec());
+        }
+    })?;
+    Some(out)
 }
 
 /// The paths in a repository's index (`git_dir/index`, hashed as its common directory's config
@@ -28,8 +30,11 @@ pub(crate) fn index_paths(
     common_dir: &Path,
 ) -> Option<std::collections::HashSet<Vec<u8>>> {
     let index = std::fs::read(git_dir.join("index")).ok()?;
-    let entries = index_entries(&index, hash_len(common_dir))?;
-    Some(entries.into_iter().map(|(_, p)| p).collect())
+    let mut out = std::collections::HashSet::new();
+    for_each_entry(&index, hash_len(common_dir), |_, path| {
+        out.insert(path.to_vec());
+    })?;
+    Some(out)
 }
 
 /// The object id's length of a repository: 32 with `extensions.objectFormat = sha256`, else 20.
@@ -51,8 +56,11 @@ fn hash_len(common_dir: &Path) -> usize {
     }
 }
 
-/// Every entry of an index file, its mode and path, `None` if it is not one git writes.
-fn index_entries(index: &[u8], hash_len: usize) -> Option<Vec<(u32, Vec<u8>)>> {
+/// Hand every entry of an index file, its mode and path, to `f`; `None` if it is not one git
+/// writes. Nothing is allocated per entry (a 200k-file index is ~18 MB, read at the watcher's start
+/// and on every change of an index): versions 2 and 3 hand a slice of `index`, version 4 one
+/// reused buffer.
+fn for_each_entry(index: &[u8], hash_len: usize, mut f: impl FnMut(u32, &[u8])) -> Option<()> {
     let u32_at = |at: usize| -> Option<u32> {
         Some(u32::from_be_bytes(index.get(at..at + 4)?.try_into().ok()?))
     };
@@ -66,7 +74,6 @@ fn index_entries(index: &[u8], hash_len: usize) -> Option<Vec<(u32, Vec<u8>)>> {
     let count = u32_at(8)? as usize;
     let mut at = 12;
     let mut prev: Vec<u8> = Vec::new();
-    let mut out = Vec::new();
     for _ in 0..count {
         let start = at;
         let mode = u32_at(start + 24)?;
@@ -76,7 +83,7 @@ fn index_entries(index: &[u8], hash_len: usize) -> Option<Vec<(u32, Vec<u8>)>> {
         if version >= 3 && flags & 0x4000 != 0 {
             p += 2;
         }
-        let path = if version == 4 {
+        if version == 4 {
             // Prefix compression: strip N bytes of the previous path, then a NUL-terminated suffix.
             let (mut strip, mut c) = (0usize, *index.get(p)?);
             p += 1;
@@ -89,21 +96,18 @@ fn index_entries(index: &[u8], hash_len: usize) -> Option<Vec<(u32, Vec<u8>)>> {
                 strip = strip.checked_add(1)?.checked_mul(1 << 7)? | (c & 0x7f) as usize;
             }
             let end = p + index.get(p..)?.iter().position(|&b| b == 0)?;
-            let mut path = prev.get(..prev.len().checked_sub(strip)?)?.to_vec();
-            path.extend_from_slice(&index[p..end]);
+            prev.truncate(prev.len().checked_sub(strip)?);
+            prev.extend_from_slice(&index[p..end]);
             at = end + 1;
-            path
+            f(mode, &prev);
         } else {
             let end = p + index.get(p..)?.iter().position(|&b| b == 0)?;
-            let path = index[p..end].to_vec();
             // Entries are padded with 1 to 8 NULs to a multiple of 8 bytes.
             at = start + ((end - start + 8) & !7);
-            path
-        };
-        out.push((mode, path.clone()));
-        prev = path;
+            f(mode, &index[p..end]);
+        }
     }
-    Some(out)
+    Some(())
 }
 
 /// A gitlink path git would use: relative, no `..`, no empty or `.` component.
@@ -112,11 +116,15 @@ fn safe_relative(path: &Path) -> bool {
 }
 
 /// Every submodule path of a repository: its index's gitlinks and its `.gitmodules` entries.
-fn submodule_paths(git_dir: &Path, common_dir: &Path, worktree: &Path) -> Vec<PathBuf> {
+fn submodule_paths(
+    known: &mut memo::Known,
+    git_dir: &Path,
+    common_dir: &Path,
+    worktree: &Path,
+) -> Vec<PathBuf> {
     use std::os::unix::ffi::OsStrExt;
-    let mut out: Vec<PathBuf> = std::fs::read(git_dir.join("index"))
-        .ok()
-        .and_then(|i| index_gitlinks(&i, hash_len(common_dir)))
+    let mut out: Vec<PathBuf> = known
+        .gitlinks(git_dir, hash_len(common_dir))
         .unwrap_or_default()
         .into_iter()
         .map(|p| PathBuf::from(std::ffi::OsStr::from_bytes(&p)))
@@ -179,7 +187,8 @@ impl Watcher {
             let Some(wt) = r.worktree.clone() else {
                 continue;
             };
-            for sub in submodule_paths(&r.git_dir.clone(), &r.common_dir.clone(), &wt) {
+            let (git_dir, common_dir) = (r.git_dir.clone(), r.common_dir.clone());
+            for sub in submodule_paths(&mut self.gitlinks, &git_dir, &common_dir, &wt) {
                 let target = wt.join(&sub);
                 let dotgit = target.join(".git");
                 let git_dir = match std::fs::symlink_metadata(&dotgit) {
@@ -207,6 +216,8 @@ impl Watcher {
                 }
             }
         }
+        let file = crate::runtime_dir::RuntimeDir::new(&self.cfg.runtime).gitlinks_memory();
+        self.gitlinks.save(&file);
     }
 }
 

@@ -273,6 +273,23 @@ fn pids() -> Vec<i32> {
         .collect()
 }
 
+/// Whether the jail under `bwrap` still runs: bwrap is there and not a zombie, with a child. (Its
+/// `children` file missing while bwrap runs — a kernel without it — is a jail not found, a miss.)
+fn jail_running(bwrap: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{bwrap}/stat")) else {
+        return false;
+    };
+    // The state follows the command's name, which is in parentheses and may hold any byte.
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next());
+    if matches!(state, Some("Z" | "X" | "x")) {
+        return false;
+    }
+    std::fs::read_to_string(format!("/proc/{bwrap}/task/{bwrap}/children"))
+        .map_or(true, |c| !c.trim().is_empty())
+}
+
 /// The running judge of new sockets; stops (without being joined) when dropped.
 pub(crate) struct Covering {
     stop: Arc<AtomicBool>,
@@ -314,7 +331,13 @@ fn judge(sockets: &Receiver<PathBuf>, bwrap: i32, telling: &Telling, stop: &Atom
         std::env::current_exe(),
         super::super::reseal::jail_init(bwrap),
     ) else {
-        tracing::warn!("not judging sockets opened during the session: the jail is not found");
+        // The judge starts after the gate: a command as short as `true` is over by then, and a
+        // jail that is over has no socket open to judge. Only a jail still running is a miss.
+        if jail_running(bwrap) {
+            tracing::warn!("not judging sockets opened during the session: the jail is not found");
+        } else {
+            tracing::debug!("no sockets to judge: the jail was over before the judge started");
+        }
         return;
     };
     let mut seen: HashSet<(PathBuf, u64, u64)> = HashSet::new();
@@ -428,6 +451,38 @@ fn alert(session_dir: &Path, path: &Path, holder: Option<&str>, covered: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_jail_is_running_while_its_bwrap_has_a_child_and_over_once_it_is_a_zombie_or_gone() {
+        // A stand-in for bwrap: a shell with one child while the jail runs.
+        let mut bwrap = std::process::Command::new("sh")
+            .args(["-c", "sleep 3 & wait"])
+            .spawn()
+            .unwrap();
+        let pid = i32::try_from(bwrap.id()).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !jail_running(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(jail_running(pid), "a bwrap with a child is a running jail");
+        // SAFETY: kill only sends a signal, to our own child.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while jail_running(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!jail_running(pid), "a zombie bwrap is a jail that is over");
+        bwrap.wait().unwrap();
+        assert!(!jail_running(pid), "a bwrap reaped is a jail that is over");
+        // A bwrap without a child: its command is over.
+        let mut lone = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        assert!(!jail_running(i32::try_from(lone.id()).unwrap()));
+        lone.kill().unwrap();
+        lone.wait().unwrap();
+    }
 
     #[test]
     fn a_socket_served_in_the_jail_alone_is_left_and_any_other_is_covered() {
