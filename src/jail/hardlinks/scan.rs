@@ -31,11 +31,14 @@ use std::path::{Path, PathBuf};
 pub(crate) struct Clean {
     pub stamp: Stamp,
     pub subdirs: Vec<OsString>,
+    /// Come to by this launch's walk (not kept in the file): what is not is gone, or moved.
+    pub seen: bool,
 }
 
 /// The memory: each clean directory by its path's bytes. Keyed by bytes, not `PathBuf` (whose hash
-/// walks the path's components) and moved, not cloned, from one launch's memory to the next: the
-/// two were a third of the scan's time on an unchanged `node_modules` (perf, 4456 directories).
+/// walks the path's components), and one map from last launch's memory to the next, updated in
+/// place: a copy, or a move from one map to another, was a third of the scan's time on an unchanged
+/// `node_modules` (perf, 4456 directories), and the move still a fifth at 15k directories.
 pub(crate) type Memory = HashMap<OsString, Clean>;
 
 /// What the walk saw.
@@ -59,10 +62,16 @@ pub(crate) struct Scan {
 /// Walk the roots (never following a symlink; a mount below a root is walked too: the jail can
 /// write it) and keep the regular files with more than one link. A directory that
 /// `known` holds with the same stamp is not read. `started`: now (`now`), as the racy check sees it.
-pub(crate) fn scan(roots: &[PathBuf], budget: usize, mut known: Memory, started: u64) -> Scan {
+pub(crate) fn scan(roots: &[PathBuf], budget: usize, known: Memory, started: u64) -> Scan {
     use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir, StatxFlags, CWD};
-    let mut out = Scan::default();
-    out.clean.reserve(known.len());
+    let mut out = Scan {
+        clean: known,
+        ..Scan::default()
+    };
+    // A memory handed on from another scan in this process was come to by that one.
+    for c in out.clean.values_mut() {
+        c.seen = false;
+    }
     let mut buf = vec![std::mem::MaybeUninit::<u8>::uninit(); 32 * 1024];
     let mask = StatxFlags::TYPE | StatxFlags::MODE | StatxFlags::NLINK | StatxFlags::UID;
     let dir_mask = crate::walk::memo::MASK;
@@ -76,19 +85,19 @@ pub(crate) fn scan(roots: &[PathBuf], budget: usize, mut known: Memory, started:
         }
         let mut stack = vec![root.clone()];
         while let Some(dir) = stack.pop() {
-            let mut before = known.remove(dir.as_os_str());
             // One `statx` by name (no symlink followed at the end): unchanged, it is not read.
-            let unchanged = |k: &mut Clean| {
-                rustix::fs::statx(CWD, &dir, AtFlags::SYMLINK_NOFOLLOW, dir_mask).is_ok_and(|st| {
-                    FileType::from_raw_mode(st.stx_mode.into()) == FileType::Directory
-                        && Stamp::of(&st) == k.stamp
-                })
-            };
-            if let Some(k) = before.take_if(unchanged) {
-                out.skipped += 1;
-                stack.extend(k.subdirs.iter().map(|n| dir.join(n)));
-                out.clean.insert(dir.into_os_string(), k);
-                continue;
+            if let Some(k) = out.clean.get_mut(dir.as_os_str()) {
+                let unchanged = rustix::fs::statx(CWD, &dir, AtFlags::SYMLINK_NOFOLLOW, dir_mask)
+                    .is_ok_and(|st| {
+                        FileType::from_raw_mode(st.stx_mode.into()) == FileType::Directory
+                            && Stamp::of(&st) == k.stamp
+                    });
+                if unchanged {
+                    k.seen = true;
+                    out.skipped += 1;
+                    stack.extend(k.subdirs.iter().map(|n| dir.join(n)));
+                    continue;
+                }
             }
             let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
             // Before its entries are read: a change while they are read moves the stamp.
@@ -98,7 +107,7 @@ pub(crate) fn scan(roots: &[PathBuf], budget: usize, mut known: Memory, started:
             });
             let Ok((fd, st)) = opened else {
                 // Gone from the memory, if it was there.
-                out.changes.reshaped |= before.is_some();
+                out.changes.reshaped |= out.clean.remove(dir.as_os_str()).is_some();
                 out.unreadable.push(dir);
                 continue;
             };
@@ -118,7 +127,10 @@ pub(crate) fn scan(roots: &[PathBuf], budget: usize, mut known: Memory, started:
                 }
                 out.entries += 1;
                 if out.entries > budget {
-                    out_of_budget(&mut out, known);
+                    // What was not come to is kept as it was remembered: each entry is used only
+                    // while its stamp still matches, so the next launch goes on from here.
+                    out.truncated = true;
+                    out.changes.reshaped = true;
                     return out;
                 }
                 let kind = match entry.file_type() {
@@ -151,30 +163,36 @@ pub(crate) fn scan(roots: &[PathBuf], budget: usize, mut known: Memory, started:
             }
             let stamp = Stamp::of(&st);
             if complete && out.files.len() == found && !stamp.racy(started) {
-                match &before {
-                    Some(b) if b.subdirs == subdirs => out.changes.restamped += 1,
-                    _ => out.changes.reshaped = true,
+                match out.clean.get_mut(dir.as_os_str()) {
+                    Some(b) => {
+                        if b.subdirs == subdirs {
+                            out.changes.restamped += 1;
+                        } else {
+                            out.changes.reshaped = true;
+                        }
+                        (b.stamp, b.subdirs, b.seen) = (stamp, subdirs, true);
+                    }
+                    None => {
+                        out.changes.reshaped = true;
+                        let seen = true;
+                        let clean = Clean {
+                            stamp,
+                            subdirs,
+                            seen,
+                        };
+                        out.clean.insert(dir.into_os_string(), clean);
+                    }
                 }
-                out.clean
-                    .insert(dir.into_os_string(), Clean { stamp, subdirs });
             } else {
-                out.changes.reshaped |= before.is_some();
+                out.changes.reshaped |= out.clean.remove(dir.as_os_str()).is_some();
             }
         }
     }
     // What the memory holds that the walk did not come to is gone (or moved) since.
-    out.changes.reshaped |= !known.is_empty();
+    let before = out.clean.len();
+    out.clean.retain(|_, c| c.seen);
+    out.changes.reshaped |= out.clean.len() != before;
     out
-}
-
-/// The budget ran out: what was not come to is kept as it was remembered. Each entry is used only
-/// while its stamp still matches, so the next launch goes on where this one stopped.
-fn out_of_budget(out: &mut Scan, known: Memory) {
-    out.truncated = true;
-    out.changes.reshaped = true;
-    for (path, k) in known {
-        out.clean.entry(path).or_insert(k);
-    }
 }
 
 /// Where the memory of the last launch on these roots is kept.
@@ -209,6 +227,7 @@ pub(crate) fn load(file: &Path) -> Memory {
                 Clean {
                     stamp: Stamp::from_raw(stamp),
                     subdirs,
+                    seen: false,
                 },
             ))
         })() else {
@@ -399,6 +418,7 @@ mod tests {
             Clean {
                 stamp: Stamp::from_raw([1, 2, 3, u64::MAX]),
                 subdirs: vec!["x".into(), OsString::from_vec(vec![0xff, b'y'])],
+                seen: false,
             },
         );
         m.insert(
@@ -406,6 +426,7 @@ mod tests {
             Clean {
                 stamp: Stamp::from_raw([0; 4]),
                 subdirs: vec![],
+                seen: false,
             },
         );
         save(&file, &m).unwrap();
