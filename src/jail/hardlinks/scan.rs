@@ -69,12 +69,9 @@ pub(crate) fn scan(roots: &[PathBuf], budget: usize, known: Memory, started: u64
         ..Scan::default()
     };
     // A memory handed on from another scan in this process was come to by that one.
-    for c in out.clean.values_mut() {
-        c.seen = false;
-    }
+    out.clean.values_mut().for_each(|c| c.seen = false);
     let mut buf = vec![std::mem::MaybeUninit::<u8>::uninit(); 32 * 1024];
     let mask = StatxFlags::TYPE | StatxFlags::MODE | StatxFlags::NLINK | StatxFlags::UID;
-    let dir_mask = crate::walk::memo::MASK;
     for root in roots {
         // A root inside another root is walked once.
         if roots.iter().any(|r| r != root && root.starts_with(r)) {
@@ -85,24 +82,13 @@ pub(crate) fn scan(roots: &[PathBuf], budget: usize, known: Memory, started: u64
         }
         let mut stack = vec![root.clone()];
         while let Some(dir) = stack.pop() {
-            // One `statx` by name (no symlink followed at the end): unchanged, it is not read.
-            if let Some(k) = out.clean.get_mut(dir.as_os_str()) {
-                let unchanged = rustix::fs::statx(CWD, &dir, AtFlags::SYMLINK_NOFOLLOW, dir_mask)
-                    .is_ok_and(|st| {
-                        FileType::from_raw_mode(st.stx_mode.into()) == FileType::Directory
-                            && Stamp::of(&st) == k.stamp
-                    });
-                if unchanged {
-                    k.seen = true;
-                    out.skipped += 1;
-                    stack.extend(k.subdirs.iter().map(|n| dir.join(n)));
-                    continue;
-                }
+            if from_memory(&mut out, &dir, &mut stack) {
+                continue;
             }
             let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
             // Before its entries are read: a change while they are read moves the stamp.
             let opened = rustix::fs::open(&dir, flags, Mode::empty()).and_then(|fd| {
-                let st = rustix::fs::statx(&fd, "", AtFlags::EMPTY_PATH, dir_mask)?;
+                let st = rustix::fs::statx(&fd, "", AtFlags::EMPTY_PATH, crate::walk::memo::MASK)?;
                 Ok((fd, st))
             });
             let Ok((fd, st)) = opened else {
@@ -163,26 +149,15 @@ pub(crate) fn scan(roots: &[PathBuf], budget: usize, known: Memory, started: u64
             }
             let stamp = Stamp::of(&st);
             if complete && out.files.len() == found && !stamp.racy(started) {
-                match out.clean.get_mut(dir.as_os_str()) {
-                    Some(b) => {
-                        if b.subdirs == subdirs {
-                            out.changes.restamped += 1;
-                        } else {
-                            out.changes.reshaped = true;
-                        }
-                        (b.stamp, b.subdirs, b.seen) = (stamp, subdirs, true);
-                    }
-                    None => {
-                        out.changes.reshaped = true;
-                        let seen = true;
-                        let clean = Clean {
-                            stamp,
-                            subdirs,
-                            seen,
-                        };
-                        out.clean.insert(dir.into_os_string(), clean);
-                    }
-                }
+                remember(
+                    &mut out,
+                    dir,
+                    Clean {
+                        stamp,
+                        subdirs,
+                        seen: true,
+                    },
+                );
             } else {
                 out.changes.reshaped |= out.clean.remove(dir.as_os_str()).is_some();
             }
@@ -193,6 +168,41 @@ pub(crate) fn scan(roots: &[PathBuf], budget: usize, known: Memory, started: u64
     out.clean.retain(|_, c| c.seen);
     out.changes.reshaped |= out.clean.len() != before;
     out
+}
+
+/// Whether `dir` is remembered clean and unchanged (one `statx` by name, no symlink followed at the
+/// end): then it is not read, and its subdirectories come from memory.
+fn from_memory(out: &mut Scan, dir: &Path, stack: &mut Vec<PathBuf>) -> bool {
+    use rustix::fs::{AtFlags, FileType, CWD};
+    let Some(k) = out.clean.get_mut(dir.as_os_str()) else {
+        return false;
+    };
+    let st = rustix::fs::statx(CWD, dir, AtFlags::SYMLINK_NOFOLLOW, crate::walk::memo::MASK);
+    let unchanged = st.is_ok_and(|st| {
+        FileType::from_raw_mode(st.stx_mode.into()) == FileType::Directory
+            && Stamp::of(&st) == k.stamp
+    });
+    if unchanged {
+        k.seen = true;
+        out.skipped += 1;
+        stack.extend(k.subdirs.iter().map(|n| dir.join(n)));
+    }
+    unchanged
+}
+
+/// A directory read now and found clean: in the memory, in place of what it held of it.
+fn remember(out: &mut Scan, dir: PathBuf, clean: Clean) {
+    if let Some(b) = out.clean.get_mut(dir.as_os_str()) {
+        if b.subdirs == clean.subdirs {
+            out.changes.restamped += 1;
+        } else {
+            out.changes.reshaped = true;
+        }
+        *b = clean;
+        return;
+    }
+    out.changes.reshaped = true;
+    out.clean.insert(dir.into_os_string(), clean);
 }
 
 /// Where the memory of the last launch on these roots is kept.
