@@ -80,7 +80,10 @@ pub fn run(opts: &RunOptions, env: &HostEnv) -> Result<i32> {
         crate::audit::ensure(&crate::audit::dir(&input.home, env));
         placeholders::sweep(&runtime)?;
         home::sweep_dead(&runtime, session_alive, &input.home);
-        super::liveness::sweep(&runtime);
+        if super::liveness::sweep(&runtime) {
+            // A launcher died: what its bwrap left before it could start is ended (`orphans`).
+            super::orphans::end_stuck(&input.bwrap);
+        }
         // What live sessions hold: this one holds it too (their end must not pull it away).
         input.held = placeholders::held(&runtime);
         Some(runtime)

@@ -153,10 +153,12 @@ impl Drop for SessionLock {
 const TMP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Remove the locks no launcher holds any more (their sessions are over: whatever they left was
-/// finished before this runs, or is judged dead without the file).
-pub(crate) fn sweep(runtime: &Path) {
+/// finished before this runs, or is judged dead without the file). Whether one was removed: a
+/// launcher died since the last sweep.
+pub(crate) fn sweep(runtime: &Path) -> bool {
+    let mut dead = false;
     let Ok(rd) = std::fs::read_dir(locks_dir(runtime)) else {
-        return;
+        return dead;
     };
     for e in rd.flatten() {
         let path = e.path();
@@ -179,9 +181,10 @@ pub(crate) fn sweep(runtime: &Path) {
         }
         // Locked before it is renamed: unlocked, its launcher died in between.
         if rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok() {
-            let _ = std::fs::remove_file(&path);
+            dead |= std::fs::remove_file(&path).is_ok();
         }
     }
+    dead
 }
 
 #[cfg(test)]

@@ -39,6 +39,7 @@ pub mod liveness;
 pub(crate) mod local_remotes;
 pub(crate) mod mounts;
 pub(crate) mod nested;
+pub(crate) mod orphans;
 pub(crate) mod ownfiles;
 pub mod placeholders;
 pub mod plan;

@@ -89,6 +89,36 @@ fn broken(f: &Fixture) -> Vec<String> {
     out
 }
 
+/// Processes still running for the fixture's workspace (its path in their command line).
+fn left_processes(f: &Fixture) -> Vec<String> {
+    let ws = f.ws.as_os_str().as_encoded_bytes();
+    let me = std::process::id().to_string();
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|p| {
+            p.file_name()
+                .to_str()
+                .is_some_and(|n| n != me && n.parse::<u32>().is_ok())
+        })
+        .filter_map(|p| {
+            let cmd = std::fs::read(p.path().join("cmdline")).ok()?;
+            cmd.windows(ws.len()).any(|w| w == ws).then(|| {
+                format!(
+                    "left running: {:?} {}",
+                    p.file_name(),
+                    String::from_utf8_lossy(&cmd)
+                        .replace('\0', " ")
+                        .chars()
+                        .take(120)
+                        .collect::<String>()
+                )
+            })
+        })
+        .collect()
+}
+
 /// `FAULTS_DEBUG=1`: what the first problem found there.
 fn debug_first(f: &Fixture, problem: &str, next: &std::process::Output) {
     if std::env::var_os("FAULTS_DEBUG").is_none() {
@@ -221,6 +251,13 @@ fn killed_at_any_moment_the_next_run_finishes_it_and_nothing_is_lost() {
         }
     }
     assert_eq!(host_mounts(), mounts, "mounts were left on the host");
+    // Nothing a killed launcher started outlives it: not the jail, not bwrap (a launcher killed
+    // between bwrap's fork and its `--die-with-parent` left bwrap waiting for ever).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !left_processes(&f).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    problems.extend(left_processes(&f));
     assert!(
         problems.is_empty(),
         "{} problems:\n{}",

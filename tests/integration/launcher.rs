@@ -34,8 +34,14 @@ fn a_short_clean_launch_says_nothing_and_logs_no_warning() {
     for _ in 0..3 {
         // `true` itself, not through a shell: over before the judge starts.
         let out = f.cmd(["run", "--", "true"]).output().unwrap();
+        let log = || std::fs::read_to_string(f.rt.join("claude-sandbox.log")).unwrap_or_default();
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        assert_eq!(stderr(&out), "", "a clean launch prints nothing");
+        assert_eq!(
+            stderr(&out),
+            "",
+            "a clean launch prints nothing; the log: {}",
+            log()
+        );
     }
     let log = std::fs::read_to_string(f.rt.join("claude-sandbox.log")).unwrap_or_default();
     assert!(!log.contains("WARN"), "{log}");

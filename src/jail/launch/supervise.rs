@@ -109,12 +109,23 @@ pub(super) fn fork_exec(
     let mut env_pointers: Vec<*const libc::c_char> = env.iter().map(|c| c.as_ptr()).collect();
     env_pointers.push(std::ptr::null());
     let stderr_fd = stderr.as_raw_fd();
-    // SAFETY: between fork and exec the child makes only async-signal-safe calls (fcntl, dup2,
-    // sigaction, execve, write, _exit) on memory prepared before the fork.
+    // SAFETY: getpid has no preconditions.
+    let launcher = unsafe { libc::getpid() };
+    // SAFETY: between fork and exec the child makes only async-signal-safe calls (prctl, getppid,
+    // fcntl, dup2, sigaction, execve, write, _exit) on memory prepared before the fork.
     match unsafe { libc::fork() } {
         -1 => Err(std::io::Error::last_os_error()),
         0 => unsafe {
             const MSG: &[u8] = b"claude-sandbox: cannot execute bwrap\n";
+            // bwrap dies with the launcher. Its own `--die-with-parent` is set after it starts, so
+            // a launcher killed in between left it waiting for ever (faults::killed_at_any_moment…,
+            // 7 in 200 kills); set here, before the exec, and the launcher gone already is seen. (A
+            // set-user-ID bwrap clears it at the exec, and is left with its own.) The main thread
+            // forks it, and lives as long as the launcher.
+            let dies = libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == 0;
+            if !dies || libc::getppid() != launcher {
+                libc::_exit(127);
+            }
             let placed = place_fds(map).is_ok()
                 && libc::dup2(stderr_fd, 2) == 2
                 && crate::jail::exec::ignore_terminal_signals().is_ok();
