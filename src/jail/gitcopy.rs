@@ -172,14 +172,23 @@ pub(crate) fn prepare(
         copies.clear();
         return warnings;
     }
-    let mut bases = Vec::new();
-    copies.retain(|c| {
-        match copy_one(session_home, c).and_then(|bytes| {
+    // Side by side: each copy and diversion mostly waits on the disk (new inodes, ~0.3 ms each
+    // here), each repository's under its own locks; 100 repositories took 31-39 ms one by one.
+    let made = made_in_parallel(copies, |c| {
+        copy_one(session_home, c).and_then(|bytes| {
             if c.divert {
                 divert(&c.real, session)?;
             }
             Ok(bytes)
-        }) {
+        })
+    });
+    let mut made = made.into_iter();
+    let mut bases = Vec::new();
+    copies.retain(|c| {
+        match made
+            .next()
+            .unwrap_or_else(|| Err(std::io::Error::other("not made")))
+        {
             Ok(bytes) => {
                 bases.push(Base {
                     real: c.real.clone(),
@@ -207,6 +216,49 @@ pub(crate) fn prepare(
         copies.clear();
     }
     warnings
+}
+
+/// `make` of every copy, in order, on a few threads. Each result is kept as soon as it is made, so
+/// a worker that panics loses only the one it was making (that copy keeps its read-only seal).
+fn made_in_parallel(
+    copies: &[GitCopy],
+    make: impl Fn(&GitCopy) -> std::io::Result<Vec<u8>> + Sync,
+) -> Vec<std::io::Result<Vec<u8>>> {
+    use std::sync::{atomic::AtomicUsize, atomic::Ordering::Relaxed, Mutex};
+    const THREADS: usize = 4;
+    if copies.len() < 2 * THREADS {
+        return copies.iter().map(&make).collect();
+    }
+    let slots: Vec<Mutex<Option<std::io::Result<Vec<u8>>>>> =
+        copies.iter().map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..THREADS)
+            .map(|_| {
+                scope.spawn(|| loop {
+                    let i = next.fetch_add(1, Relaxed);
+                    let Some(c) = copies.get(i) else { break };
+                    let result = make(c);
+                    if let Ok(mut slot) = slots[i].lock() {
+                        *slot = Some(result);
+                    }
+                })
+            })
+            .collect();
+        // Joined here, so that a panic stays in its worker (the scope would repeat it).
+        for w in workers {
+            let _ = w.join();
+        }
+    });
+    slots
+        .into_iter()
+        .map(|s| {
+            s.into_inner()
+                .ok()
+                .flatten()
+                .unwrap_or_else(|| Err(std::io::Error::other("copying panicked")))
+        })
+        .collect()
 }
 
 /// Make the jail's copy of one config; returns its bytes (the merge's base).
@@ -400,5 +452,34 @@ fn finish_one(
             "not carried out from the jail: {}",
             problems.join("; ")
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// In order, each its own; a panic in one loses that one alone (it keeps its seal).
+    #[test]
+    fn copies_made_side_by_side_come_back_in_order_and_a_panic_loses_one() {
+        let copies: Vec<GitCopy> = (0..40)
+            .map(|index| GitCopy {
+                real: format!("/r/{index}/config").into(),
+                index,
+                divert: true,
+            })
+            .collect();
+        let made = made_in_parallel(&copies, |c| {
+            assert!(c.index != 13, "copy 13 panics");
+            Ok(c.index.to_string().into_bytes())
+        });
+        assert_eq!(made.len(), 40);
+        for (i, m) in made.iter().enumerate() {
+            match m {
+                Ok(b) => assert_eq!(b, i.to_string().as_bytes()),
+                Err(_) => assert_eq!(i, 13, "only the one that panicked is lost"),
+            }
+        }
+        assert!(made[13].is_err());
     }
 }
