@@ -139,12 +139,6 @@ impl RuntimeDir {
         self.root.join("entrypoints")
     }
 
-    /// `gitlinks`: the watcher's memory of each repository's gitlinks, by its index's stamp
-    /// (`watch::gitlinks::memo`).
-    pub(crate) fn gitlinks_memory(&self) -> PathBuf {
-        self.root.join("gitlinks")
-    }
-
     /// `reserve`: space kept back for the records when the filesystem fills (`reserve`).
     pub(crate) fn reserve(&self) -> PathBuf {
         self.root.join("reserve")

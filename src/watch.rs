@@ -191,8 +191,6 @@ pub(crate) struct Watcher {
     created_names: std::collections::BTreeSet<PathBuf>,
     /// Sweep mode: the names `note_listed_names` has kept already (each is alerted once).
     created_listed: std::collections::HashSet<PathBuf>,
-    /// Each repository's gitlinks by its index's stamp (`gitlinks::memo`).
-    gitlinks: gitlinks::memo::Known,
 }
 
 /// How a deferred name is read (see `Watcher::resolve`).
@@ -229,7 +227,6 @@ impl Watcher {
         let cwd = std::env::current_dir().unwrap_or_else(|_| cfg.workspace.clone());
         let path = baseline::path_entries(OsStr::new(&base.path_env), &cwd);
         let sink = Box::new(act::Store::new(&cfg.runtime));
-        let gitlinks_file = crate::runtime_dir::RuntimeDir::new(&cfg.runtime).gitlinks_memory();
         let mut w = Watcher {
             cfg,
             table,
@@ -251,7 +248,6 @@ impl Watcher {
             unsent: Vec::new(),
             created_names: std::collections::BTreeSet::new(),
             created_listed: std::collections::HashSet::new(),
-            gitlinks: gitlinks::memo::Known::load(&gitlinks_file),
         };
         for d in base.dirs.iter().filter(|d| d.writable) {
             if d.exists {

@@ -10,8 +10,6 @@
 use super::Watcher;
 use std::path::{Component, Path, PathBuf};
 
-pub(super) mod memo;
-
 /// The paths of every gitlink (mode 160000) in an index file, `None` if it is not one git writes.
 pub(crate) fn index_gitlinks(index: &[u8], hash_len: usize) -> Option<Vec<Vec<u8>>> {
     let mut out = Vec::new();
@@ -116,15 +114,15 @@ fn safe_relative(path: &Path) -> bool {
 }
 
 /// Every submodule path of a repository: its index's gitlinks and its `.gitmodules` entries.
-fn submodule_paths(
-    known: &mut memo::Known,
-    git_dir: &Path,
-    common_dir: &Path,
-    worktree: &Path,
-) -> Vec<PathBuf> {
+///
+/// The index is read whole each time, never remembered by its stamp: the jail can write it through
+/// a shared mapping, and a page dirtied once takes later writes without moving its times (until
+/// writeback), so a settled stamp does not prove the bytes unchanged.
+fn submodule_paths(git_dir: &Path, common_dir: &Path, worktree: &Path) -> Vec<PathBuf> {
     use std::os::unix::ffi::OsStrExt;
-    let mut out: Vec<PathBuf> = known
-        .gitlinks(git_dir, hash_len(common_dir))
+    let mut out: Vec<PathBuf> = std::fs::read(git_dir.join("index"))
+        .ok()
+        .and_then(|i| index_gitlinks(&i, hash_len(common_dir)))
         .unwrap_or_default()
         .into_iter()
         .map(|p| PathBuf::from(std::ffi::OsStr::from_bytes(&p)))
@@ -188,7 +186,7 @@ impl Watcher {
                 continue;
             };
             let (git_dir, common_dir) = (r.git_dir.clone(), r.common_dir.clone());
-            for sub in submodule_paths(&mut self.gitlinks, &git_dir, &common_dir, &wt) {
+            for sub in submodule_paths(&git_dir, &common_dir, &wt) {
                 let target = wt.join(&sub);
                 let dotgit = target.join(".git");
                 let git_dir = match std::fs::symlink_metadata(&dotgit) {
@@ -216,8 +214,6 @@ impl Watcher {
                 }
             }
         }
-        let file = crate::runtime_dir::RuntimeDir::new(&self.cfg.runtime).gitlinks_memory();
-        self.gitlinks.save(&file);
     }
 }
 
