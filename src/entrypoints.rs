@@ -81,163 +81,6 @@ enum Seen {
     Other,
 }
 
-/// Visit every entry under `root` (`root` itself excluded) without descending into directories
-/// `walk::pruned`, into symlinks, or into a directory below `root` that a tool declares its own
-/// (`walk::declared`; those are returned): `visit(dir, name, kind)` returns, for a directory,
-/// whether to descend into it, and for another entry whether it counts. Only those that count are
-/// remembered, and given to `visit` again when the directory is taken from memory: the filter is
-/// `visit` itself, and its answer must depend on the name and kind alone (what else it looks at is
-/// looked at again each time). A directory's subdirectories are visited once its whole listing is
-/// read, so that the declaration is known first. One `getdents` buffer for the whole walk and no
-/// allocation per file: only directories' names and the entries that count are kept (the
-/// workspace can hold tens of thousands of files and the walk is on the launch path). A directory
-/// `recall` holds with the same stamp is not read (`memory`). Directories that cannot be read are
-/// reported through `unreadable`.
-fn walk_tree(
-    root: &Path,
-    trust: crate::walk::Trust,
-    recall: &mut memory::Recall,
-    visit: &mut dyn FnMut(&Path, &std::ffi::OsStr, Seen) -> bool,
-    unreadable: &mut dyn FnMut(&Path, std::io::Error),
-) -> Vec<PathBuf> {
-    use rustix::fs::{Mode, OFlags};
-    let mut buf = vec![std::mem::MaybeUninit::<u8>::uninit(); 32 * 1024];
-    let mut stack = vec![root.to_path_buf()];
-    let mut generated = Vec::new();
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    while let Some(dir) = stack.pop() {
-        let before = recall.known.remove(dir.as_os_str());
-        let stamp_now = || crate::walk::memo::Stamp::at(&dir);
-        let unchanged = before
-            .as_ref()
-            .is_some_and(|b| !memory::listed_again(Some(b.stamp), stamp_now()));
-        // `Some(what it replaces, whether it was read whole)` when read now.
-        let (read, fd, fresh) = match before {
-            Some(b) if unchanged => {
-                recall.reused += 1;
-                (b, None, None)
-            }
-            before => {
-                let fd = match rustix::fs::open(&dir, flags, Mode::empty()) {
-                    Ok(fd) => fd,
-                    // Removed since its parent was listed (another session's placeholder, at its
-                    // end): nothing is there to seal, and nothing to say on the agent's terminal.
-                    Err(e) => {
-                        recall.changes.reshaped |= before.is_some();
-                        if e != rustix::io::Errno::NOENT || dir == root {
-                            unreadable(&dir, e.into());
-                        }
-                        continue;
-                    }
-                };
-                let (read, whole) = list(&dir, &fd, root, &mut buf, visit, unreadable);
-                (read, Some(fd), Some((before, whole)))
-            }
-        };
-        let listing = &read.listing;
-        if fresh.is_none() {
-            // From memory: `visit` is given what counted when it was read.
-            for (name, kind) in &listing.entries {
-                visit(&dir, name, *kind);
-            }
-        }
-        // A declaration's bytes can change without its directory changing: read at every launch.
-        let declared = dir != root
-            && listing.declarations != crate::walk::Declarations::default()
-            && fd
-                .or_else(|| rustix::fs::open(&dir, flags, Mode::empty()).ok())
-                .is_some_and(|fd| crate::walk::declared(&fd, listing.declarations, trust));
-        if declared {
-            generated.push(dir.clone());
-        } else {
-            for name in &listing.subdirs {
-                if visit(&dir, name, Seen::Dir) {
-                    stack.push(dir.join(name));
-                }
-            }
-        }
-        match fresh {
-            None => {
-                recall.next.insert(dir.into_os_string(), read);
-            }
-            Some((before, whole)) => recall.listed(dir, before.as_ref(), read, whole),
-        }
-    }
-    recall.finish();
-    generated
-}
-
-/// Read the directory open at `fd`: its stamp (before its entries), and what the walk needs of
-/// its listing; the entries other than directories and declarations are given to `visit` as they
-/// are read, and kept if it says they count. Also whether the listing was read whole.
-fn list(
-    dir: &Path,
-    fd: &rustix::fd::OwnedFd,
-    root: &Path,
-    buf: &mut [std::mem::MaybeUninit<u8>],
-    visit: &mut dyn FnMut(&Path, &std::ffi::OsStr, Seen) -> bool,
-    unreadable: &mut dyn FnMut(&Path, std::io::Error),
-) -> (memory::Remembered, bool) {
-    use rustix::fs::{FileType, RawDir};
-    use std::os::unix::ffi::OsStrExt;
-    let stamp = crate::walk::memo::Stamp::open(fd);
-    let mut whole = stamp.is_some();
-    let mut listing = memory::Listing::default();
-    let mut entries = RawDir::new(fd, buf);
-    while let Some(entry) = entries.next() {
-        let entry = match entry {
-            Ok(e) => e,
-            // Removed while it was being listed (the same placeholder, a moment later).
-            Err(rustix::io::Errno::NOENT) if dir != root => {
-                whole = false;
-                break;
-            }
-            Err(e) => {
-                unreadable(dir, e.into());
-                whole = false;
-                break;
-            }
-        };
-        let name = std::ffi::OsStr::from_bytes(entry.file_name().to_bytes());
-        if name == "." || name == ".." {
-            continue;
-        }
-        let kind = match entry.file_type() {
-            FileType::Directory => Seen::Dir,
-            FileType::RegularFile => Seen::File,
-            FileType::Unknown => {
-                match rustix::fs::statat(fd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
-                    Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {
-                        Seen::Dir
-                    }
-                    Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile => {
-                        Seen::File
-                    }
-                    Ok(_) => Seen::Other,
-                    Err(_) => {
-                        // Not known for sure: used now as the walk always did, not remembered.
-                        whole = false;
-                        Seen::Other
-                    }
-                }
-            }
-            _ => Seen::Other,
-        };
-        match (name.as_bytes(), kind) {
-            (n, Seen::File) if listing.declarations.note(n) => {}
-            (_, Seen::Dir) => listing.subdirs.push(name.to_owned()),
-            _ => {
-                if visit(dir, name, kind) {
-                    listing.entries.push((name.to_owned(), kind));
-                }
-            }
-        }
-    }
-    // Without a stamp nothing is kept (`whole` is false); the placeholder is never compared.
-    let stamp = stamp.unwrap_or(crate::walk::memo::Stamp::from_raw([0; 4]));
-    (memory::Remembered { stamp, listing }, whole)
-}
-
 /// Walk the workspace and collect entry points and repositories (`home`: `$HOME` as git expands
 /// `~/` in an include). Every directory is read.
 pub fn discover_workspace(ws: &Path, home: Option<&Path>) -> Discovery {
@@ -254,6 +97,24 @@ pub(crate) fn discover_workspace_in(
     discover_trusting(ws, home, runtime, crate::walk::Trust::Any)
 }
 
+/// `discover_workspace_in` doing the hard-link scan's work in the directories it reads (`Links`;
+/// the launch's walk of the workspace, `jail::hardlinks::feed`).
+pub(crate) fn discover_linking(
+    ws: &Path,
+    home: Option<&Path>,
+    runtime: Option<&Path>,
+    links: &mut dyn Links,
+) -> Discovery {
+    let now = crate::walk::memo::now();
+    discover_with(
+        ws,
+        home,
+        runtime,
+        (crate::walk::Trust::Any, now),
+        Some(links),
+    )
+}
+
 /// `discover_workspace_in`, honouring only the declarations `trust` counts (`walk::Trust`): the
 /// launch honours any (a cache tagged before the session is not walked), the watcher and the
 /// session's end only those older than the session, since the agent may have made the tag to hide
@@ -264,15 +125,33 @@ pub(crate) fn discover_trusting(
     runtime: Option<&Path>,
     trust: crate::walk::Trust,
 ) -> Discovery {
+    discover_with(ws, home, runtime, (trust, crate::walk::memo::now()), None)
+}
+
+/// The walk with its memory in `runtime`, and `links` looked for (a walk whose memory is kept
+/// looks, whether or not a scan takes what it finds: `tree::Links`).
+fn discover_with(
+    ws: &Path,
+    home: Option<&Path>,
+    runtime: Option<&Path>,
+    (trust, started): (crate::walk::Trust, u64),
+    links: Option<&mut dyn Links>,
+) -> Discovery {
     let file = runtime.and_then(|rt| memory::file(rt, ws));
+    let mut check = crate::jail::hardlinks::Check;
+    let links: Option<&mut dyn Links> = match links {
+        Some(l) => Some(l),
+        None if file.is_some() => Some(&mut check),
+        None => None,
+    };
     let mut recall = memory::Recall {
-        known: (file.as_deref())
+        memory: (file.as_deref())
             .map(|f| memory::load(f, ws))
             .unwrap_or_default(),
-        started: crate::walk::memo::now(),
+        started,
         ..memory::Recall::default()
     };
-    let d = discover_recalling(ws, home, trust, &mut recall);
+    let d = discover_recalling(ws, home, trust, &mut recall, links);
     tracing::debug!(
         root = %ws.display(),
         listed = recall.listed,
@@ -285,12 +164,24 @@ pub(crate) fn discover_trusting(
     d
 }
 
+/// `discover_trusting` as if it started at `started` (`walk::memo::now`'s units), with `links`.
+#[cfg(test)]
+pub(crate) fn discover_at(
+    ws: &Path,
+    runtime: &Path,
+    (trust, started): (crate::walk::Trust, u64),
+    links: Option<&mut dyn Links>,
+) -> Discovery {
+    discover_with(ws, None, Some(runtime), (trust, started), links)
+}
+
 /// `discover_workspace` with this memory (`recall.next`: the memory for the next launch).
 fn discover_recalling(
     ws: &Path,
     home: Option<&Path>,
     trust: crate::walk::Trust,
     recall: &mut memory::Recall,
+    links: Option<&mut dyn Links>,
 ) -> Discovery {
     let mut d = Discovery::default();
     let mut git_dirs: Vec<PathBuf> = Vec::new();
@@ -301,6 +192,7 @@ fn discover_recalling(
         ws,
         trust,
         recall,
+        links,
         &mut |dir, name, kind| {
             if name == ".git" {
                 let path = dir.join(name);
@@ -549,6 +441,9 @@ pub fn dedup(findings: Vec<Finding>) -> Vec<Finding> {
 pub(crate) mod envrc;
 mod includes;
 mod memory;
+mod tree;
+use tree::walk_tree;
+pub(crate) use tree::Links;
 mod mise;
 mod own;
 mod state;

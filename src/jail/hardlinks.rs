@@ -61,8 +61,10 @@ pub(crate) fn shared_outside(seen: &[Seen], euid: u32) -> Vec<&Seen> {
         .collect()
 }
 
+mod feed;
 mod scan;
-pub(crate) use scan::{cache_file, scan};
+pub(crate) use feed::{feed, Check, Feed, Intake};
+pub(crate) use scan::cache_file;
 
 /// Give `s.path` an inode of its own: copy it beside itself (bytes, mode, times), then rename the
 /// copy over it, but only while the name still is the inode the walk saw.
@@ -134,20 +136,33 @@ pub(crate) struct Report {
 
 /// Scan the writable roots and break (else seal) every hard link out of them. Returns the paths to
 /// bind read-only and what is left open. `cache`: where the clean directories are remembered.
+#[cfg(test)]
 pub(crate) fn protect(roots: &[PathBuf], budget: usize, cache: Option<&Path>) -> Report {
     protect_at(roots, budget, cache, scan::now())
 }
 
 /// `protect` at the time `now` (`scan::now`'s units): what the memory may keep depends on it.
+#[cfg(test)]
 pub(crate) fn protect_at(
     roots: &[PathBuf],
     budget: usize,
     cache: Option<&Path>,
     now: u64,
 ) -> Report {
+    protect_fed(roots, None, budget, cache, now)
+}
+
+/// `protect_at`, the root `intake` covers walked by the entry-point walk (`feed`).
+pub(crate) fn protect_fed(
+    roots: &[PathBuf],
+    intake: Option<Intake>,
+    budget: usize,
+    cache: Option<&Path>,
+    now: u64,
+) -> Report {
     let euid = rustix::process::geteuid().as_raw();
     let known = cache.map(scan::load).unwrap_or_default();
-    let found = scan(roots, budget, known, now);
+    let found = scan::scan_fed(roots, intake, budget, known, now);
     // Saved when the budget ran out too: the directories found clean are not read again, and a
     // workspace larger than the budget is complete after a launch or two, not alerted at each.
     if let Some(file) = cache.filter(|_| scan::worth_saving(found.changes)) {
@@ -188,17 +203,17 @@ pub(crate) fn protect_at(
 /// At launch, before the gate opens: break the links out of the plan's writable roots, bind
 /// read-only what could not be broken, alert on the rest.
 pub(crate) fn apply(plan: &mut super::plan::Plan, runtime: &Path, session: &str) {
-    let report = timed(&plan.writable_roots(), runtime);
+    let report = timed(&plan.writable_roots(), runtime, None);
     record(plan, &report, runtime, session);
 }
 
 /// `protect` with the launch's budget, its cost in the debug log (`-vv`).
-pub(crate) fn timed(roots: &[PathBuf], runtime: &Path) -> Report {
+pub(crate) fn timed(roots: &[PathBuf], runtime: &Path, intake: Option<Intake>) -> Report {
     let t0 = std::time::Instant::now();
     // Nothing remembered where a directory's times may lag a change (`walk::memo::exact_times`).
     let cache = (roots.iter().all(|r| crate::walk::memo::exact_times(r)))
         .then(|| cache_file(runtime, roots));
-    let report = protect(roots, SCAN_BUDGET, cache.as_deref());
+    let report = protect_fed(roots, intake, SCAN_BUDGET, cache.as_deref(), scan::now());
     tracing::debug!(
         ms = t0.elapsed().as_secs_f64() * 1e3,
         entries = report.entries,

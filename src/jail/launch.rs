@@ -16,7 +16,7 @@
 
 use super::args::{bwrap_args, shell_quote};
 use super::layout::{EXEC_FD, GO_FD, READY_FD, SECCOMP_FD, STATUS_FD, STDERR_FD};
-use super::plan::{add_seals, plan, plan_jail, Plan, PlanInput};
+use super::plan::{plan, plan_jail, Plan, PlanInput};
 use super::policy::{Fds, Sealing};
 use super::{gitcopy, home, placeholders};
 use crate::error::{Error, Result};
@@ -388,11 +388,20 @@ impl PendingSeals<'_> {
         let shown = plan.warnings.len();
         let gaps_shown = plan.gaps.len();
         // The hard-link scan walks the same roots: side by side (it only reads `$HOME`'s holes,
-        // which `plan_jail` fixed, and renames nothing `add_seals` looks for).
+        // which `plan_jail` fixed, and renames nothing `add_seals` looks for). The workspace's
+        // share is done by the entry-point walk, which hands it what it does not descend into.
         let roots = plan.writable_roots();
+        let ws = plan.policy.workspace.clone();
+        let (feed, intake) = if roots.contains(&ws) {
+            let (feed, intake) = super::hardlinks::feed(&ws);
+            (Some(feed), Some(intake))
+        } else {
+            (None, None)
+        };
         let links = std::thread::scope(|s| {
-            let links = s.spawn(|| super::hardlinks::timed(&roots, &self.input.runtime_dir));
-            add_seals(plan, self.input);
+            let links =
+                s.spawn(|| super::hardlinks::timed(&roots, &self.input.runtime_dir, intake));
+            super::plan::add_seals_fed(plan, self.input, feed);
             tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "seals planned");
             links.join()
         })

@@ -29,6 +29,7 @@ mod state;
 use masks::{hidden_dirs, masks, private_dirs};
 use roots::{discover, writable_to_us};
 pub use seals::add_seals;
+pub(crate) use seals::add_seals_fed;
 use state::{keep_work_in_views, link_holes, present_runtimes, state_private, views_and_own_files};
 
 /// The writable holes in `$HOME`, relative to it: every runtime's state directories (`runtimes`).

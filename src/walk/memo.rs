@@ -63,6 +63,52 @@ impl Stamp {
     }
 }
 
+/// A walk's root held open, so that a directory below it is looked up from there: a `statx` by an
+/// absolute path walks every component of the root's path again (the kernel's path walk was a tenth
+/// of a large workspace's launch). A path not below the root is looked up as it is.
+pub(crate) struct Base {
+    fd: rustix::fd::OwnedFd,
+    root: Vec<u8>,
+}
+
+impl Base {
+    /// The directory `root`, open (not following a symlink at its end).
+    pub(crate) fn open(root: &Path) -> Option<Base> {
+        use rustix::fs::{Mode, OFlags};
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::open(root, flags, Mode::empty()).ok()?;
+        Some(Base {
+            fd,
+            root: root.as_os_str().as_bytes().to_vec(),
+        })
+    }
+
+    /// `statx` of `path` (no symlink followed at its end), from the root when it lies below it.
+    pub(crate) fn statx(
+        &self,
+        path: &Path,
+        mask: rustix::fs::StatxFlags,
+    ) -> rustix::io::Result<rustix::fs::Statx> {
+        use rustix::fs::{AtFlags, CWD};
+        let b = path.as_os_str().as_bytes();
+        let flags = AtFlags::SYMLINK_NOFOLLOW;
+        match b.strip_prefix(self.root.as_slice()) {
+            Some([b'/', rel @ ..]) if !rel.is_empty() => {
+                rustix::fs::statx(&self.fd, std::ffi::OsStr::from_bytes(rel), flags, mask)
+            }
+            Some([]) => rustix::fs::statx(&self.fd, "", flags | AtFlags::EMPTY_PATH, mask),
+            _ => rustix::fs::statx(CWD, path, flags, mask),
+        }
+    }
+
+    /// `Stamp::at`, looked up from the root.
+    pub(crate) fn stamp(&self, dir: &Path) -> Option<Stamp> {
+        use rustix::fs::FileType;
+        let st = self.statx(dir, MASK).ok()?;
+        (FileType::from_raw_mode(st.stx_mode.into()) == FileType::Directory).then(|| Stamp::of(&st))
+    }
+}
+
 /// What `statx` must fill for a stamp.
 pub(crate) const MASK: rustix::fs::StatxFlags = rustix::fs::StatxFlags::TYPE
     .union(rustix::fs::StatxFlags::INO)

@@ -30,7 +30,7 @@ fn on_a_large_workspace_a_repository_and_a_store_link_planted_between_launches_a
     std::thread::sleep(std::time::Duration::from_millis(2_100));
     let first = f
         .cmd(["run", "--", "true"])
-        .env("RUST_LOG", "claude_sandbox::jail::hardlinks=debug")
+        .env("RUST_LOG", "claude_sandbox::entrypoints=debug")
         .output()
         .unwrap();
     assert!(first.status.success(), "{}", stderr(&first));
@@ -56,7 +56,7 @@ fn on_a_large_workspace_a_repository_and_a_store_link_planted_between_launches_a
              2>/dev/null && echo ESCAPED; echo '[core] fsmonitor = touch /tmp/pwned' \
              >> src/d09/d099/.git/config; echo '// evil' >> src/d05/d050/index.js && echo appended",
         ])
-        .env("RUST_LOG", "claude_sandbox::jail::hardlinks=debug")
+        .env("RUST_LOG", "claude_sandbox::entrypoints=debug")
         .output()
         .unwrap();
     let out = ok(&second);
@@ -84,10 +84,11 @@ fn on_a_large_workspace_a_repository_and_a_store_link_planted_between_launches_a
     assert!(std::fs::read_to_string(&linked)
         .unwrap()
         .ends_with("// evil\n"));
-    // The second launch took the tree from memory: what was found is not the full walk's work.
+    // The second launch took the tree from memory (the entry-point walk, which does the hard-link
+    // scan's share of the workspace): what was found is not the full walk's work.
     let log = stderr(&second);
     let skipped: usize = log
-        .split("unchanged_dirs=")
+        .split("remembered=")
         .nth(1)
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse().ok())

@@ -10,11 +10,11 @@ fn later() -> u64 {
 /// Walk `ws` as a launch at `started` with the memory `known`: what it found and its memory.
 fn walk(ws: &Path, known: Memory, started: u64) -> (Discovery, Recall) {
     let mut recall = Recall {
-        known,
+        memory: known,
         started,
         ..Recall::default()
     };
-    let d = discover_recalling(ws, None, crate::walk::Trust::Any, &mut recall);
+    let d = discover_recalling(ws, None, crate::walk::Trust::Any, &mut recall, None);
     (d, recall)
 }
 
@@ -49,6 +49,7 @@ fn the_memory_reads_back_only_whole_and_for_its_own_root() {
     m.insert(
         ws.join("a b").into_os_string(),
         Remembered {
+            seen: false,
             stamp: Stamp::from_raw([1, 2, 3, u64::MAX]),
             listing: Listing {
                 entries: vec![
@@ -68,6 +69,7 @@ fn the_memory_reads_back_only_whole_and_for_its_own_root() {
         Remembered {
             stamp: Stamp::from_raw([0; 4]),
             listing: Listing::default(),
+            seen: false,
         },
     );
     let bytes = encode(&ws, &m).unwrap();
@@ -110,31 +112,31 @@ fn a_remembered_tree_is_not_read_again_and_every_change_is_seen() {
         "ws, a, a/b, a/b/c, target"
     );
     assert!(first.repos.is_empty(), "the tagged cache is not walked");
-    let (_, again) = walk(&ws, mem.next.clone(), later());
+    let (_, again) = walk(&ws, mem.memory.clone(), later());
     assert_eq!((again.listed, again.reused), (0, 5));
     assert_eq!(again.changes, Changes::default());
 
     // Planted in a remembered directory: it changes, and only it is read again.
     std::fs::write(deep.join(".envrc"), "echo hi\n").unwrap();
-    let (d, m2) = walk(&ws, again.next, later());
+    let (d, m2) = walk(&ws, again.memory, later());
     assert!(sealed(&d, &deep.join(".envrc")));
     assert_eq!((m2.listed, m2.reused), (1, 4));
     // The entry that counts is remembered and given to the walk again.
-    let (d, m3) = walk(&ws, m2.next, later());
+    let (d, m3) = walk(&ws, m2.memory, later());
     assert!(sealed(&d, &deep.join(".envrc")));
     assert_eq!((m3.listed, m3.reused), (0, 5));
 
     // The tag's bytes changed in place (the directory did not): no longer a cache, walked.
     std::fs::write(ws.join("target/CACHEDIR.TAG"), b"Signature: none\n").unwrap();
-    let (d, m4) = walk(&ws, m3.next, later());
+    let (d, m4) = walk(&ws, m3.memory, later());
     assert_eq!(d.repos.len(), 1, "{:?}", d.repos);
     // Tagged again: not walked, and its memory is used without reading it.
     std::fs::write(ws.join("target/CACHEDIR.TAG"), tag).unwrap();
-    let (d, m5) = walk(&ws, m4.next, later());
+    let (d, m5) = walk(&ws, m4.memory, later());
     assert!(d.repos.is_empty(), "{:?}", d.repos);
     assert!(m5.reused >= 5, "{m5:?}");
 
     // Racy: read now, not kept; read again next time.
     let (_, racy) = walk(&ws, Memory::new(), now());
-    assert!(racy.next.is_empty(), "{:?}", racy.next.keys());
+    assert!(racy.memory.is_empty(), "{:?}", racy.memory.keys());
 }

@@ -19,8 +19,9 @@
 use super::Seen;
 #[cfg(test)]
 use crate::walk::memo::time;
-use crate::walk::memo::Stamp;
 pub(crate) use crate::walk::memo::{now, worth_saving, Changes};
+use crate::walk::memo::{Base, Stamp};
+use rustix::fd::AsFd;
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -62,27 +63,97 @@ pub(crate) struct Scan {
 /// Walk the roots (never following a symlink; a mount below a root is walked too: the jail can
 /// write it) and keep the regular files with more than one link. A directory that
 /// `known` holds with the same stamp is not read. `started`: now (`now`), as the racy check sees it.
+#[cfg(test)]
 pub(crate) fn scan(roots: &[PathBuf], budget: usize, known: Memory, started: u64) -> Scan {
-    use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir, StatxFlags, CWD};
-    let mut out = Scan {
-        clean: known,
-        ..Scan::default()
+    scan_fed(roots, None, budget, known, started)
+}
+
+/// `scan`, with the root `intake` covers walked by the entry-point walk (`feed`): the scan walks the
+/// other roots (not descending into the covered one), then each directory the walk hands over as it
+/// comes, and the covered root itself only if the walk did not say it was done.
+pub(crate) fn scan_fed(
+    roots: &[PathBuf],
+    intake: Option<super::feed::Intake>,
+    budget: usize,
+    known: Memory,
+    started: u64,
+) -> Scan {
+    use super::feed::Hand;
+    let mut w = Walker {
+        out: Scan {
+            clean: known,
+            ..Scan::default()
+        },
+        buf: vec![std::mem::MaybeUninit::<u8>::uninit(); 32 * 1024],
+        budget,
+        started,
     };
     // A memory handed on from another scan in this process was come to by that one.
-    out.clean.values_mut().for_each(|c| c.seen = false);
-    let mut buf = vec![std::mem::MaybeUninit::<u8>::uninit(); 32 * 1024];
-    let mask = StatxFlags::TYPE | StatxFlags::MODE | StatxFlags::NLINK | StatxFlags::UID;
+    w.out.clean.values_mut().for_each(|c| c.seen = false);
+    let covered = intake.as_ref().map(|f| f.covered.as_path());
     for root in roots {
-        // A root inside another root is walked once.
-        if roots.iter().any(|r| r != root && root.starts_with(r)) {
+        // A root inside another root is walked once; one inside the covered root, by the walk.
+        if roots.iter().any(|r| r != root && root.starts_with(r))
+            || covered.is_some_and(|c| root.starts_with(c))
+        {
             continue;
         }
-        if rustix::fs::statx(CWD, root, AtFlags::SYMLINK_NOFOLLOW, mask).is_err() {
-            continue;
+        if !w.walk(root, covered) {
+            return w.out;
         }
-        let mut stack = vec![root.clone()];
+    }
+    if let Some(intake) = intake {
+        let mut done = false;
+        for hand in &intake.rx {
+            match hand {
+                Hand::Subtree(dir) => {
+                    if !w.walk(&dir, None) {
+                        return w.out;
+                    }
+                }
+                Hand::Files(files) => w.out.files.extend(files),
+                Hand::Done => {
+                    done = true;
+                    break;
+                }
+            }
+        }
+        if !done {
+            tracing::debug!(root = %intake.covered.display(), "the entry-point walk did not finish: the hard-link scan walks it");
+            if !w.walk(&intake.covered, None) {
+                return w.out;
+            }
+        }
+    }
+    // What the memory holds that the walk did not come to is gone (or moved) since.
+    let mut out = w.out;
+    let before = out.clean.len();
+    out.clean.retain(|_, c| c.seen);
+    out.changes.reshaped |= out.clean.len() != before;
+    out
+}
+
+/// The scan under way.
+struct Walker {
+    out: Scan,
+    buf: Vec<std::mem::MaybeUninit<u8>>,
+    budget: usize,
+    started: u64,
+}
+
+impl Walker {
+    /// Walk `root`, not descending into `skip`. False when the budget ran out: what was not come
+    /// to is kept as it was remembered (each entry is used only while its stamp still matches, so
+    /// the next launch goes on from there).
+    fn walk(&mut self, root: &Path, skip: Option<&Path>) -> bool {
+        use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
+        let out = &mut self.out;
+        let Some(base) = Base::open(root) else {
+            return true;
+        };
+        let mut stack = vec![root.to_path_buf()];
         while let Some(dir) = stack.pop() {
-            if from_memory(&mut out, &dir, &mut stack) {
+            if skip.is_some_and(|s| dir == s) || from_memory(out, &base, &dir, &mut stack) {
                 continue;
             }
             let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
@@ -100,7 +171,7 @@ pub(crate) fn scan(roots: &[PathBuf], budget: usize, known: Memory, started: u64
             let found = out.files.len();
             let mut complete = true;
             let mut subdirs = Vec::new();
-            let mut entries = RawDir::new(&fd, &mut buf);
+            let mut entries = RawDir::new(&fd, &mut self.buf);
             while let Some(entry) = entries.next() {
                 let Ok(entry) = entry else {
                     out.unreadable.push(dir.clone());
@@ -112,32 +183,20 @@ pub(crate) fn scan(roots: &[PathBuf], budget: usize, known: Memory, started: u64
                     continue;
                 }
                 out.entries += 1;
-                if out.entries > budget {
-                    // What was not come to is kept as it was remembered: each entry is used only
-                    // while its stamp still matches, so the next launch goes on from here.
+                if out.entries > self.budget {
                     out.truncated = true;
                     out.changes.reshaped = true;
-                    return out;
+                    return false;
                 }
                 let kind = match entry.file_type() {
                     FileType::Directory => FileType::Directory,
                     FileType::RegularFile | FileType::Unknown => {
-                        let Ok(st) = rustix::fs::statx(&fd, name, AtFlags::SYMLINK_NOFOLLOW, mask)
+                        let Ok((kind, linked)) = super::feed::look_at(fd.as_fd(), &dir, name)
                         else {
                             complete = false;
                             continue;
                         };
-                        let kind = FileType::from_raw_mode(st.stx_mode.into());
-                        if kind == FileType::RegularFile && st.stx_nlink > 1 {
-                            out.files.push(Seen {
-                                path: dir.join(name),
-                                dev: rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor),
-                                ino: st.stx_ino,
-                                nlink: st.stx_nlink.into(),
-                                uid: st.stx_uid,
-                                mode: u32::from(st.stx_mode) & 0o7777,
-                            });
-                        }
+                        out.files.extend(linked);
                         kind
                     }
                     other => other,
@@ -148,9 +207,9 @@ pub(crate) fn scan(roots: &[PathBuf], budget: usize, known: Memory, started: u64
                 }
             }
             let stamp = Stamp::of(&st);
-            if complete && out.files.len() == found && !stamp.racy(started) {
+            if complete && out.files.len() == found && !stamp.racy(self.started) {
                 remember(
-                    &mut out,
+                    out,
                     dir,
                     Clean {
                         stamp,
@@ -162,26 +221,17 @@ pub(crate) fn scan(roots: &[PathBuf], budget: usize, known: Memory, started: u64
                 out.changes.reshaped |= out.clean.remove(dir.as_os_str()).is_some();
             }
         }
+        true
     }
-    // What the memory holds that the walk did not come to is gone (or moved) since.
-    let before = out.clean.len();
-    out.clean.retain(|_, c| c.seen);
-    out.changes.reshaped |= out.clean.len() != before;
-    out
 }
 
 /// Whether `dir` is remembered clean and unchanged (one `statx` by name, no symlink followed at the
 /// end): then it is not read, and its subdirectories come from memory.
-fn from_memory(out: &mut Scan, dir: &Path, stack: &mut Vec<PathBuf>) -> bool {
-    use rustix::fs::{AtFlags, FileType, CWD};
+fn from_memory(out: &mut Scan, base: &Base, dir: &Path, stack: &mut Vec<PathBuf>) -> bool {
     let Some(k) = out.clean.get_mut(dir.as_os_str()) else {
         return false;
     };
-    let st = rustix::fs::statx(CWD, dir, AtFlags::SYMLINK_NOFOLLOW, crate::walk::memo::MASK);
-    let unchanged = st.is_ok_and(|st| {
-        FileType::from_raw_mode(st.stx_mode.into()) == FileType::Directory
-            && Stamp::of(&st) == k.stamp
-    });
+    let unchanged = base.stamp(dir) == Some(k.stamp);
     if unchanged {
         k.seen = true;
         out.skipped += 1;

@@ -15,10 +15,19 @@ pub(super) fn discover(
     plan: &Plan,
     input: &PlanInput,
     ws: &Path,
+    feed: Option<crate::jail::hardlinks::Feed>,
 ) -> (entrypoints::Discovery, Vec<PathBuf>) {
     let git_home = input.host.home();
-    let mut discovery =
-        entrypoints::discover_workspace_in(ws, git_home.as_deref(), Some(&input.runtime_dir));
+    let runtime = Some(input.runtime_dir.as_path());
+    let mut discovery = match feed {
+        // The hard-link scan's share of the workspace, in the same walk.
+        Some(mut feed) if feed.root == ws => {
+            let d = entrypoints::discover_linking(ws, git_home.as_deref(), runtime, &mut feed);
+            feed.done();
+            d
+        }
+        _ => entrypoints::discover_workspace_in(ws, git_home.as_deref(), runtime),
+    };
     if let Some(own) = &plan.own_repo {
         let dirs = vec![own.common_dir.clone(), own.git_dir.clone()];
         discovery.add_git_dirs(dirs, git_home.as_deref());

@@ -7,6 +7,16 @@ use super::*;
 /// The rest of the plan: the workspace's entry points (sealed, or placeholders where missing), the
 /// anchors, the hidden runtime directory, the masks, the repositories for the watcher.
 pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
+    add_seals_fed(plan, input, None);
+}
+
+/// `add_seals`, its walk of the workspace doing the hard-link scan's share there (`feed`, whose
+/// scan runs beside it: `jail::hardlinks::feed`).
+pub(crate) fn add_seals_fed(
+    plan: &mut Plan,
+    input: &PlanInput,
+    feed: Option<crate::jail::hardlinks::Feed>,
+) {
     let home = plan.policy.home.clone();
     let writable_roots = plan.writable_roots();
     let private = plan.policy.private.clone();
@@ -22,14 +32,14 @@ pub fn add_seals(plan: &mut Plan, input: &PlanInput) {
                 .join()
                 .unwrap_or_else(|p| std::panic::resume_unwind(p))
         };
-        seal_all(plan, input, hidden.clone(), secrets);
+        seal_all(plan, input, (hidden.clone(), feed), secrets);
     });
 }
 
 fn seal_all(
     plan: &mut Plan,
     input: &PlanInput,
-    hidden: Vec<PathBuf>,
+    (hidden, feed): (Vec<PathBuf>, Option<crate::jail::hardlinks::Feed>),
     secrets: impl FnOnce() -> masks::Secrets,
 ) {
     let ws = plan.policy.workspace.clone();
@@ -37,7 +47,7 @@ fn seal_all(
     let mut warnings = Vec::new();
     let writable_roots = plan.writable_roots();
 
-    let (mut discovery, extras) = discover(plan, input, &ws);
+    let (mut discovery, extras) = discover(plan, input, &ws, feed);
     // What the walk could not read or work out is not sealed.
     let mut gaps = std::mem::take(&mut discovery.warnings);
     let mut findings = std::mem::take(&mut discovery.findings);
