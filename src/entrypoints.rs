@@ -138,7 +138,7 @@ fn discover_with(
     links: Option<&mut dyn Links>,
 ) -> Discovery {
     let file = runtime.and_then(|rt| memory::file(rt, ws));
-    let mut check = crate::jail::hardlinks::Check;
+    let mut check = crate::jail::hardlinks::Check::default();
     let links: Option<&mut dyn Links> = match links {
         Some(l) => Some(l),
         None if file.is_some() => Some(&mut check),

@@ -10,10 +10,12 @@
 use super::Watcher;
 use std::path::{Component, Path, PathBuf};
 
+pub(crate) mod index;
+
 /// The paths of every gitlink (mode 160000) in an index file, `None` if it is not one git writes.
-pub(crate) fn index_gitlinks(index: &[u8], hash_len: usize) -> Option<Vec<Vec<u8>>> {
+pub(crate) fn index_gitlinks(index: impl std::io::Read, hash_len: usize) -> Option<Vec<Vec<u8>>> {
     let mut out = Vec::new();
-    for_each_entry(index, hash_len, |mode, path| {
+    index::for_each_entry(index, hash_len, index::CHUNK, |mode, path| {
         if mode & 0o170_000 == 0o160_000 {
             out.push(path.to_vec());
         }
@@ -27,9 +29,9 @@ pub(crate) fn index_paths(
     git_dir: &Path,
     common_dir: &Path,
 ) -> Option<std::collections::HashSet<Vec<u8>>> {
-    let index = std::fs::read(git_dir.join("index")).ok()?;
+    let index = std::fs::File::open(git_dir.join("index")).ok()?;
     let mut out = std::collections::HashSet::new();
-    for_each_entry(&index, hash_len(common_dir), |_, path| {
+    index::for_each_entry(index, hash_len(common_dir), index::CHUNK, |_, path| {
         out.insert(path.to_vec());
     })?;
     Some(out)
@@ -54,60 +56,6 @@ fn hash_len(common_dir: &Path) -> usize {
     }
 }
 
-/// Hand every entry of an index file, its mode and path, to `f`; `None` if it is not one git
-/// writes. Nothing is allocated per entry (a 200k-file index is ~18 MB, read at the watcher's start
-/// and on every change of an index): versions 2 and 3 hand a slice of `index`, version 4 one
-/// reused buffer.
-fn for_each_entry(index: &[u8], hash_len: usize, mut f: impl FnMut(u32, &[u8])) -> Option<()> {
-    let u32_at = |at: usize| -> Option<u32> {
-        Some(u32::from_be_bytes(index.get(at..at + 4)?.try_into().ok()?))
-    };
-    if index.get(..4)? != b"DIRC" {
-        return None;
-    }
-    let version = u32_at(4)?;
-    if !(2..=4).contains(&version) {
-        return None;
-    }
-    let count = u32_at(8)? as usize;
-    let mut at = 12;
-    let mut prev: Vec<u8> = Vec::new();
-    for _ in 0..count {
-        let start = at;
-        let mode = u32_at(start + 24)?;
-        let flags_at = start + 40 + hash_len;
-        let flags = u16::from_be_bytes(index.get(flags_at..flags_at + 2)?.try_into().ok()?);
-        let mut p = flags_at + 2;
-        if version >= 3 && flags & 0x4000 != 0 {
-            p += 2;
-        }
-        if version == 4 {
-            // Prefix compression: strip N bytes of the previous path, then a NUL-terminated suffix.
-            let (mut strip, mut c) = (0usize, *index.get(p)?);
-            p += 1;
-            strip |= (c & 0x7f) as usize;
-            while c & 0x80 != 0 {
-                c = *index.get(p)?;
-                p += 1;
-                // Checked: a length past any path is not an index git writes (and must not
-                // overflow into a small one).
-                strip = strip.checked_add(1)?.checked_mul(1 << 7)? | (c & 0x7f) as usize;
-            }
-            let end = p + index.get(p..)?.iter().position(|&b| b == 0)?;
-            prev.truncate(prev.len().checked_sub(strip)?);
-            prev.extend_from_slice(&index[p..end]);
-            at = end + 1;
-            f(mode, &prev);
-        } else {
-            let end = p + index.get(p..)?.iter().position(|&b| b == 0)?;
-            // Entries are padded with 1 to 8 NULs to a multiple of 8 bytes.
-            at = start + ((end - start + 8) & !7);
-            f(mode, &index[p..end]);
-        }
-    }
-    Some(())
-}
-
 /// A gitlink path git would use: relative, no `..`, no empty or `.` component.
 fn safe_relative(path: &Path) -> bool {
     !path.as_os_str().is_empty() && path.components().all(|c| matches!(c, Component::Normal(_)))
@@ -120,9 +68,9 @@ fn safe_relative(path: &Path) -> bool {
 /// writeback), so a settled stamp does not prove the bytes unchanged.
 fn submodule_paths(git_dir: &Path, common_dir: &Path, worktree: &Path) -> Vec<PathBuf> {
     use std::os::unix::ffi::OsStrExt;
-    let mut out: Vec<PathBuf> = std::fs::read(git_dir.join("index"))
+    let mut out: Vec<PathBuf> = std::fs::File::open(git_dir.join("index"))
         .ok()
-        .and_then(|i| index_gitlinks(&i, hash_len(common_dir)))
+        .and_then(|i| index_gitlinks(i, hash_len(common_dir)))
         .unwrap_or_default()
         .into_iter()
         .map(|p| PathBuf::from(std::ffi::OsStr::from_bytes(&p)))
@@ -250,7 +198,9 @@ mod tests {
         }
         git(r, &["add", "."]);
         let sha = "0123456789012345678901234567890123456789";
-        for p in ["node_modules/.x", "node_modules/.y", "sub"] {
+        // A name of 4095 bytes or more: its length no longer fits the flags, and ends at its NUL.
+        let long = format!("{}/deep", "d".repeat(4200));
+        for p in ["node_modules/.x", "node_modules/.y", "sub", long.as_str()] {
             git(
                 r,
                 &[
@@ -266,18 +216,18 @@ mod tests {
         for version in ["2", "3", "4"] {
             git(r, &["update-index", "--index-version", version]);
             let index = std::fs::read(r.join(".git/index")).unwrap();
-            let links = index_gitlinks(&index, 20).expect("an index git wrote");
+            let links = index_gitlinks(index.as_slice(), 20).expect("an index git wrote");
             let links: Vec<String> = links
                 .iter()
                 .map(|l| String::from_utf8(l.clone()).unwrap())
                 .collect();
             assert_eq!(
                 links,
-                ["node_modules/.x", "node_modules/.y", "sub"],
+                [long.as_str(), "node_modules/.x", "node_modules/.y", "sub"],
                 "v{version}"
             );
         }
-        assert!(index_gitlinks(b"DIRX", 20).is_none());
+        assert!(index_gitlinks(&b"DIRX"[..], 20).is_none());
     }
 
     /// Found while writing the fuzz target for this parser (a made-up version-4 index): a
@@ -299,7 +249,7 @@ mod tests {
             0x80, 0xfe, 0xfe, 0xfe, 0xfe, 0xfe, 0xfe, 0xfe, 0xfe, 0xff, 0x00,
         ]);
         index.extend_from_slice(b"sub\0");
-        assert_eq!(index_gitlinks(&index, 20), None);
+        assert_eq!(index_gitlinks(index.as_slice(), 20), None);
         assert!(!safe_relative(Path::new("../up")));
         assert!(!safe_relative(Path::new("/abs")));
         assert!(safe_relative(Path::new("node_modules/.x")));

@@ -44,8 +44,23 @@ pub(super) fn look_at(
 }
 
 /// Looks, and keeps nothing: a walk whose memory is kept but whose files no scan takes (the
-/// session's end), so that what it remembers holds no linked file.
-pub(crate) struct Check;
+/// session's end), so that what it remembers holds no linked file. At most `SCAN_BUDGET` files are
+/// looked at (a bound on a walk's cost, as the scan's own): a file past it is "could not be looked
+/// at", so its directory is not remembered and the next walk reads on from there.
+pub(crate) struct Check {
+    left: usize,
+    /// A look was refused for the budget.
+    spent: bool,
+}
+
+impl Default for Check {
+    fn default() -> Check {
+        Check {
+            left: super::SCAN_BUDGET,
+            spent: false,
+        }
+    }
+}
 
 impl crate::entrypoints::Links for Check {
     fn look(
@@ -54,6 +69,11 @@ impl crate::entrypoints::Links for Check {
         dir: &Path,
         name: &OsStr,
     ) -> Result<Option<Seen>, ()> {
+        let Some(left) = self.left.checked_sub(1) else {
+            self.spent = true;
+            return Err(());
+        };
+        self.left = left;
         look_at(fd, dir, name).map(|(_, s)| s).map_err(|_| ())
     }
     fn found(&mut self, _: Vec<Seen>) {}
@@ -64,7 +84,10 @@ impl crate::entrypoints::Links for Check {
 pub(super) enum Hand {
     Subtree(PathBuf),
     Files(Vec<Seen>),
-    Done,
+    /// The walk is complete; `truncated`: some files were not looked at (the budget ran out).
+    Done {
+        truncated: bool,
+    },
 }
 
 /// The walk's end of the hand-over.
@@ -72,6 +95,7 @@ pub(crate) struct Feed {
     tx: mpsc::Sender<Hand>,
     /// The root it walks.
     pub(crate) root: PathBuf,
+    check: Check,
 }
 
 /// The scan's end: the root the walk covers, and what it hands over.
@@ -82,22 +106,29 @@ pub(crate) struct Intake {
 
 /// A hand-over for the walk of `root`.
 pub(crate) fn feed(root: &Path) -> (Feed, Intake) {
+    feed_within(root, Check::default())
+}
+
+fn feed_within(root: &Path, check: Check) -> (Feed, Intake) {
     let (tx, rx) = mpsc::channel();
     let root = root.to_path_buf();
     (
         Feed {
             tx,
             root: root.clone(),
+            check,
         },
         Intake { covered: root, rx },
     )
 }
 
 impl Feed {
-    /// The walk of the root is complete: what it did not hand over, it covered.
+    /// The walk of the root is complete: what it did not hand over, it covered (or, past the
+    /// budget, says it did not).
     pub(crate) fn done(self) {
+        let truncated = self.check.spent;
         // The scan has stopped (its budget ran out): nothing to tell it.
-        let _ = self.tx.send(Hand::Done);
+        let _ = self.tx.send(Hand::Done { truncated });
     }
 }
 
@@ -108,7 +139,7 @@ impl crate::entrypoints::Links for Feed {
         dir: &Path,
         name: &OsStr,
     ) -> Result<Option<Seen>, ()> {
-        Check.look(fd, dir, name)
+        self.check.look(fd, dir, name)
     }
     fn found(&mut self, files: Vec<Seen>) {
         let _ = self.tx.send(Hand::Files(files));
@@ -229,7 +260,7 @@ mod tests {
         std::fs::hard_link(root.join("outside"), ws.join("a/b/linked")).unwrap();
         let (feed, intake) = feed(&ws);
         // Handed one directory, then dropped (a walk that panicked, or never ran).
-        crate::entrypoints::Links::subtree(&mut Check, &ws);
+        crate::entrypoints::Links::subtree(&mut Check::default(), &ws);
         drop(feed);
         let r = protect_fed(
             std::slice::from_ref(&ws),
@@ -239,6 +270,68 @@ mod tests {
             later(),
         );
         assert_eq!(r.broken, 1, "{r:?}");
+        assert_eq!(std::fs::metadata(root.join("outside")).unwrap().nlink(), 1);
+    }
+
+    #[test]
+    fn a_walk_past_its_budget_says_so_and_the_next_launch_looks_on() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let (ws, rt) = (root.join("ws"), root.join("rt"));
+        for i in 0..6 {
+            std::fs::create_dir_all(ws.join(format!("{i}"))).unwrap();
+            for j in 0..3 {
+                std::fs::write(ws.join(format!("{i}/{j}")), "x").unwrap();
+            }
+        }
+        std::fs::create_dir_all(&rt).unwrap();
+        std::fs::write(root.join("outside"), "").unwrap();
+        for i in 0..6 {
+            std::fs::hard_link(root.join("outside"), ws.join(format!("{i}/linked"))).unwrap();
+        }
+        // 24 files, 6 looked at per launch: each launch says it stopped, until all are seen.
+        let cache = rt.join("links");
+        let once = || {
+            let check = Check {
+                left: 6,
+                spent: false,
+            };
+            let (mut feed, intake) = feed_within(&ws, check);
+            std::thread::scope(|s| {
+                let scan = s.spawn(|| {
+                    protect_fed(
+                        std::slice::from_ref(&ws),
+                        Some(intake),
+                        SCAN_BUDGET,
+                        Some(&cache),
+                        later(),
+                    )
+                });
+                let trust = (crate::walk::Trust::Any, later());
+                crate::entrypoints::discover_at(&ws, &rt, trust, Some(&mut feed));
+                feed.done();
+                scan.join().unwrap()
+            })
+        };
+        let reports: Vec<Report> = (0..20).map(|_| once()).collect();
+        assert!(reports[0].truncated, "{:?}", reports[0]);
+        assert!(reports[0].left[0].contains("stopped"), "{:?}", reports[0]);
+        let done = reports
+            .iter()
+            .position(|r| !r.truncated)
+            .expect("never complete");
+        assert!(
+            done >= 2,
+            "a budget of 6 covers 24 files in one launch: {reports:?}"
+        );
+        assert!(reports[done..]
+            .iter()
+            .all(|r| r.left.is_empty() && r.broken == 0));
+        let broken: usize = reports.iter().map(|r| r.broken).sum();
+        assert_eq!(
+            broken, 6,
+            "each link broken once it is looked at: {reports:?}"
+        );
         assert_eq!(std::fs::metadata(root.join("outside")).unwrap().nlink(), 1);
     }
 }

@@ -112,7 +112,9 @@ pub(crate) fn scan_fed(
                     }
                 }
                 Hand::Files(files) => w.out.files.extend(files),
-                Hand::Done => {
+                Hand::Done { truncated } => {
+                    // Its files past the budget are unknown; the scan's own part goes on.
+                    w.out.truncated |= truncated;
                     done = true;
                     break;
                 }
