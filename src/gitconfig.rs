@@ -454,7 +454,8 @@ pub(crate) fn read(files: &[PathBuf], home: Option<&Path>) -> Config {
 }
 
 fn read_one(path: &Path, depth: usize, home: Option<&Path>, c: &mut Config) {
-    let keys = match std::fs::read(path) {
+    // Never waiting on a FIFO planted as a config or an include (the launch would hang).
+    let keys = match crate::jail::readback::read_as_tools_do(path) {
         Err(e) => {
             let missing = matches!(
                 e.kind(),

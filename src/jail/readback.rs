@@ -60,3 +60,31 @@ pub(crate) fn read_regular(path: &Path) -> std::result::Result<(Vec<u8>, u32), R
     }
     Ok((bytes, st.st_mode & 0o7777))
 }
+
+/// Open a file the launcher reads as a tool outside reads it (a symlink followed, as git follows
+/// one at `.git/index` or an include), but only a regular one, never waiting on a FIFO the jail put
+/// there, and read no further than its size when opened (a file that grows while it is read is not
+/// read forever).
+pub(crate) fn open_as_tools_do(path: &Path) -> std::io::Result<std::io::Take<std::fs::File>> {
+    use rustix::fs::{Mode, OFlags};
+    use std::io::Read;
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+        Mode::empty(),
+    )?;
+    let st = rustix::fs::fstat(&fd)?;
+    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let size = u64::try_from(st.st_size).unwrap_or(0);
+    Ok(std::fs::File::from(fd).take(size))
+}
+
+/// `open_as_tools_do`, read whole.
+pub(crate) fn read_as_tools_do(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    open_as_tools_do(path)?.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}

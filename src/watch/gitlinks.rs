@@ -29,7 +29,7 @@ pub(crate) fn index_paths(
     git_dir: &Path,
     common_dir: &Path,
 ) -> Option<std::collections::HashSet<Vec<u8>>> {
-    let index = std::fs::File::open(git_dir.join("index")).ok()?;
+    let index = crate::jail::readback::open_as_tools_do(&git_dir.join("index")).ok()?;
     let mut out = std::collections::HashSet::new();
     index::for_each_entry(index, hash_len(common_dir), index::CHUNK, |_, path| {
         out.insert(path.to_vec());
@@ -67,15 +67,16 @@ fn safe_relative(path: &Path) -> bool {
 /// a shared mapping, and a page dirtied once takes later writes without moving its times (until
 /// writeback), so a settled stamp does not prove the bytes unchanged.
 fn submodule_paths(git_dir: &Path, common_dir: &Path, worktree: &Path) -> Vec<PathBuf> {
+    use crate::jail::readback::{open_as_tools_do, read_as_tools_do};
     use std::os::unix::ffi::OsStrExt;
-    let mut out: Vec<PathBuf> = std::fs::File::open(git_dir.join("index"))
+    let mut out: Vec<PathBuf> = open_as_tools_do(&git_dir.join("index"))
         .ok()
         .and_then(|i| index_gitlinks(i, hash_len(common_dir)))
         .unwrap_or_default()
         .into_iter()
         .map(|p| PathBuf::from(std::ffi::OsStr::from_bytes(&p)))
         .collect();
-    if let Ok(bytes) = std::fs::read(worktree.join(".gitmodules")) {
+    if let Ok(bytes) = read_as_tools_do(&worktree.join(".gitmodules")) {
         if let Ok(keys) = crate::gitconfig::parse(&bytes) {
             out.extend(
                 keys.iter()
@@ -253,5 +254,42 @@ mod tests {
         assert!(!safe_relative(Path::new("../up")));
         assert!(!safe_relative(Path::new("/abs")));
         assert!(safe_relative(Path::new("node_modules/.x")));
+    }
+
+    /// Found by the attacker review: a FIFO the agent made at `.git/index` or `.gitmodules` (or as
+    /// a config git includes) must not hang the watcher, nor the session's end that reads the index
+    /// after the jail is gone (nothing would ever write to it).
+    #[test]
+    fn a_fifo_in_place_of_the_index_or_gitmodules_is_not_waited_on() {
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path().to_path_buf();
+        git(&r, &["init", "-q"]);
+        let fifo = |p: &Path| {
+            let _ = std::fs::remove_file(p);
+            rustix::fs::mknodat(
+                rustix::fs::CWD,
+                p,
+                rustix::fs::FileType::Fifo,
+                rustix::fs::Mode::from_raw_mode(0o600),
+                0,
+            )
+            .unwrap();
+        };
+        fifo(&r.join(".git/index"));
+        fifo(&r.join(".gitmodules"));
+        std::fs::write(r.join(".git/config"), "[include]\n\tpath = fifo\n").unwrap();
+        fifo(&r.join(".git/fifo"));
+        let (done, wait) = std::sync::mpsc::channel();
+        let dir = r.clone();
+        std::thread::spawn(move || {
+            let git_dir = dir.join(".git");
+            let subs = submodule_paths(&git_dir, &git_dir, &dir);
+            let paths = index_paths(&git_dir, &git_dir);
+            let _ = done.send((subs, paths));
+        });
+        let (subs, paths) = wait
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("waited on a FIFO");
+        assert!(subs.is_empty() && paths.is_none());
     }
 }

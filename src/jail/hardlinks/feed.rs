@@ -258,9 +258,24 @@ mod tests {
         std::fs::create_dir_all(ws.join("a/b")).unwrap();
         std::fs::write(root.join("outside"), "x").unwrap();
         std::fs::hard_link(root.join("outside"), ws.join("a/b/linked")).unwrap();
-        let (feed, intake) = feed(&ws);
-        // Handed one directory, then dropped (a walk that panicked, or never ran).
-        crate::entrypoints::Links::subtree(&mut Check::default(), &ws);
+        let (mut feed, intake) = feed(&ws);
+        // Handed the linked file and its directory, then dropped (a walk that panicked after it
+        // sent them): counted once, as the scan's own walk finds it.
+        let fd = rustix::fs::open(
+            ws.join("a/b"),
+            rustix::fs::OFlags::RDONLY,
+            rustix::fs::Mode::empty(),
+        )
+        .unwrap();
+        let linked = look_at(
+            rustix::fd::AsFd::as_fd(&fd),
+            &ws.join("a/b"),
+            OsStr::new("linked"),
+        )
+        .unwrap()
+        .1;
+        crate::entrypoints::Links::found(&mut feed, vec![linked.expect("two links")]);
+        crate::entrypoints::Links::subtree(&mut feed, &ws.join("a"));
         drop(feed);
         let r = protect_fed(
             std::slice::from_ref(&ws),

@@ -103,6 +103,9 @@ pub(crate) fn scan_fed(
         }
     }
     if let Some(intake) = intake {
+        // What the intake brings is dropped if the walk does not finish: the workspace is then
+        // walked whole, and a file counted twice would look linked inside only (`shared_outside`).
+        let before = w.out.files.len();
         let mut done = false;
         for hand in &intake.rx {
             match hand {
@@ -121,6 +124,7 @@ pub(crate) fn scan_fed(
             }
         }
         if !done {
+            w.out.files.truncate(before);
             tracing::debug!(root = %intake.covered.display(), "the entry-point walk did not finish: the hard-link scan walks it");
             if !w.walk(&intake.covered, None) {
                 return w.out;

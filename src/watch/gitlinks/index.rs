@@ -48,14 +48,16 @@ pub(crate) fn for_each_entry(
     let count = u32_at(8);
     s.consume(12);
     let mut prev: Vec<u8> = Vec::new();
-    for _ in 0..count {
+    for n in 0..count {
         loop {
-            match entry(s.window(), version, hash_len, &mut prev) {
+            match entry(s.window(), (version, n == 0), hash_len, &mut prev) {
                 Step::Done { mode, size, name } => {
-                    match name {
-                        Some(r) => f(mode, &s.window()[r]),
-                        None => f(mode, &prev),
-                    }
+                    // What git's commands use is the name as a C string: up to a NUL inside it.
+                    let name = match name {
+                        Some(r) => &s.window()[r],
+                        None => prev.as_slice(),
+                    };
+                    f(mode, as_c_string(name));
                     s.consume(size);
                     break;
                 }
@@ -86,6 +88,14 @@ enum Step {
     Bad,
 }
 
+/// A name up to its first NUL: an entry's length can take a NUL in, which git keeps (for the next
+/// entry's prefix, and its size) but its commands, reading the name as a C string, stop at.
+fn as_c_string(name: &[u8]) -> &[u8] {
+    name.iter()
+        .position(|&c| c == 0)
+        .map_or(name, |i| &name[..i])
+}
+
 /// A name's length as an entry's flags give it, `None` from 4095 on (then it ends at its NUL).
 fn name_len(flags: u16) -> Option<usize> {
     let len = usize::from(flags & 0x0fff);
@@ -95,7 +105,7 @@ fn name_len(flags: u16) -> Option<usize> {
 /// Read the entry at the start of `b`; for version 4 its name is made in `prev` (the name before
 /// it, prefix-compressed: strip N bytes of it, then the entry's suffix), changed only once the
 /// whole entry is there.
-fn entry(b: &[u8], version: u32, hash_len: usize, prev: &mut Vec<u8>) -> Step {
+fn entry(b: &[u8], (version, first): (u32, bool), hash_len: usize, prev: &mut Vec<u8>) -> Step {
     let flags_at = 40 + hash_len;
     let Some(head) = b.get(..flags_at + 2) else {
         return Step::Short;
@@ -103,7 +113,8 @@ fn entry(b: &[u8], version: u32, hash_len: usize, prev: &mut Vec<u8>) -> Step {
     let mode = u32::from_be_bytes([head[24], head[25], head[26], head[27]]);
     let flags = u16::from_be_bytes([head[flags_at], head[flags_at + 1]]);
     let mut p = flags_at + 2;
-    if version >= 3 && flags & 0x4000 != 0 {
+    // git reads the extended flags whenever the bit is set, whatever the version (`CE_EXTENDED`).
+    if flags & 0x4000 != 0 {
         p += 2;
     }
     let nul_from = |p: usize| b.get(p..)?.iter().position(|&c| c == 0).map(|i| p + i);
@@ -125,8 +136,14 @@ fn entry(b: &[u8], version: u32, hash_len: usize, prev: &mut Vec<u8>) -> Step {
             };
             strip = s;
         }
-        let Some(kept) = prev.len().checked_sub(strip) else {
-            return Step::Bad;
+        // With no name before it (the first entry), git ignores the count.
+        let kept = if first {
+            0
+        } else {
+            match prev.len().checked_sub(strip) {
+                Some(kept) => kept,
+                None => return Step::Bad,
+            }
         };
         let end = match name_len(flags) {
             Some(len) => match len.checked_sub(kept).and_then(|n| p.checked_add(n)) {
@@ -288,5 +305,65 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// One made-up entry: stat data with `mode`, a SHA-1, `flags`, `extra` (extended flags, or a
+    /// version 4 prefix count), the name's bytes, and NUL padding.
+    fn made_up(version: u32, entries: &[(u32, u16, &[u8], &[u8])]) -> Vec<u8> {
+        let mut v = b"DIRC".to_vec();
+        v.extend_from_slice(&version.to_be_bytes());
+        v.extend_from_slice(&u32::try_from(entries.len()).unwrap().to_be_bytes());
+        for (mode, flags, extra, name) in entries {
+            let at = v.len();
+            let mut stat = [0u8; 40];
+            stat[24..28].copy_from_slice(&mode.to_be_bytes());
+            v.extend_from_slice(&stat);
+            v.extend_from_slice(&[0x11; 20]);
+            v.extend_from_slice(&flags.to_be_bytes());
+            v.extend_from_slice(extra);
+            v.extend_from_slice(name);
+            v.push(0);
+            if version < 4 {
+                while (v.len() - at) % 8 != 0 {
+                    v.push(0);
+                }
+            }
+        }
+        v.extend_from_slice(&[0; 20]);
+        v
+    }
+
+    /// Found by the attacker review of the streamed reader: shapes git reads that the parse read
+    /// otherwise. A name whose length takes in a NUL and more is what git's commands see up to the
+    /// NUL (`node_modules/.x`, the gitlink `git status` recurses into); the extended flags of a
+    /// version 2 entry are read (git honours the bit in any version); the first entry of a version 4
+    /// index ignores its prefix count (there is no name before it).
+    #[test]
+    fn names_are_what_git_reads() {
+        let gitlink = 0o160_000;
+        let hidden = made_up(
+            2,
+            &[
+                (gitlink, 17, b"", b"node_modules/.x\0A"),
+                (0o100_644, 1, b"z", b""),
+            ],
+        );
+        let got = all(&hidden, 20, CHUNK).unwrap();
+        assert_eq!(got[0], (gitlink, b"node_modules/.x".to_vec()));
+        let extended = made_up(
+            2,
+            &[
+                (gitlink, 0x4000 | 3, &[0, 0], b"sub"),
+                (gitlink, 1, b"", b"z"),
+            ],
+        );
+        let got = all(&extended, 20, CHUNK).unwrap();
+        assert_eq!(got, [(gitlink, b"sub".to_vec()), (gitlink, b"z".to_vec())]);
+        let first = made_up(4, &[(gitlink, 3, &[5], b"sub"), (gitlink, 3, &[1], b"x")]);
+        let got = all(&first, 20, CHUNK).unwrap();
+        assert_eq!(
+            got,
+            [(gitlink, b"sub".to_vec()), (gitlink, b"sux".to_vec())]
+        );
     }
 }
