@@ -144,10 +144,12 @@ fn discover_with(
         None if file.is_some() => Some(&mut check),
         None => None,
     };
+    let (memory, other_build) = (file.as_deref())
+        .map(|f| memory::load(f, ws))
+        .unwrap_or_default();
     let mut recall = memory::Recall {
-        memory: (file.as_deref())
-            .map(|f| memory::load(f, ws))
-            .unwrap_or_default(),
+        memory,
+        other_build,
         started,
         ..memory::Recall::default()
     };

@@ -64,6 +64,9 @@ pub(super) fn kept(stamp: Stamp, whole: bool, started: u64) -> bool {
 #[derive(Debug, Default)]
 pub(super) struct Recall {
     pub(super) memory: Memory,
+    /// Written by another build: no listing is taken from it, only which directories were free of
+    /// linked files (`decode_any`).
+    pub(super) other_build: bool,
     pub(super) changes: Changes,
     pub(super) started: u64,
     /// Directories taken from memory, and read.
@@ -128,7 +131,9 @@ pub(super) fn file(runtime: &Path, root: &Path) -> Option<PathBuf> {
     )
 }
 
-/// The file's first bytes: what it is and the codec's version.
+/// The file's first bytes: what it is and the codec's version. Every memory of this version was
+/// written by a walk that kept no listing holding a linked file (`tree::Links`), whichever build
+/// wrote it: a build that changes that must change the version.
 const MAGIC: &[u8] = b"claude-sandbox entry-point walk memory 4\n";
 
 /// The identity the memory is for: the root's path, device and inode, and the build that wrote it.
@@ -215,7 +220,15 @@ pub(super) fn encode(root: &Path, memory: &Memory) -> Option<Vec<u8>> {
 
 /// The memory in `bytes` if it is whole, ours, and of this `root` (its path, device and inode);
 /// else `None`, and the walk reads every directory.
+#[cfg(test)]
 pub(super) fn decode(root: &Path, bytes: &[u8]) -> Option<Memory> {
+    decode_any(root, bytes).and_then(|(m, other)| (!other).then_some(m))
+}
+
+/// `decode`, also of a memory another build wrote (then `true`): its listings are not this
+/// build's to trust (`identity`), but that a directory was free of linked files while its stamp
+/// holds is (`MAGIC`), which spares the first launch after an update a `statx` per file.
+pub(super) fn decode_any(root: &Path, bytes: &[u8]) -> Option<(Memory, bool)> {
     let (body, sum) = bytes.split_at_checked(bytes.len().checked_sub(8)?)?;
     if checksum(body) != u64::from_le_bytes(sum.try_into().ok()?) {
         return None;
@@ -229,9 +242,10 @@ pub(super) fn decode(root: &Path, bytes: &[u8]) -> Option<Memory> {
     for n in &mut read {
         *n = r.u64()?;
     }
-    if read != ids {
+    if read[..2] != ids[..2] {
         return None;
     }
+    let other_build = read[2..] != ids[2..];
     let n = r.u64()?;
     // Sized once (a directory takes at least 50 bytes of the file: a number read from it is not
     // trusted further).
@@ -278,20 +292,21 @@ pub(super) fn decode(root: &Path, bytes: &[u8]) -> Option<Memory> {
             },
         );
     }
-    r.0.is_empty().then_some(out)
+    r.0.is_empty().then_some((out, other_build))
 }
 
 /// The memory kept for `root` in `file`: empty if there is none or it is not whole and ours.
-pub(super) fn load(file: &Path, root: &Path) -> Memory {
+/// Also whether another build wrote it (`decode_any`).
+pub(super) fn load(file: &Path, root: &Path) -> (Memory, bool) {
     let Ok(bytes) = std::fs::read(file) else {
-        return Memory::new();
+        return (Memory::new(), false);
     };
-    decode(root, &bytes).unwrap_or_else(|| {
+    decode_any(root, &bytes).unwrap_or_else(|| {
         tracing::info!(
             file = %file.display(),
             "entry-point walk memory not used: not whole or not this workspace's"
         );
-        Memory::new()
+        (Memory::new(), false)
     })
 }
 

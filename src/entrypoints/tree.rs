@@ -77,7 +77,9 @@ pub(super) fn walk_tree(
             None => crate::walk::memo::Stamp::at(&dir),
         };
         let remembered = match recall.memory.get_mut(dir.as_os_str()) {
-            Some(b) if !memory::listed_again(Some(b.stamp), stamp_now()) => Some(b),
+            Some(b) if !recall.other_build && !memory::listed_again(Some(b.stamp), stamp_now()) => {
+                Some(b)
+            }
             _ => None,
         };
         if let Some(b) = remembered {
@@ -108,6 +110,11 @@ pub(super) fn walk_tree(
             root,
             links: links.as_deref_mut(),
             linked: &mut out.linked,
+            // Another build's memory: its word that the directory held no linked file, while it is
+            // as it was then.
+            clean_at: (recall.other_build)
+                .then(|| recall.memory.get(dir.as_os_str()).map(|b| b.stamp))
+                .flatten(),
         };
         let (read, whole) = lister.list(&fd, &mut buf, visit, unreadable);
         let declared = declared(&dir, &read.listing, Some(fd));
@@ -171,6 +178,9 @@ struct Lister<'a, 'l> {
     links: Option<&'a mut (dyn Links + 'l)>,
     /// Its regular files with more than one link.
     linked: &'a mut Vec<crate::jail::hardlinks::Seen>,
+    /// A stamp at which it held none (another build's memory): its files are not looked at again
+    /// while it has that stamp.
+    clean_at: Option<crate::walk::memo::Stamp>,
 }
 
 impl Lister<'_, '_> {
@@ -192,6 +202,7 @@ impl Lister<'_, '_> {
         let dir = self.dir;
         let stamp = crate::walk::memo::Stamp::open(fd);
         let mut whole = stamp.is_some();
+        let clean = stamp.is_some() && stamp == self.clean_at;
         let mut listing = memory::Listing::default();
         let mut entries = RawDir::new(fd, buf);
         while let Some(entry) = entries.next() {
@@ -233,7 +244,7 @@ impl Lister<'_, '_> {
                 }
                 _ => Seen::Other,
             };
-            if kind == Seen::File {
+            if kind == Seen::File && !clean {
                 if let Some(links) = self.links.as_deref_mut() {
                     match links.look(fd.as_fd(), dir, name) {
                         Ok(None) => {}

@@ -140,3 +140,84 @@ fn a_remembered_tree_is_not_read_again_and_every_change_is_seen() {
     let (_, racy) = walk(&ws, Memory::new(), now());
     assert!(racy.memory.is_empty(), "{:?}", racy.memory.keys());
 }
+
+/// Counts the files the walk looks at for links, and keeps the linked ones.
+#[derive(Default)]
+struct Counted {
+    looks: usize,
+    linked: Vec<std::path::PathBuf>,
+}
+
+impl crate::entrypoints::Links for Counted {
+    fn look(
+        &mut self,
+        fd: rustix::fd::BorrowedFd<'_>,
+        dir: &Path,
+        name: &std::ffi::OsStr,
+    ) -> Result<Option<crate::jail::hardlinks::Seen>, ()> {
+        self.looks += 1;
+        let mut check = crate::jail::hardlinks::Check::default();
+        crate::entrypoints::Links::look(&mut check, fd, dir, name)
+    }
+    fn found(&mut self, files: Vec<crate::jail::hardlinks::Seen>) {
+        self.linked.extend(files.into_iter().map(|s| s.path));
+    }
+    fn subtree(&mut self, _: &Path) {}
+}
+
+/// The first launch after an update: another build's memory gives no listing (each directory is
+/// read again, as this build's walk decides what counts), but its word that a directory held no
+/// linked file stands while the directory's stamp does, so only a changed directory's files are
+/// looked at — and a link made there since is found.
+#[test]
+fn another_builds_memory_spares_the_looks_not_the_listings() {
+    let d = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(d.path()).unwrap().join("ws");
+    for i in 0..4 {
+        std::fs::create_dir_all(ws.join(format!("d{i}"))).unwrap();
+        for j in 0..3 {
+            std::fs::write(ws.join(format!("d{i}/f{j}")), "x").unwrap();
+        }
+    }
+    let walk_with = |memory: Memory, other_build: bool| {
+        let mut recall = Recall {
+            memory,
+            other_build,
+            started: later(),
+            ..Recall::default()
+        };
+        let mut links = Counted::default();
+        discover_recalling(
+            &ws,
+            None,
+            crate::walk::Trust::Any,
+            &mut recall,
+            Some(&mut links),
+        );
+        (recall, links)
+    };
+    let (first, looked) = walk_with(Memory::new(), false);
+    assert_eq!((first.listed, looked.looks), (5, 12));
+    // The same memory as another build wrote it.
+    let mut bytes = encode(&ws, &first.memory).unwrap();
+    let exe_dev = MAGIC.len() + 8 + ws.as_os_str().len() + 16;
+    bytes[exe_dev] ^= 1;
+    let body = bytes.len() - 8;
+    let sum = checksum(&bytes[..body]);
+    bytes[body..].copy_from_slice(&sum.to_le_bytes());
+    assert_eq!(decode(&ws, &bytes), None, "not this build's listings");
+    let (theirs, other) = decode_any(&ws, &bytes).unwrap();
+    assert!(other);
+    // A link made since in one directory (which moves its stamp).
+    std::fs::write(d.path().join("outside"), "o").unwrap();
+    std::fs::hard_link(d.path().join("outside"), ws.join("d2/linked")).unwrap();
+    let (after, looked) = walk_with(theirs, true);
+    assert_eq!(
+        (after.listed, after.reused),
+        (5, 0),
+        "every listing read again"
+    );
+    assert_eq!(looked.looks, 4, "only d2's files (3 and the link)");
+    assert_eq!(looked.linked, [ws.join("d2/linked")]);
+    assert!(!after.memory.contains_key(ws.join("d2").as_os_str()));
+}
