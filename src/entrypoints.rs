@@ -177,7 +177,7 @@ pub(crate) fn discover_at(
     discover_with(ws, None, Some(runtime), (trust, started), links)
 }
 
-/// `discover_workspace` with this memory (`recall.next`: the memory for the next launch).
+/// `discover_workspace` with this memory (`recall.memory`, made the next launch's as the walk goes).
 fn discover_recalling(
     ws: &Path,
     home: Option<&Path>,
