@@ -47,6 +47,40 @@ fn a_short_clean_launch_says_nothing_and_logs_no_warning() {
     assert!(!log.contains("WARN"), "{log}");
 }
 
+/// The launcher leaves no process behind, not even a zombie: bwrap exits without waiting for the
+/// jail's first process, which was reparented to PID 1 and stayed a zombie where PID 1 does not
+/// reap (this machine's, and a container's `sleep infinity`). The launcher now inherits and reaps
+/// it. Everything in the launcher's process group is looked for once it has exited.
+#[test]
+fn a_launch_leaves_no_process_behind_not_even_a_zombie() {
+    use std::os::unix::process::CommandExt;
+    let f = Fixture::new();
+    for _ in 0..3 {
+        let mut cmd = f.cmd(["run", "--", "true"]);
+        cmd.process_group(0);
+        let child = cmd
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let group = child.id();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        let left: Vec<String> = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+            .filter(|stat| {
+                let fields: Vec<&str> = stat
+                    .rsplit_once(')')
+                    .map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
+                fields.get(2).and_then(|g| g.parse::<u32>().ok()) == Some(group)
+            })
+            .collect();
+        assert!(left.is_empty(), "left in the launcher's group: {left:?}");
+    }
+}
+
 #[test]
 fn command_not_found_and_not_executable() {
     let f = Fixture::new();

@@ -111,6 +111,10 @@ pub(super) fn fork_exec(
     let stderr_fd = stderr.as_raw_fd();
     // SAFETY: getpid has no preconditions.
     let launcher = unsafe { libc::getpid() };
+    // The jail's first process is inherited by the launcher when bwrap exits without waiting for
+    // it (`reap_inherited`), not by PID 1, which in a container may never reap it.
+    // SAFETY: prctl with an integer argument; no memory is passed.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
     // SAFETY: between fork and exec the child makes only async-signal-safe calls (prctl, getppid,
     // fcntl, dup2, sigaction, execve, write, _exit) on memory prepared before the fork.
     match unsafe { libc::fork() } {
@@ -419,6 +423,9 @@ impl Jail {
                 Ok(Some((_, status))) => break status,
             }
         };
+        if let Some(init) = status.lock().ok().and_then(|s| s.child_pid) {
+            reap_inherited(init);
+        }
         let _ = reader.join();
         signals.close();
         let _ = forwarder.join();
@@ -508,5 +515,28 @@ pub(super) fn forward(init: i32, sig: i32) {
         .filter_map(|p| p.parse::<i32>().ok())
     {
         let _ = crate::process::signal_process(pid, signal);
+    }
+}
+
+/// Reap the jail's first process (PID `init` here) if bwrap left it to the launcher: bwrap learns
+/// of its end through an event fd and exits without waiting for it, and the zombie, reparented to
+/// the launcher (a subreaper: `fork_exec`), would otherwise stay under PID 1 where PID 1 does not
+/// reap (seen on every launch here). Only a process whose parent is the launcher is waited for (it
+/// is dying: bwrap set its `PR_SET_PDEATHSIG`), so no other process's status is taken.
+fn reap_inherited(init: i32) {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{init}/stat")) else {
+        return;
+    };
+    // The parent's PID is the second field after the command's name (in parentheses, any bytes).
+    let parent = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+        .and_then(|p| p.parse::<i32>().ok());
+    // SAFETY: getpid has no preconditions.
+    if parent != Some(unsafe { libc::getpid() }) {
+        return;
+    }
+    if let Some(pid) = rustix::process::Pid::from_raw(init) {
+        let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty());
     }
 }
